@@ -1,0 +1,10 @@
+// Everything of the dlm API except the store classes, which have their own
+// headers (dlm/postgres_store.h, dlm/sqlite_store.h).
+#pragma once
+
+#include "dlm/clock.h"
+#include "dlm/error.h"
+#include "dlm/lock.h"
+#include "dlm/lock_configuration.h"
+#include "dlm/lock_manager.h"
+#include "dlm/lock_store.h"

@@ -1,0 +1,58 @@
+// Errors raised by the dlm API.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace dlm {
+
+// What went wrong, classified by what the caller should do next.
+enum class ErrorCode {
+  // The lock is held by someone else (tryAcquireLock), or could not be taken
+  // before the timeout (acquireLock), or a second acquire through a Lock that
+  // is already held.
+  LOCK_UNAVAILABLE,
+  // The store could not be reached (connection refused or lost) and the
+  // configured store retries did not help.
+  CONNECTION_ERROR,
+  // A transient store failure (serialization failure, deadlock between
+  // store transactions, SQLITE_BUSY) persisted through every configured retry.
+  RETRIES_EXHAUSTED,
+  // Applying the schema from code (the builder's opt-in) failed.
+  TABLE_CREATION_ERROR,
+  // Anything else; the message carries the SQLSTATE or SQLite code.
+  INTERNAL_ERROR,
+  // The caller passed something invalid. Raised before any I/O.
+  INVALID_ARGUMENT,
+  // The database schema is missing or at another version; the message names
+  // the migration to apply.
+  SCHEMA_MISMATCH,
+  // Waiting would deadlock (reserved for the wait-for graph check).
+  DEADLOCK_DETECTED,
+  // The lock is not held by the caller (lost to expiry and takeover).
+  LOCK_NOT_HELD,
+};
+
+// "LOCK_UNAVAILABLE", ...
+std::string_view toString(ErrorCode code);
+
+// The one exception type of the API. what() names the lock (when there is
+// one) and the cause.
+class DLMException : public std::runtime_error {
+ public:
+  // `transient` marks store failures that may succeed when retried
+  // (connection loss, serialization failure, busy); the manager retries those
+  // within LockConfiguration::storeRetries.
+  DLMException(ErrorCode code, const std::string& message,
+               bool transient = false);
+
+  ErrorCode code() const noexcept { return code_; }
+  bool transient() const noexcept { return transient_; }
+
+ private:
+  ErrorCode code_;
+  bool transient_;
+};
+
+}  // namespace dlm

@@ -1,0 +1,75 @@
+// A lock handle: names one lock and carries the state of its acquisition.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "dlm/lock_store.h"
+
+namespace dlm {
+
+// DC: scoped to the manager's farm ("DC#<farmId>#<clientId>#<id>").
+// XDC: across farms ("XDC#<clientId>#<id>"). A DC and an XDC lock with the
+// same id are different locks and never block each other.
+enum class LockLevel { DC, XDC };
+
+// Only EXCLUSIVE exists today (at most one holder per key); SHARED is
+// reserved and rejected with INVALID_ARGUMENT.
+enum class LockMode { EXCLUSIVE, SHARED };
+
+// Returned by DistributedLockManager::getLockInstance (no I/O). Movable, not
+// copyable; a Lock is used by one thread at a time. A moved-from Lock holds
+// nothing. isAcquired() is this handle's own view: a lock that expired and was
+// taken by someone else still reads as acquired until releaseLock says false.
+class Lock {
+ public:
+  Lock(Lock&& other) noexcept;
+  Lock& operator=(Lock&& other) noexcept;
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+  ~Lock() = default;
+
+  // "<clientId>#<id>".
+  std::string lockId() const { return clientId_ + "#" + id_; }
+  // The id the caller passed to getLockInstance.
+  const std::string& id() const { return id_; }
+  const std::string& clientId() const { return clientId_; }
+  // The manager's farm (also for XDC locks, whose key ignores it).
+  const std::string& farmId() const { return farmId_; }
+  LockLevel lockLevel() const { return level_; }
+  LockMode lockMode() const { return mode_; }
+  // The key in the lock table.
+  const std::string& storeKey() const { return key_.key; }
+
+  bool isAcquired() const { return acquired_; }
+  // Valid while isAcquired(): the owner GUID recorded on the row, the
+  // acquisition's fencing token, and the store-clock instants.
+  const std::string& owner() const { return owner_; }
+  std::int64_t fencingToken() const { return fencingToken_; }
+  StoreTime acquiredAt() const { return acquiredAt_; }
+  StoreTime expiresAt() const { return expiresAt_; }
+
+ private:
+  friend class DistributedLockManager;
+  Lock() = default;
+
+  void clearAcquisition();
+
+  std::string id_;
+  std::string clientId_;
+  std::string farmId_;
+  LockLevel level_ = LockLevel::DC;
+  LockMode mode_ = LockMode::EXCLUSIVE;
+  StoreKey key_;
+  const void* manager_ = nullptr;  // identity of the creating manager
+
+  bool acquired_ = false;
+  std::string owner_;
+  std::string token_;
+  std::int64_t fencingToken_ = 0;
+  StoreTime acquiredAt_;
+  StoreTime expiresAt_;
+};
+
+}  // namespace dlm

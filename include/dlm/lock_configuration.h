@@ -1,0 +1,26 @@
+// Timing defaults of the lock manager.
+#pragma once
+
+#include <chrono>
+
+namespace dlm {
+
+struct LockConfiguration {
+  // How long an acquired lock lives unless released or extended. > 0.
+  std::chrono::milliseconds lockTtl{std::chrono::seconds(90)};
+  // How long acquireLock waits by default. >= 0 (0: exactly one attempt).
+  std::chrono::milliseconds waitForLock{std::chrono::seconds(90)};
+  // The longest sleep between two attempts of a waiting acquireLock. > 0.
+  std::chrono::milliseconds sleepBetweenRetries{std::chrono::seconds(1)};
+  // How many times one store call is retried after a transient failure
+  // (connection lost, serialization failure, busy) before the manager gives
+  // up with CONNECTION_ERROR or RETRIES_EXHAUSTED. >= 0.
+  int storeRetries = 3;
+  // Pause before the first store retry; doubles with each further retry. > 0.
+  std::chrono::milliseconds storeRetryBackoff{std::chrono::milliseconds(50)};
+
+  // Throws DLMException(INVALID_ARGUMENT) naming the first bad field.
+  void validate() const;
+};
+
+}  // namespace dlm

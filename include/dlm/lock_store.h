@@ -1,0 +1,140 @@
+// The store interface: the atomic operations on one lock row, nothing more.
+//
+// A store talks to one database. It holds no policy: no retries, no waiting,
+// no threads. The manager builds keys, validates input, retries transient
+// failures and waits; the store runs each operation as one short transaction.
+//
+// Concurrency contract: every method may be called from many threads at once;
+// a store guards its own connections (a pqxx connection or a sqlite3 handle is
+// used by one thread at a time). Several processes may use stores on the same
+// database at once; correctness never depends on them sharing memory.
+//
+// Errors: every method throws only DLMException. Failures that may succeed when
+// retried (connection lost, serialization failure, SQLITE_BUSY) carry
+// transient() == true. "Held by someone else" is not an error: it is
+// AcquireResult::acquired == false.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlm {
+
+// Wall-clock instants as the store's clock saw them.
+using StoreTime = std::chrono::system_clock::time_point;
+
+// A lock key as the store sees it: the scoped key and the keys the hierarchy
+// protocol has to look at. Built by the manager; stores never parse keys.
+struct StoreKey {
+  // The full scoped key, e.g. "DC#farm1#billing#jobs.nightly".
+  std::string key;
+  // Scoped keys of every ancestor, root first ("DC#farm1#billing#jobs").
+  // Empty when the id has one segment or hierarchy is off.
+  std::vector<std::string> ancestors;
+  // Descendants of `key` are exactly the keys k with
+  // descendantsBegin <= k < descendantsEnd in byte order (key + separator and
+  // key + the byte after the separator). Both empty when hierarchy is off.
+  std::string descendantsBegin;
+  std::string descendantsEnd;
+};
+
+// Who holds a lock, for operators.
+struct Holder {
+  std::string host;
+  std::int64_t pid = 0;
+};
+
+struct AcquireRequest {
+  const StoreKey& key;
+  // The owner GUID recorded on the row.
+  std::string_view owner;
+  // Random, unique per acquisition. Release and extend are conditional on it.
+  // Acquiring again with the token that already holds the row succeeds and
+  // changes nothing, so a retry after a lost reply is safe.
+  std::string_view token;
+  std::chrono::milliseconds ttl;
+  const Holder& holder;
+};
+
+struct AcquireResult {
+  bool acquired = false;
+  // Set when acquired: grows by one with every acquisition of the row; the
+  // first acquisition of a key gets 1.
+  std::int64_t fencingToken = 0;
+  StoreTime acquiredAt;
+  StoreTime expiresAt;
+  // When not acquired: the key whose holder blocks this one (the key itself,
+  // an ancestor or a descendant).
+  std::string blockedBy;
+};
+
+// One row of the lock table.
+struct LockRecord {
+  std::string key;
+  // HELD and not yet expired by the store's clock.
+  bool held = false;
+  // Status HELD (even if expired); an expired row can still be released or
+  // extended by its holder until someone else takes it.
+  bool statusHeld = false;
+  std::string owner;
+  std::int64_t fencingToken = 0;
+  StoreTime acquiredAt;
+  StoreTime expiresAt;
+  std::chrono::milliseconds ttl{0};
+  Holder holder;
+};
+
+class LockStore {
+ public:
+  LockStore() = default;
+  LockStore(const LockStore&) = delete;
+  LockStore& operator=(const LockStore&) = delete;
+  virtual ~LockStore() = default;
+
+  // A short name for messages: "postgres", "sqlite".
+  virtual std::string_view name() const = 0;
+
+  // Checks that the database has the schema version this library needs.
+  // With applyMigrations, first applies the missing migrations (each in one
+  // transaction). Throws SCHEMA_MISMATCH naming what to apply, or
+  // TABLE_CREATION_ERROR when applying failed, or CONNECTION_ERROR.
+  virtual void initialize(bool applyMigrations) = 0;
+
+  // Closes every connection. Further calls throw INTERNAL_ERROR.
+  virtual void close() = 0;
+
+  // One attempt to take the lock, in one transaction: the hierarchy protocol
+  // of DESIGN.md, expiry judged by the store's clock.
+  virtual AcquireResult tryAcquire(const AcquireRequest& request) = 0;
+
+  // Frees the row if `token` still holds it (even if expired but not taken).
+  // True when freed (or already freed by this token); false when another
+  // acquisition took the row since.
+  virtual bool release(std::string_view key, std::string_view token) = 0;
+
+  // Sets expiry to now + ttl if `token` still holds the row (even if expired
+  // but not taken). The new expiry, or nullopt when the lock was lost.
+  virtual std::optional<StoreTime> extend(std::string_view key,
+                                          std::string_view token,
+                                          std::chrono::milliseconds ttl) = 0;
+
+  // The row for `key`, or nullopt if the key was never locked.
+  virtual std::optional<LockRecord> describe(std::string_view key) = 0;
+
+  // Rows with status HELD whose key starts with `keyPrefix` (all when empty),
+  // in key order, expired ones included (LockRecord::held tells).
+  virtual std::vector<LockRecord> listHeld(std::string_view keyPrefix) = 0;
+
+  // Operator override: frees the row whoever holds it. True if it was HELD.
+  virtual bool forceRelease(std::string_view key) = 0;
+
+  // The store's clock: the database clock on PostgreSQL, the application
+  // clock on SQLite.
+  virtual StoreTime now() = 0;
+};
+
+}  // namespace dlm

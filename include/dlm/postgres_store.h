@@ -1,0 +1,57 @@
+// The PostgreSQL store (libpqxx underneath; this header does not include it).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "dlm/lock_store.h"
+
+namespace dlm {
+
+struct PostgresStoreOptions {
+  // A libpq connection string or URI ("postgresql://app@db/orders",
+  // "host=... dbname=..."); empty means libpq's PG* environment variables.
+  std::string connection;
+  // The PostgreSQL schema holding dlm's tables and functions; empty means the
+  // role's default search_path.
+  std::string schema;
+  // The most connections open at once; callers beyond it wait for one.
+  std::size_t poolSize = 8;
+  // How long a call waits for a free pooled connection before failing with
+  // CONNECTION_ERROR (transient).
+  std::chrono::milliseconds poolWait{std::chrono::seconds(30)};
+};
+
+// Thread-safe: a pool of connections, each used by one thread at a time.
+// Connections that broke are dropped and re-opened on the next call.
+// Acquire and release are one round trip each (server functions shipped in
+// schema/postgres.sql). A release commits with synchronous_commit = off: a
+// release lost in a server crash leaves the lock held until its TTL, which is
+// safe; acquires always commit durably.
+class PostgresStore final : public LockStore {
+ public:
+  // Opens no connection yet; the first call (usually initialize) does.
+  explicit PostgresStore(PostgresStoreOptions options);
+  ~PostgresStore() override;
+
+  std::string_view name() const override;
+  void initialize(bool applyMigrations) override;
+  void close() override;
+  AcquireResult tryAcquire(const AcquireRequest& request) override;
+  bool release(std::string_view key, std::string_view token) override;
+  std::optional<StoreTime> extend(std::string_view key, std::string_view token,
+                                  std::chrono::milliseconds ttl) override;
+  std::optional<LockRecord> describe(std::string_view key) override;
+  std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
+  bool forceRelease(std::string_view key) override;
+  StoreTime now() override;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dlm

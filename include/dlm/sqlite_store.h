@@ -1,0 +1,51 @@
+// The SQLite store: the embedded default (one host; threads and processes
+// sharing one database file).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dlm/lock_store.h"
+
+namespace dlm {
+
+struct SqliteStoreOptions {
+  // Path of the database file; created if missing. ":memory:" works for one
+  // store object only (no other connection can see it).
+  std::string path = "dlm.sqlite";
+  // How long one transaction may wait for the database write lock held by
+  // another connection or process before failing with RETRIES_EXHAUSTED
+  // (transient).
+  std::chrono::milliseconds busyTimeout{std::chrono::seconds(5)};
+};
+
+// Thread-safe: one connection guarded by a mutex. Every write runs in a
+// BEGIN IMMEDIATE transaction (the file's write lock takes the place of
+// SELECT ... FOR UPDATE); the file is in WAL mode. Expiry is judged by this
+// process's wall clock (std::chrono::system_clock).
+class SqliteStore final : public LockStore {
+ public:
+  // Opens no connection yet; the first call (usually initialize) does.
+  explicit SqliteStore(SqliteStoreOptions options);
+  ~SqliteStore() override;
+
+  std::string_view name() const override;
+  void initialize(bool applyMigrations) override;
+  void close() override;
+  AcquireResult tryAcquire(const AcquireRequest& request) override;
+  bool release(std::string_view key, std::string_view token) override;
+  std::optional<StoreTime> extend(std::string_view key, std::string_view token,
+                                  std::chrono::milliseconds ttl) override;
+  std::optional<LockRecord> describe(std::string_view key) override;
+  std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
+  bool forceRelease(std::string_view key) override;
+  StoreTime now() override;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dlm
