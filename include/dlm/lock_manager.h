@@ -1,9 +1,9 @@
 // The lock manager: the API applications use.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,8 +48,9 @@ class DistributedLockManager {
   // One attempt. Returns when held; throws LOCK_UNAVAILABLE when someone else
   // holds the key, an ancestor or a descendant, or when `lock` is already
   // acquired (not re-entrant: it stays held). INVALID_ARGUMENT for a ttl <= 0
-  // or a Lock of another manager; CONNECTION_ERROR / RETRIES_EXHAUSTED when
-  // the store stays unreachable through the configured store retries.
+  // or over 365 days, or a Lock of another manager (or a moved-from one);
+  // CONNECTION_ERROR / RETRIES_EXHAUSTED when the store stays unreachable
+  // through the configured store retries. The default ttl is lockTtl.
   void tryAcquireLock(Lock& lock);
   void tryAcquireLock(Lock& lock, std::chrono::milliseconds ttl);
 
@@ -83,7 +84,8 @@ class DistributedLockManager {
   void requireInitialized() const;
   void checkOwnLock(const Lock& lock) const;
   template <typename Fn>
-  auto withStoreRetries(const Lock* lock, Fn&& fn);
+  auto withStoreRetries(const Lock& lock, Fn&& fn);
+  // One store attempt; on success fills `lock`, else returns the blocking key.
   bool attempt(Lock& lock, std::chrono::milliseconds ttl,
                std::string* blockedBy);
 
@@ -97,9 +99,8 @@ class DistributedLockManager {
   std::shared_ptr<Clock> clock_;
   Holder holder_;
 
-  mutable std::mutex stateMutex_;
-  bool initialized_ = false;
-  bool destroyed_ = false;
+  enum State { kNew, kReady, kDestroyed };
+  std::atomic<int> state_{kNew};
 };
 
 class DistributedLockManager::Builder {

@@ -1,0 +1,27 @@
+// Builds store keys from (level, farm, client, id) and the hierarchy rules.
+#pragma once
+
+#include <string>
+
+#include "dlm/lock.h"
+#include "dlm/lock_store.h"
+
+namespace dlm::internal {
+
+struct KeyScope {
+  std::string farmId;
+  std::string clientId;
+  char separator = '.';
+  bool hierarchy = true;
+};
+
+// The scope prefix every key of (level, scope) starts with:
+// "DC#<farmId>#<clientId>#" or "XDC#<clientId>#".
+std::string keyPrefix(LockLevel level, const KeyScope& scope);
+
+// The StoreKey for `id` (already validated by validateLockId). With hierarchy,
+// throws INVALID_ARGUMENT for an empty segment (".a", "a..b", "a.").
+StoreKey buildStoreKey(LockLevel level, const KeyScope& scope,
+                       const std::string& id);
+
+}  // namespace dlm::internal

@@ -1,0 +1,28 @@
+// Argument checks shared by the manager and its builder. Each throws
+// DLMException(INVALID_ARGUMENT) with a message naming the argument; none does
+// I/O.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+
+namespace dlm::internal {
+
+inline constexpr std::size_t kMaxIdBytes = 1024;
+inline constexpr std::size_t kMaxScopeBytes = 255;
+
+// Non-empty, at most kMaxIdBytes, no NUL, valid UTF-8 (PostgreSQL text
+// columns hold only valid UTF-8, and both stores must accept the same ids).
+void validateLockId(std::string_view id);
+
+// clientId / farmId: at most kMaxScopeBytes, no NUL or '#', valid UTF-8;
+// non-empty when `required`.
+void validateScopeName(std::string_view what, std::string_view value,
+                       bool required);
+
+void requirePositive(std::string_view what, std::chrono::milliseconds value);
+void requireNonNegative(std::string_view what, std::chrono::milliseconds value);
+
+bool isValidUtf8(std::string_view bytes);
+
+}  // namespace dlm::internal
