@@ -1,0 +1,44 @@
+// Store environments for tests: each one is a fresh, private database with
+// dlm's schema applied (a temp SQLite file, or a new schema in the PostgreSQL
+// server named by libpq's PG* variables, used through a role that has only
+// the privileges the schema grants). Destroying the environment removes it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlm/lock_store.h"
+
+namespace dlm::test {
+
+class StoreEnvironment {
+ public:
+  virtual ~StoreEnvironment() = default;
+
+  // "sqlite" or "postgres".
+  virtual std::string name() const = 0;
+  // A new store object on this environment's database (as another process
+  // would have), initialized.
+  virtual std::shared_ptr<LockStore> newStore() = 0;
+  // A new store object on an EMPTY database of the same kind (no dlm schema),
+  // not initialized. For SCHEMA_MISMATCH tests.
+  virtual std::shared_ptr<LockStore> newEmptyStore() = 0;
+  // What another process passes to dlm::openStore to reach this database.
+  virtual std::string url() const = 0;
+  // The PostgreSQL schema ("" for SQLite).
+  virtual std::string postgresSchema() const = 0;
+};
+
+// A fresh temp SQLite file.
+std::unique_ptr<StoreEnvironment> makeSqliteEnvironment();
+// A fresh PostgreSQL schema. Throws (failing the test) when the server named
+// by the PG* variables cannot be reached: PostgreSQL tests never skip.
+std::unique_ptr<StoreEnvironment> makePostgresEnvironment();
+// "sqlite" or "postgres".
+std::unique_ptr<StoreEnvironment> makeEnvironment(const std::string& name);
+
+// The store names compiled in, for INSTANTIATE_TEST_SUITE_P.
+std::vector<std::string> compiledStores();
+
+}  // namespace dlm::test

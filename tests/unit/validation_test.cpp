@@ -1,0 +1,69 @@
+#include "validation.h"
+
+#include <gtest/gtest.h>
+
+#include "crc32.h"
+#include "dlm/error.h"
+#include "random_id.h"
+
+namespace dlm::internal {
+namespace {
+
+ErrorCode codeOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const DLMException& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no DLMException";
+  return ErrorCode::INTERNAL_ERROR;
+}
+
+TEST(ValidateLockId, AcceptsUtf8UpTo1024Bytes) {
+  EXPECT_NO_THROW(validateLockId("order-123"));
+  EXPECT_NO_THROW(validateLockId("b\xC3\xA4r.\xE2\x82\xAC.\xF0\x9F\x94\x92"));
+  EXPECT_NO_THROW(validateLockId(std::string(1024, 'x')));
+}
+
+TEST(ValidateLockId, RejectsEmptyLongNulAndBadUtf8) {
+  EXPECT_EQ(codeOf([] { validateLockId(""); }), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([] { validateLockId(std::string(1025, 'x')); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([] { validateLockId(std::string("a\0b", 3)); }),
+            ErrorCode::INVALID_ARGUMENT);
+  for (const char* bad : {"\xFF", "\xC3", "\xC0\xAF", "\xED\xA0\x80",
+                          "\xF4\x90\x80\x80", "a\xE2\x82"}) {
+    EXPECT_FALSE(isValidUtf8(bad)) << bad;
+    EXPECT_EQ(codeOf([&] { validateLockId(bad); }),
+              ErrorCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST(ValidateScopeName, RejectsHashAndRequiresValueWhenAsked) {
+  EXPECT_EQ(codeOf([] { validateScopeName("clientId", "a#b", true); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([] { validateScopeName("clientId", "", true); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NO_THROW(validateScopeName("farmId", "", false));
+  EXPECT_EQ(codeOf([] { validateScopeName("farmId", std::string(256, 'f'),
+                                          false); }),
+            ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(Crc32, MatchesTheStandardCheckValue) {
+  EXPECT_EQ(crc32("123456789"), 0xCBF43926U);
+  EXPECT_EQ(crc32(""), 0U);
+}
+
+TEST(RandomUuid, IsVersion4TextAndDiffersEachCall) {
+  const std::string a = randomUuid();
+  const std::string b = randomUuid();
+  ASSERT_EQ(a.size(), 36U);
+  EXPECT_EQ(a[8], '-');
+  EXPECT_EQ(a[14], '4');
+  EXPECT_TRUE(a[19] == '8' || a[19] == '9' || a[19] == 'a' || a[19] == 'b');
+  EXPECT_NE(a, b);
+}
+
+}  // namespace
+}  // namespace dlm::internal
