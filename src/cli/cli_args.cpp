@@ -1,0 +1,152 @@
+#include "cli/cli_args.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "dlm/store_url.h"
+
+namespace dlm::cli {
+
+Args::Args(std::vector<std::string> args) : args_(std::move(args)) {
+  end_ = static_cast<std::size_t>(
+      std::find(args_.begin(), args_.end(), "--") - args_.begin());
+}
+
+std::optional<std::string> Args::take(const std::string& name) {
+  std::optional<std::string> value;
+  const std::string withEquals = name + "=";
+  for (std::size_t i = 0; i < end_;) {
+    if (args_[i] == name) {
+      if (i + 1 >= end_) throw UsageError(fmt::format("{} needs a value", name));
+      value = args_[i + 1];
+      args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i),
+                  args_.begin() + static_cast<std::ptrdiff_t>(i + 2));
+      end_ -= 2;
+    } else if (args_[i].rfind(withEquals, 0) == 0) {
+      value = args_[i].substr(withEquals.size());
+      args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i));
+      end_ -= 1;
+    } else {
+      ++i;
+    }
+  }
+  return value;
+}
+
+bool Args::takeFlag(const std::string& name) {
+  bool found = false;
+  for (std::size_t i = 0; i < end_;) {
+    if (args_[i] == name) {
+      args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i));
+      end_ -= 1;
+      found = true;
+    } else {
+      ++i;
+    }
+  }
+  return found;
+}
+
+std::optional<std::string> Args::takePositional() {
+  for (std::size_t i = 0; i < args_.size(); ++i) {
+    if (i == end_) continue;  // the "--" itself
+    // Before "--", anything starting with "--" is an (unknown) option.
+    if (i < end_ && args_[i].size() > 1 && args_[i][0] == '-') continue;
+    std::string value = args_[i];
+    args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (i < end_) --end_;
+    return value;
+  }
+  return std::nullopt;
+}
+
+void Args::requireEmpty() const {
+  for (std::size_t i = 0; i < args_.size(); ++i) {
+    if (i == end_) continue;
+    if (i < end_ && args_[i].size() > 1 && args_[i][0] == '-') {
+      throw UsageError(fmt::format("unknown option '{}'", args_[i]));
+    }
+    throw UsageError(fmt::format("unexpected argument '{}'", args_[i]));
+  }
+}
+
+std::int64_t parseInteger(const std::string& option, const std::string& text,
+                          std::int64_t min, std::int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < min ||
+      value > max) {
+    throw UsageError(fmt::format("{} must be a whole number from {} to {}, "
+                                 "not '{}'",
+                                 option, min, max, text));
+  }
+  return value;
+}
+
+double parseDecimal(const std::string& option, const std::string& text,
+                    double min, double max) {
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !(value >= min) ||
+      !(value <= max)) {
+    throw UsageError(fmt::format("{} must be a number from {} to {}, not '{}'",
+                                 option, min, max, text));
+  }
+  return value;
+}
+
+GlobalOptions takeGlobalOptions(Args& args) {
+  GlobalOptions g;
+  const bool longHelp = args.takeFlag("--help");
+  const bool shortHelp = args.takeFlag("-h");
+  g.help = longHelp || shortHelp;
+  if (auto db = args.take("--db")) {
+    g.db = *db;
+    g.dbOrigin = "--db";
+  } else if (const char* env = std::getenv("DLM_DATABASE_URL");
+             env != nullptr && *env != '\0') {
+    g.db = env;
+    g.dbOrigin = "DLM_DATABASE_URL";
+  } else {
+    g.db = kDefaultStoreUrl;
+    g.dbOrigin = "default";
+  }
+  if (auto schema = args.take("--schema")) g.schema = *schema;
+  if (auto client = args.take("--client")) g.client = *client;
+  if (auto farm = args.take("--farm")) g.farm = *farm;
+  return g;
+}
+
+std::string redactUrl(const std::string& input) {
+  std::string url = input;
+  // A "password=..." query parameter: hide its value.
+  for (std::size_t p = url.find("password="); p != std::string::npos;
+       p = url.find("password=", p + 1)) {
+    const std::size_t valueStart = p + 9;
+    const std::size_t valueEnd = url.find('&', valueStart);
+    url.replace(valueStart,
+                valueEnd == std::string::npos ? std::string::npos
+                                              : valueEnd - valueStart,
+                "***");
+  }
+  // postgresql://user:secret@host/db: hide what sits between ':' and '@' in
+  // the authority part.
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const std::size_t authorityStart = scheme + 3;
+  const std::size_t authorityEnd = url.find_first_of("/?", authorityStart);
+  const std::size_t at = url.rfind('@', authorityEnd == std::string::npos
+                                            ? std::string::npos
+                                            : authorityEnd);
+  if (at == std::string::npos || at < authorityStart) return url;
+  const std::size_t colon = url.find(':', authorityStart);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+}  // namespace dlm::cli

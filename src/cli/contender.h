@@ -1,0 +1,78 @@
+// One contender: a loop that takes locks through a DistributedLockManager,
+// holds each for a moment and records every hold. `dlmctl demo` runs one per
+// worker process; the contention tests run many per process and per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/hold_log.h"
+#include "dlm/lock.h"
+#include "dlm/lock_manager.h"
+
+namespace dlm::cli {
+
+struct WeightedKey {
+  std::string id;  // lock id, e.g. "demo.key-1"
+  int weight = 1;  // relative chance of being picked
+};
+
+struct ContendOptions {
+  std::vector<WeightedKey> keys;
+  LockLevel level = LockLevel::DC;
+  int worker = 0;  // recorded on every Hold
+  // Stop after this many attempts (0: no limit) or at the deadline, whichever
+  // comes first. At least one of the two must be set.
+  std::int64_t maxAttempts = 0;
+  std::chrono::steady_clock::time_point deadline =
+      std::chrono::steady_clock::time_point::max();
+  // How long each hold lasts: uniform in [holdMin, holdMax].
+  std::chrono::microseconds holdMin{0};
+  std::chrono::microseconds holdMax{0};
+  // Pause after each attempt (held or not), uniform in [0, pauseMax]; leaves
+  // gaps in which parent keys can be taken.
+  std::chrono::microseconds pauseMax{0};
+  // TTL of every acquisition: keep it well above holdMax, or a lock may
+  // expire while held and be taken legitimately by another worker.
+  std::chrono::milliseconds ttl{std::chrono::seconds(30)};
+  // acquireLock's timeout.
+  std::chrono::milliseconds timeout{std::chrono::milliseconds(200)};
+  // Percentage of attempts made with tryAcquireLock instead of acquireLock.
+  int tryPercent = 0;
+  std::uint64_t seed = 0;
+};
+
+struct ContendResult {
+  std::vector<Hold> holds;
+  std::int64_t attempts = 0;
+  std::int64_t acquisitions = 0;
+  // LOCK_UNAVAILABLE: tryAcquireLock found the key busy or acquireLock timed
+  // out. Expected under contention.
+  std::int64_t unavailable = 0;
+  // releaseLock returned false (should never happen with a long TTL).
+  std::int64_t failedReleases = 0;
+  // Any other DLMException or exception ends the loop; this is its text
+  // ("CODE: message"), empty if none.
+  std::string error;
+
+  bool ok() const { return error.empty() && failedReleases == 0; }
+};
+
+// A result as text, for a worker process to hand to its parent: "S" line
+// with the counters, an "E" line with the error if any, an "H" line per hold.
+void writeResult(const ContendResult& result, std::ostream& out);
+// The inverse; nullopt (with `problem` set) for damaged text, e.g. from a
+// worker that died while writing.
+std::optional<ContendResult> readResult(std::istream& in, std::string* problem);
+
+// Runs the loop on the calling thread. `manager` must be initialized and
+// outlive the call; it may be shared with other threads. Never throws a
+// DLMException (recorded in ContendResult::error instead).
+ContendResult contend(DistributedLockManager& manager,
+                      const ContendOptions& options);
+
+}  // namespace dlm::cli

@@ -1,0 +1,177 @@
+#include "cli/hold_log.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+namespace dlm::cli {
+
+std::int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+std::string escapeKey(const std::string& key) {
+  std::string out;
+  out.reserve(key.size());
+  for (char c : key) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> unescapeKey(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (++i == text.size()) return std::nullopt;
+    switch (text[i]) {
+      case '\\': out += '\\'; break;
+      case 't': out += '\t'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      default: return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::string brief(const Hold& h) {
+  return fmt::format("{} by worker {} [{} .. {}] ns fencing {}", h.key,
+                     h.worker, h.startNs, h.endNs, h.fencing);
+}
+
+}  // namespace
+
+std::string formatHold(const Hold& hold) {
+  // The key goes last so that it may contain spaces.
+  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", hold.worker, hold.startNs,
+                     hold.endNs, hold.fencing, hold.released ? 1 : 0,
+                     escapeKey(hold.key));
+}
+
+std::optional<Hold> parseHold(const std::string& line) {
+  std::vector<std::string> fields;
+  std::size_t pos = 0;
+  for (int i = 0; i < 5; ++i) {
+    const std::size_t tab = line.find('\t', pos);
+    if (tab == std::string::npos) return std::nullopt;
+    fields.push_back(line.substr(pos, tab - pos));
+    pos = tab + 1;
+  }
+  Hold hold;
+  try {
+    std::size_t used = 0;
+    hold.worker = std::stoi(fields[0], &used);
+    if (used != fields[0].size()) return std::nullopt;
+    hold.startNs = std::stoll(fields[1], &used);
+    if (used != fields[1].size()) return std::nullopt;
+    hold.endNs = std::stoll(fields[2], &used);
+    if (used != fields[2].size()) return std::nullopt;
+    hold.fencing = std::stoll(fields[3], &used);
+    if (used != fields[3].size()) return std::nullopt;
+  } catch (const std::exception&) {
+    // stoi/stoll throw on non-numbers and overflow: a malformed line.
+    return std::nullopt;
+  }
+  if (fields[4] != "0" && fields[4] != "1") return std::nullopt;
+  hold.released = fields[4] == "1";
+  auto key = unescapeKey(line.substr(pos));
+  if (!key || key->empty()) return std::nullopt;
+  hold.key = std::move(*key);
+  return hold;
+}
+
+bool keysConflict(const std::string& a, const std::string& b, char separator) {
+  if (a == b) return true;
+  const std::string& shorter = a.size() < b.size() ? a : b;
+  const std::string& longer = a.size() < b.size() ? b : a;
+  return longer.size() > shorter.size() &&
+         longer.compare(0, shorter.size(), shorter) == 0 &&
+         longer[shorter.size()] == separator;
+}
+
+HoldReport checkHolds(std::vector<Hold> holds, char separator,
+                      std::size_t maxListed) {
+  HoldReport report;
+  report.holds = static_cast<std::int64_t>(holds.size());
+  std::sort(holds.begin(), holds.end(), [](const Hold& x, const Hold& y) {
+    return x.startNs != y.startNs ? x.startNs < y.startNs : x.endNs < y.endNs;
+  });
+
+  // Sweep in start order, keeping the holds still open at the current start.
+  // When exclusion works the open set only holds unrelated keys, so it stays
+  // as small as the number of concurrent holders.
+  std::vector<const Hold*> open;
+  std::map<std::string, std::int64_t> overlapsByKey;
+  for (const Hold& h : holds) {
+    open.erase(std::remove_if(open.begin(), open.end(),
+                              [&](const Hold* o) { return o->endNs < h.startNs; }),
+               open.end());
+    for (const Hold* o : open) {
+      if (!keysConflict(o->key, h.key, separator)) continue;
+      ++report.overlapCount;
+      ++overlapsByKey[h.key];
+      if (o->key != h.key) ++overlapsByKey[o->key];
+      if (report.overlaps.size() < maxListed) report.overlaps.emplace_back(*o, h);
+    }
+    open.push_back(&h);
+    if (!h.released) report.failedReleases.push_back(h);
+  }
+
+  std::map<std::string, std::vector<const Hold*>> byKey;
+  for (const Hold& h : holds) byKey[h.key].push_back(&h);  // in start order
+  for (const auto& [key, list] : byKey) {
+    KeySummary summary;
+    summary.key = key;
+    summary.holds = static_cast<std::int64_t>(list.size());
+    summary.firstFencing = list.front()->fencing;
+    summary.lastFencing = list.back()->fencing;
+    summary.overlaps = overlapsByKey[key];
+    for (std::size_t i = 1; i < list.size(); ++i) {
+      if (list[i]->fencing > list[i - 1]->fencing) continue;
+      summary.fencingIncreasing = false;
+      if (report.fencingViolations.size() < maxListed) {
+        report.fencingViolations.emplace_back(*list[i - 1], *list[i]);
+      }
+    }
+    report.keys.push_back(summary);
+  }
+  return report;
+}
+
+std::vector<std::string> describeProblems(const HoldReport& report) {
+  std::vector<std::string> lines;
+  for (const auto& [a, b] : report.overlaps) {
+    lines.push_back(fmt::format("overlap: {}  and  {}", brief(a), brief(b)));
+  }
+  if (report.overlapCount > static_cast<std::int64_t>(report.overlaps.size())) {
+    lines.push_back(fmt::format("... {} overlapping pairs in all",
+                                report.overlapCount));
+  }
+  for (const auto& [a, b] : report.fencingViolations) {
+    lines.push_back(fmt::format("fencing token did not grow: {}  then  {}",
+                                brief(a), brief(b)));
+  }
+  for (const Hold& h : report.failedReleases) {
+    lines.push_back(fmt::format("releaseLock returned false: {}", brief(h)));
+  }
+  return lines;
+}
+
+}  // namespace dlm::cli

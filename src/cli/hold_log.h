@@ -1,0 +1,84 @@
+// A log of lock holds and the checker that proves mutual exclusion from it.
+// Shared by `dlmctl demo` and the contention tests, so both judge holds the
+// same way.
+//
+// Why the check is sound: a Hold's interval starts right after the acquire
+// call returned and ends right before the release call was made, so it lies
+// inside the interval during which the database considered the lock held.
+// If the database never let two holders in, the recorded intervals are
+// disjoint too. The converse does not hold (two client intervals may be
+// disjoint while the database holds overlapped a little), so the check is
+// conservative: it can miss a short overlap, never invent one.
+// Timestamps are std::chrono::steady_clock nanoseconds: CLOCK_MONOTONIC on
+// Linux, one clock for every process on the host.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlm::cli {
+
+struct Hold {
+  std::string key;             // the lock id ("job.a"), not the store key
+  int worker = 0;              // who held it (process or thread number)
+  std::int64_t startNs = 0;    // steady_clock, right after acquiring
+  std::int64_t endNs = 0;      // steady_clock, right before releasing
+  std::int64_t fencing = 0;    // the acquisition's fencing token
+  bool released = true;        // releaseLock returned true
+};
+
+// Current steady_clock time in nanoseconds.
+std::int64_t steadyNowNs();
+
+// One line of text, no newline; keys may hold any byte (escaped).
+std::string formatHold(const Hold& hold);
+// The inverse of formatHold; nullopt for a malformed line.
+std::optional<Hold> parseHold(const std::string& line);
+
+// True when holding `a` excludes holding `b`: the same key, or one is an
+// ancestor of the other ("job" and "job.a.x" with separator '.').
+bool keysConflict(const std::string& a, const std::string& b, char separator);
+
+struct KeySummary {
+  std::string key;
+  std::int64_t holds = 0;
+  std::int64_t firstFencing = 0;  // in hold order
+  std::int64_t lastFencing = 0;
+  bool fencingIncreasing = true;  // strictly, in hold order
+  std::int64_t overlaps = 0;      // overlapping pairs this key is part of
+};
+
+struct HoldReport {
+  std::int64_t holds = 0;
+  // Pairs of holds of conflicting keys whose intervals intersect.
+  std::vector<std::pair<Hold, Hold>> overlaps;
+  std::int64_t overlapCount = 0;  // overlaps may be truncated; this is not
+  // Consecutive holds of one key (in hold order) whose fencing token did not
+  // grow: (earlier, later).
+  std::vector<std::pair<Hold, Hold>> fencingViolations;
+  // Holds whose releaseLock returned false.
+  std::vector<Hold> failedReleases;
+  // Per key, in key order.
+  std::vector<KeySummary> keys;
+
+  bool ok() const {
+    return overlapCount == 0 && fencingViolations.empty() &&
+           failedReleases.empty();
+  }
+};
+
+// Checks that no two holds of conflicting keys (keysConflict) overlap in
+// time, that each key's fencing tokens strictly increase in hold order (which
+// also makes them unique), and that every release returned true. Intervals
+// are closed: touching intervals count as overlapping. Keeps at most
+// `maxListed` overlap and fencing pairs in the report.
+HoldReport checkHolds(std::vector<Hold> holds, char separator = '.',
+                      std::size_t maxListed = 20);
+
+// Human-readable lines for a report's problems ("overlap: ..."), one per
+// listed pair; empty when ok().
+std::vector<std::string> describeProblems(const HoldReport& report);
+
+}  // namespace dlm::cli

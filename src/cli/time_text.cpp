@@ -1,0 +1,38 @@
+#include "cli/time_text.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+namespace dlm::cli {
+
+std::string formatUtc(StoreTime t) {
+  using namespace std::chrono;
+  const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
+  // Floor division so instants before 1970 still print sensibly.
+  std::int64_t secs = ms / 1000;
+  std::int64_t frac = ms % 1000;
+  if (frac < 0) {
+    frac += 1000;
+    secs -= 1;
+  }
+  const std::time_t tt = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  if (gmtime_r(&tt, &tm) == nullptr) return fmt::format("@{} ms", ms);
+  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, frac);
+}
+
+std::string formatDuration(std::chrono::milliseconds d) {
+  const std::int64_t ms = d.count();
+  if (ms < 0) return "-" + formatDuration(std::chrono::milliseconds(-ms));
+  if (ms < 1000) return fmt::format("{} ms", ms);
+  if (ms < 60'000) return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000);
+  if (ms < 3'600'000) {
+    return fmt::format("{} min {} s", ms / 60'000, (ms % 60'000) / 1000);
+  }
+  return fmt::format("{} h {} min", ms / 3'600'000, (ms % 3'600'000) / 60'000);
+}
+
+}  // namespace dlm::cli
