@@ -1,0 +1,211 @@
+#include "sqlite/sqlite_connection.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "dlm/error.h"
+
+namespace dlm::internal::sqlite {
+
+void DatabaseCloser::operator()(sqlite3* db) const noexcept {
+  // close_v2 cannot fail with SQLITE_BUSY on unfinalized statements; the
+  // statement cache is destroyed first anyway.
+  sqlite3_close_v2(db);
+}
+
+void StatementFinalizer::operator()(sqlite3_stmt* stmt) const noexcept {
+  sqlite3_finalize(stmt);
+}
+
+// --- Statement ---------------------------------------------------------------
+
+Statement::~Statement() {
+  // reset's return value repeats the last step's error, already reported.
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+Statement& Statement::bind(int index, std::string_view text) {
+  connection_.check(sqlite3_bind_text64(stmt_, index, text.data(), text.size(),
+                                        SQLITE_TRANSIENT, SQLITE_UTF8),
+                    "binding a parameter");
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::int64_t value) {
+  connection_.check(
+      sqlite3_bind_int64(stmt_, index, static_cast<sqlite3_int64>(value)),
+      "binding a parameter");
+  return *this;
+}
+
+Statement& Statement::bindNull(int index) {
+  connection_.check(sqlite3_bind_null(stmt_, index), "binding a parameter");
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  connection_.fail(rc, sqlite3_sql(stmt_));
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+}
+
+bool Statement::isNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+std::int64_t Statement::integer(int column) const {
+  return static_cast<std::int64_t>(sqlite3_column_int64(stmt_, column));
+}
+
+std::string Statement::text(int column) const {
+  // Pointer first, then size: the documented order for a stable conversion.
+  const auto* bytes =
+      reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  if (bytes == nullptr) return {};
+  return std::string(bytes, static_cast<std::size_t>(
+                                sqlite3_column_bytes(stmt_, column)));
+}
+
+// --- Connection --------------------------------------------------------------
+
+Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout)
+    : path_(std::move(path)), busy_(busyTimeout) {
+  sqlite3* raw = nullptr;
+  // NOMUTEX: the store's mutex already serialises every use of the handle.
+  const int rc = sqlite3_open_v2(
+      path_.c_str(), &raw,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+      nullptr);
+  db_.reset(raw);  // even a failed open allocates a handle that must be closed
+  if (rc != SQLITE_OK) fail(rc, "opening the database file");
+  // Extended codes (SQLITE_IOERR_FSYNC, SQLITE_BUSY_SNAPSHOT, ...) for logs.
+  sqlite3_extended_result_codes(db_.get(), 1);
+  busy_.install(db_.get());
+
+  // WAL: readers never block the writer or each other, and a commit appends
+  // to the log instead of rewriting pages. The mode is stored in the file, so
+  // this only changes something the first time; it may wait for other
+  // connections through the busy handler.
+  Statement mode = statement("PRAGMA journal_mode = WAL");
+  if (!mode.step()) fail(SQLITE_ERROR, "switching to WAL mode");
+  const std::string journal = mode.text(0);
+  // ":memory:" databases report "memory" and cannot use WAL (nor need it).
+  if (journal != "wal" && journal != "memory") {
+    throw DLMException(
+        ErrorCode::INTERNAL_ERROR,
+        fmt::format("sqlite store '{}': the file could not be put in WAL mode "
+                    "(journal_mode is '{}'); WAL needs a local file system",
+                    path_, journal));
+  }
+  // Make the connection's starting durability explicit (the compiled-in
+  // default differs between builds of SQLite).
+  execute("PRAGMA synchronous = FULL", "setting synchronous");
+  durability_ = Durability::kDurable;
+}
+
+Connection::~Connection() = default;
+
+void Connection::fail(int rc, std::string_view what) const {
+  const char* message =
+      db_ != nullptr ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc);
+  const std::string detail =
+      fmt::format("sqlite store '{}': {} failed: {} (SQLite code {}: {})",
+                  path_, what, message, rc, sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
+      // Another connection kept the write lock longer than busyTimeout; the
+      // manager may retry the whole call.
+      throw DLMException(
+          ErrorCode::RETRIES_EXHAUSTED,
+          fmt::format("{}; waited {} ms for the database write lock", detail,
+                      busy_.timeout().count()),
+          /*transient=*/true);
+    case SQLITE_CANTOPEN:
+      // A missing directory or a permission problem does not go away within
+      // a retry's backoff.
+      throw DLMException(ErrorCode::CONNECTION_ERROR, detail);
+    case SQLITE_IOERR:
+      // An I/O error may be passing (e.g. a file system hiccup); every store
+      // call is safe to repeat.
+      throw DLMException(ErrorCode::CONNECTION_ERROR, detail,
+                         /*transient=*/true);
+    default:
+      break;
+  }
+  if (std::string_view(message).find("no such table") !=
+      std::string_view::npos) {
+    throw DLMException(
+        ErrorCode::SCHEMA_MISMATCH,
+        fmt::format("{}; the dlm schema is missing: apply "
+                    "migrations/sqlite/ (`dlmctl migrate --db {}`)",
+                    detail, path_));
+  }
+  throw DLMException(ErrorCode::INTERNAL_ERROR, detail);
+}
+
+Statement Connection::statement(const char* sql) {
+  auto& slot = statements_[sql];
+  if (!slot) {
+    sqlite3_stmt* raw = nullptr;
+    // PERSISTENT: a hint that the statement lives long and is reused.
+    const int rc = sqlite3_prepare_v3(db_.get(), sql, -1,
+                                      SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+    if (rc != SQLITE_OK) {
+      statements_.erase(sql);
+      fail(rc, sql);
+    }
+    slot.reset(raw);
+  }
+  return Statement(*this, slot.get());
+}
+
+void Connection::execute(const char* sql, std::string_view what) {
+  // exec runs every statement of the text in turn; its error message is
+  // also left in the handle, so fail() reports it.
+  const int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr);
+  check(rc, what);
+}
+
+void Connection::setDurability(Durability durability) {
+  if (durability == durability_) return;
+  execute(durability == Durability::kDurable ? "PRAGMA synchronous = FULL"
+                                             : "PRAGMA synchronous = NORMAL",
+          "setting synchronous");
+  durability_ = durability;
+}
+
+// --- Transaction -------------------------------------------------------------
+
+Transaction::Transaction(Connection& connection, Durability durability)
+    : connection_(connection) {
+  connection_.setDurability(durability);
+  connection_.statement("BEGIN IMMEDIATE").run();
+  open_ = true;
+}
+
+Transaction::~Transaction() {
+  // Some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY in a statement, ...)
+  // make SQLite roll back by itself; ROLLBACK would then fail, so ask first.
+  if (open_ && sqlite3_get_autocommit(connection_.handle()) == 0) {
+    // Failure here cannot be reported from a destructor; closing or the next
+    // BEGIN would surface a connection that is still in a transaction.
+    sqlite3_exec(connection_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+void Transaction::commit() {
+  connection_.statement("COMMIT").run();
+  open_ = false;
+}
+
+}  // namespace dlm::internal::sqlite

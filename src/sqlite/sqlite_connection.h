@@ -1,0 +1,145 @@
+// A thin RAII layer over the SQLite C API for the SQLite store: one
+// connection with its busy handler and cached prepared statements, IMMEDIATE
+// transactions, and the one place where SQLite result codes become
+// DLMExceptions (Connection::check).
+//
+// Nothing here is thread-safe: the store serialises all use of a Connection
+// with its own mutex (the handle is opened with SQLITE_OPEN_NOMUTEX).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "sqlite/busy_wait.h"
+
+namespace dlm::internal::sqlite {
+
+struct DatabaseCloser {
+  void operator()(sqlite3* db) const noexcept;
+};
+struct StatementFinalizer {
+  void operator()(sqlite3_stmt* stmt) const noexcept;
+};
+
+// How hard a write transaction's COMMIT goes to disk.
+enum class Durability {
+  // synchronous=FULL: the WAL is fsynced before COMMIT returns, so the
+  // transaction survives a power loss or OS crash. For acquisitions and
+  // extensions (see sqlite_store.cpp for why).
+  kDurable,
+  // synchronous=NORMAL: no fsync at COMMIT; survives a crash of the process,
+  // may be lost (with the transactions after it, never before it) on power
+  // loss or OS crash. For releases, whose loss is safe.
+  kLazy,
+};
+
+class Connection;
+
+// A cached prepared statement in use. Resets the statement when destroyed,
+// so a cached statement never keeps a read transaction open between calls.
+class Statement {
+ public:
+  Statement(Connection& connection, sqlite3_stmt* stmt)
+      : connection_(connection), stmt_(stmt) {}
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  // Parameters are 1-based as in SQL (?1, ?2, ...). Text is bound by copy
+  // (SQLITE_TRANSIENT) so the caller's string may go away before step().
+  Statement& bind(int index, std::string_view text);
+  Statement& bind(int index, std::int64_t value);
+  Statement& bindNull(int index);
+
+  // True when a row is available, false when the statement is done.
+  bool step();
+  // Runs a statement that returns no rows (or whose rows do not matter).
+  void run();
+
+  bool isNull(int column) const;
+  std::int64_t integer(int column) const;
+  // Empty for NULL.
+  std::string text(int column) const;
+
+ private:
+  Connection& connection_;
+  sqlite3_stmt* stmt_;  // owned by the connection's cache
+};
+
+class Connection {
+ public:
+  // Opens (creating if missing) the file, installs the busy handler and puts
+  // the file in WAL mode. Throws like check().
+  Connection(std::string path, std::chrono::milliseconds busyTimeout);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  const std::string& path() const { return path_; }
+  sqlite3* handle() const { return db_.get(); }
+
+  // Throws unless rc is SQLITE_OK / SQLITE_ROW / SQLITE_DONE. `what` says
+  // what was being done, for the message.
+  void check(int rc, std::string_view what) const {
+    if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      fail(rc, what);
+    }
+  }
+  // The one translation of SQLite failures into DLMException:
+  //   SQLITE_BUSY / SQLITE_LOCKED / SQLITE_PROTOCOL (after the busy handler
+  //     gave up)                       -> RETRIES_EXHAUSTED, transient
+  //   SQLITE_CANTOPEN                  -> CONNECTION_ERROR
+  //   SQLITE_IOERR                     -> CONNECTION_ERROR, transient
+  //   "no such table"                  -> SCHEMA_MISMATCH
+  //   anything else                    -> INTERNAL_ERROR
+  // The message carries the path, the extended result code and errmsg.
+  [[noreturn]] void fail(int rc, std::string_view what) const;
+
+  // A statement prepared on first use and reused afterwards. `sql` must be a
+  // string with static storage (a literal): it is the cache key.
+  Statement statement(const char* sql);
+
+  // Runs SQL text that may hold several statements (migrations, PRAGMAs).
+  void execute(const char* sql, std::string_view what);
+
+  // Sets synchronous for the next COMMITs. Only outside a transaction
+  // (SQLite refuses to change it inside one).
+  void setDurability(Durability durability);
+
+ private:
+  std::string path_;
+  // Declared before db_ so it outlives the handle that points to it.
+  BusyWait busy_;
+  std::unique_ptr<sqlite3, DatabaseCloser> db_;
+  // Destroyed (finalized) before db_ closes.
+  std::unordered_map<const char*, std::unique_ptr<sqlite3_stmt, StatementFinalizer>>
+      statements_;
+  Durability durability_ = Durability::kDurable;
+};
+
+// BEGIN IMMEDIATE ... COMMIT. BEGIN IMMEDIATE takes the file's write lock at
+// once (waiting through the busy handler), which serialises every writer of
+// the file the way SELECT ... FOR UPDATE serialises writers of a row, and
+// rules out the deadlock of two readers upgrading to writers. Rolls back when
+// destroyed without commit() (an exception left the scope).
+class Transaction {
+ public:
+  Transaction(Connection& connection, Durability durability);
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction();
+
+  void commit();
+
+ private:
+  Connection& connection_;
+  bool open_ = false;
+};
+
+}  // namespace dlm::internal::sqlite
