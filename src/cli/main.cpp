@@ -48,11 +48,15 @@ int main(int argc, char** argv) {
     if (command.empty()) throw dlm::cli::UsageError("no command given");
     return dispatch(command, global, args);
   } catch (const dlm::cli::UsageError& e) {
-    std::fprintf(stderr, "dlmctl: %s\n\n", e.what());
-    const std::string usage = dlm::cli::commandUsage(command);
-    std::fputs(usage.empty() ? dlm::cli::programUsage().c_str()
-                             : usage.c_str(),
-               stderr);
+    // The mistake, the synopsis (the usage text up to its first blank line)
+    // and where to read more.
+    std::string usage = dlm::cli::commandUsage(command);
+    const bool known = !usage.empty();
+    if (!known) usage = dlm::cli::programUsage();
+    usage = usage.substr(0, usage.find("\n\n") + 1);
+    std::fprintf(stderr, "dlmctl: %s\n%sTry 'dlmctl help%s%s' for more.\n",
+                 e.what(), usage.c_str(), known ? " " : "",
+                 known ? command.c_str() : "");
     return 2;
   } catch (const dlm::DLMException& e) {
     // The library's message names the lock and the cause; the code says

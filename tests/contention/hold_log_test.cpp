@@ -1,0 +1,104 @@
+// The hold checker shared by `dlmctl demo` and the contention tests: it must
+// find every kind of violation, or passing contention runs would prove
+// nothing.
+#include <gtest/gtest.h>
+
+#include "cli/hold_log.h"
+
+namespace dlm::cli {
+namespace {
+
+Hold hold(const std::string& key, std::int64_t start, std::int64_t end,
+          std::int64_t fencing, int worker = 1) {
+  Hold h;
+  h.key = key;
+  h.worker = worker;
+  h.startNs = start;
+  h.endNs = end;
+  h.fencing = fencing;
+  return h;
+}
+
+TEST(HoldLog, DisjointHoldsOfOneKeyWithGrowingTokensPass) {
+  const auto report =
+      checkHolds({hold("a", 0, 10, 1), hold("a", 20, 30, 2), hold("a", 31, 40, 3)});
+  EXPECT_TRUE(report.ok());
+  ASSERT_EQ(report.keys.size(), 1u);
+  EXPECT_EQ(report.keys[0].holds, 3);
+  EXPECT_EQ(report.keys[0].firstFencing, 1);
+  EXPECT_EQ(report.keys[0].lastFencing, 3);
+}
+
+TEST(HoldLog, OverlappingHoldsOfOneKeyAreReported) {
+  const auto report = checkHolds({hold("a", 0, 10, 1, 1), hold("a", 5, 15, 2, 2)});
+  EXPECT_EQ(report.overlapCount, 1);
+  EXPECT_FALSE(report.ok());
+  EXPECT_EQ(report.keys[0].overlaps, 1);
+  EXPECT_FALSE(describeProblems(report).empty());
+}
+
+TEST(HoldLog, TouchingIntervalsCountAsOverlapping) {
+  EXPECT_EQ(checkHolds({hold("a", 0, 10, 1), hold("a", 10, 20, 2)}).overlapCount, 1);
+}
+
+TEST(HoldLog, HoldsInsideALongHoldAreAllReported) {
+  const auto report = checkHolds({hold("a", 0, 100, 1), hold("b", 10, 20, 1),
+                                  hold("a", 30, 40, 2), hold("a", 50, 60, 3)});
+  EXPECT_EQ(report.overlapCount, 2);
+}
+
+TEST(HoldLog, AncestorAndDescendantConflict) {
+  EXPECT_EQ(checkHolds({hold("job", 0, 10, 1), hold("job.a.x", 5, 15, 1)}).overlapCount, 1);
+  EXPECT_EQ(checkHolds({hold("job.a", 0, 10, 1), hold("job", 5, 15, 1)}).overlapCount, 1);
+}
+
+TEST(HoldLog, SiblingsAndPrefixNamesDoNotConflict) {
+  EXPECT_TRUE(checkHolds({hold("job.a", 0, 10, 1), hold("job.b", 0, 10, 1)}).ok());
+  // "jobs" starts with "job" but is not its descendant.
+  EXPECT_TRUE(checkHolds({hold("job", 0, 10, 1), hold("jobs", 0, 10, 1)}).ok());
+  EXPECT_TRUE(checkHolds({hold("job", 0, 10, 1), hold("job.a", 0, 10, 1)}, '/').ok());
+}
+
+TEST(HoldLog, FencingTokensThatDoNotGrowAreReported) {
+  const auto repeated = checkHolds({hold("a", 0, 10, 5), hold("a", 20, 30, 5)});
+  EXPECT_EQ(repeated.fencingViolations.size(), 1u);
+  EXPECT_FALSE(repeated.keys[0].fencingIncreasing);
+  // Order is by hold start, not by the order the holds were given in.
+  const auto backwards = checkHolds({hold("a", 20, 30, 1), hold("a", 0, 10, 2)});
+  EXPECT_EQ(backwards.fencingViolations.size(), 1u);
+  // Each key has its own sequence.
+  EXPECT_TRUE(checkHolds({hold("a", 0, 10, 7), hold("b", 20, 30, 1)}).ok());
+}
+
+TEST(HoldLog, FailedReleasesAreReported) {
+  Hold h = hold("a", 0, 10, 1);
+  h.released = false;
+  const auto report = checkHolds({h});
+  EXPECT_EQ(report.failedReleases.size(), 1u);
+  EXPECT_FALSE(report.ok());
+}
+
+TEST(HoldLog, LinesRoundTripAnyKey) {
+  Hold h = hold("we\tird\\key\nwith spaces", -5, 123456789012345, 42, 7);
+  h.released = false;
+  const auto parsed = parseHold(formatHold(h));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->key, h.key);
+  EXPECT_EQ(parsed->worker, 7);
+  EXPECT_EQ(parsed->startNs, -5);
+  EXPECT_EQ(parsed->endNs, 123456789012345);
+  EXPECT_EQ(parsed->fencing, 42);
+  EXPECT_FALSE(parsed->released);
+  EXPECT_EQ(formatHold(h).find('\n'), std::string::npos);
+}
+
+TEST(HoldLog, MalformedLinesAreRejected) {
+  EXPECT_FALSE(parseHold("").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1").has_value());
+  EXPECT_FALSE(parseHold("x\t2\t3\t4\t1\tkey").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t2\tkey").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tbad\\escape").has_value());
+}
+
+}  // namespace
+}  // namespace dlm::cli

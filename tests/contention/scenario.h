@@ -1,0 +1,61 @@
+// The contention scenario shared by the test process and the worker
+// processes it spawns: which keys, how long holds last, how locks are taken.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/contender.h"
+#include "dlm/lock_configuration.h"
+
+namespace dlm::test::contention {
+
+// Every contender uses the same scope, so they all fight over the same keys.
+inline constexpr const char* kClient = "contention";
+inline constexpr const char* kFarm = "farm1";
+
+// Three unrelated keys and a family: "job" conflicts with all of "job.a",
+// "job.b", "job.a.x"; "job.a" with "job.a.x"; "job.a" and "job.b" are
+// siblings and never conflict.
+inline std::vector<cli::WeightedKey> scenarioKeys() {
+  return {{"alpha", 3}, {"beta", 3},  {"gamma", 3},  {"job", 2},
+          {"job.a", 2}, {"job.b", 2}, {"job.a.x", 1}};
+}
+
+inline LockConfiguration scenarioConfiguration() {
+  LockConfiguration c;
+  c.lockTtl = std::chrono::seconds(60);
+  c.waitForLock = std::chrono::seconds(1);
+  // Waiters poll quickly: holds last a millisecond or two.
+  c.sleepBetweenRetries = std::chrono::milliseconds(2);
+  // Busy databases under 16 contenders: give transient failures room.
+  c.storeRetries = 8;
+  c.storeRetryBackoff = std::chrono::milliseconds(5);
+  return c;
+}
+
+// One contender's loop: `attempts` attempts or until `deadline`.
+inline cli::ContendOptions scenarioOptions(
+    int worker, std::int64_t attempts,
+    std::chrono::steady_clock::time_point deadline) {
+  cli::ContendOptions o;
+  o.keys = scenarioKeys();
+  o.worker = worker;
+  o.maxAttempts = attempts;
+  o.deadline = deadline;
+  o.holdMin = std::chrono::microseconds(0);
+  o.holdMax = std::chrono::microseconds(2000);
+  o.pauseMax = std::chrono::microseconds(1000);
+  // A TTL no hold comes near: an expiry would allow a legitimate takeover,
+  // which the checker would report as an overlap.
+  o.ttl = std::chrono::seconds(60);
+  o.timeout = std::chrono::milliseconds(500);
+  // Half the attempts make one try, half wait.
+  o.tryPercent = 50;
+  o.seed = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(worker + 1);
+  return o;
+}
+
+}  // namespace dlm::test::contention
