@@ -1,0 +1,22 @@
+// PostgreSQL array literals for text[] and bigint[] statement parameters.
+//
+// The acquire call passes a key path as one text[] parameter (cast with
+// $1::text[] in the statement), so the server parses these literals; every
+// element is quoted, so keys may hold any character (keys never hold NUL).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlm::internal {
+
+// '{"a","b"}': each element in double quotes, with '"' and '\' escaped by a
+// backslash. '{}' for no elements.
+std::string textArrayLiteral(const std::vector<std::string_view>& items);
+
+// '{1,-2,3}'; '{}' for no elements.
+std::string bigintArrayLiteral(const std::vector<std::int64_t>& items);
+
+}  // namespace dlm::internal

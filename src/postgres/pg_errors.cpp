@@ -1,0 +1,97 @@
+#include "postgres/pg_errors.h"
+
+#include <fmt/format.h>
+
+#include <pqxx/pqxx>
+#include <string>
+
+#include "migration.h"
+
+namespace dlm::internal {
+namespace {
+
+// pqxx messages end with a newline (and the server's may span lines).
+std::string trimmed(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '\n') c = ' ';
+  }
+  return out;
+}
+
+std::string firstMigrationFile() {
+  const auto& migrations = postgresMigrations();
+  return migrations.empty() ? std::string("V1__create_lock_tables.sql")
+                            : std::string(migrations.front().file);
+}
+
+DLMException fromSqlState(std::string_view context, const std::string& state,
+                          std::string_view message) {
+  const std::string text =
+      fmt::format("{}: {} (SQLSTATE {})", context, trimmed(message),
+                  state.empty() ? std::string("unknown") : state);
+  if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" ||
+      state == "57P03" || state == "53300") {
+    return DLMException(ErrorCode::CONNECTION_ERROR, text, true);
+  }
+  if (state.rfind("40", 0) == 0 || state == "55P03") {
+    return DLMException(ErrorCode::RETRIES_EXHAUSTED, text, true);
+  }
+  if (state == "42P01" || state == "42883") {
+    return DLMException(
+        ErrorCode::SCHEMA_MISMATCH,
+        fmt::format("{}; the dlm schema is missing or incomplete: apply "
+                    "migrations/postgres/ from {} on, or run `dlmctl migrate`",
+                    text, firstMigrationFile()));
+  }
+  return DLMException(ErrorCode::INTERNAL_ERROR, text);
+}
+
+}  // namespace
+
+DLMException translatePgError(std::string_view context) {
+  try {
+    throw;
+  } catch (const DLMException& e) {
+    // Raised by the store itself (pool timeout, store closed): keep the
+    // classification, add what was being done.
+    return DLMException(e.code(), fmt::format("{}: {}", context, e.what()),
+                        e.transient());
+  } catch (const pqxx::broken_connection& e) {
+    // libpqxx 6.4 throws this (no SQLSTATE) for class 08 and 53300 too.
+    return DLMException(
+        ErrorCode::CONNECTION_ERROR,
+        fmt::format("{}: connection to PostgreSQL failed: {}", context,
+                    trimmed(e.what())),
+        true);
+  } catch (const pqxx::serialization_failure& e) {
+    // libpqxx 6.4 reports class 40 as its own classes, without SQLSTATE.
+    return fromSqlState(context, "40001", e.what());
+  } catch (const pqxx::deadlock_detected& e) {
+    return fromSqlState(context, "40P01", e.what());
+  } catch (const pqxx::transaction_rollback& e) {
+    return fromSqlState(context, "40000", e.what());
+  } catch (const pqxx::sql_error& e) {
+    return fromSqlState(context, e.sqlstate(), e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    // Only a commit can be in doubt; never retried blindly (the caller
+    // re-reads the row by its token to learn the outcome).
+    return DLMException(
+        ErrorCode::INTERNAL_ERROR,
+        fmt::format("{}: outcome unknown, the connection broke during "
+                    "commit: {}",
+                    context, trimmed(e.what())));
+  } catch (const std::exception& e) {
+    // pqxx usage/conversion errors and the like: a bug, not a condition.
+    return DLMException(ErrorCode::INTERNAL_ERROR,
+                        fmt::format("{}: {}", context, trimmed(e.what())));
+  } catch (...) {
+    // Nothing else should reach here, but the store never leaks a non-DLM
+    // exception.
+    return DLMException(ErrorCode::INTERNAL_ERROR,
+                        fmt::format("{}: unknown exception", context));
+  }
+}
+
+}  // namespace dlm::internal

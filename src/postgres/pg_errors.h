@@ -1,0 +1,26 @@
+// The PostgreSQL store's one translation from driver errors to DLMException.
+#pragma once
+
+#include <string_view>
+
+#include "dlm/error.h"
+
+namespace dlm::internal {
+
+// Translates the exception being handled (call it only inside a catch
+// block) into the DLMException the store throws. `context` says what was
+// being done and on which key ("acquire DC#f#c#a.b"); it starts the message.
+//
+//   DLMException                       kept (code and transient), context added
+//   pqxx::broken_connection, SQLSTATE  CONNECTION_ERROR, transient
+//     class 08, 57P01-57P03, 53300
+//   serialization failure / deadlock   RETRIES_EXHAUSTED, transient
+//     (40001, 40P01, class 40), lock not available (55P03)
+//   undefined table / function         SCHEMA_MISMATCH, naming the migration
+//     (42P01, 42883)                     and `dlmctl migrate`
+//   anything else                      INTERNAL_ERROR, SQLSTATE in the message
+//
+// A CONNECTION_ERROR also means the connection is unusable: the pool drops it.
+DLMException translatePgError(std::string_view context);
+
+}  // namespace dlm::internal
