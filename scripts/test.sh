@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The test command, from a fresh clone on Debian 12 (run as root so that
+# missing packages can be installed and the throwaway PostgreSQL cluster can
+# run as its own system user):
+#
+#   scripts/test.sh [--no-sanitizers]
+#
+# 1. installs the build dependencies and the PostgreSQL 15 server if missing;
+# 2. builds everything with warnings as errors (build/ci);
+# 3. starts a throwaway PostgreSQL cluster (scripts/pg-cluster.sh, a temp
+#    directory, a free loopback port), exports its PG* variables, and stops
+#    it on exit whatever happens;
+# 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
+#    both stores;
+# 5. an address+undefined sanitizer build (build/asan) runs every test again;
+# 6. a thread sanitizer build (build/tsan) runs the contention tests.
+# --no-sanitizers stops after step 4 (for a quick local run).
+#
+# Prints PASS/FAIL per stage and overall with the elapsed time; exits 1 if
+# anything failed. CTEST_PARALLEL_LEVEL is honoured (default: one test at a
+# time, since several tests measure timing).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+sanitizers=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-sanitizers) sanitizers=0 ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
+  libsqlite3-dev libfmt-dev googletest libgtest-dev postgresql-15)
+
+started=$SECONDS
+summary=()
+failures=0
+
+# stage NAME COMMAND...: runs one step, records PASS/FAIL and its duration.
+stage() {
+  local name=$1 t=$SECONDS
+  shift
+  echo
+  echo "=== $name"
+  if "$@"; then
+    summary+=("PASS  $name ($((SECONDS - t)) s)")
+    return 0
+  fi
+  summary+=("FAIL  $name ($((SECONDS - t)) s)")
+  failures=$((failures + 1))
+  return 1
+}
+
+skip() {
+  summary+=("SKIP  $1 ($2)")
+  failures=$((failures + 1))
+}
+
+finish() {
+  local elapsed=$((SECONDS - started))
+  echo
+  echo "=== summary"
+  printf '%s\n' "${summary[@]}"
+  printf 'elapsed: %d min %02d s\n' $((elapsed / 60)) $((elapsed % 60))
+  if ((failures == 0)); then
+    echo "RESULT: PASS"
+  else
+    echo "RESULT: FAIL ($failures stage(s) failed or skipped)"
+  fi
+}
+
+# Installs the packages of "$@" that dpkg does not list as installed.
+install_missing() {
+  local p missing=()
+  for p in "$@"; do
+    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" == installed ]] ||
+      missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "all packages present"
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "missing packages: ${missing[*]} (run as root to install them)" >&2
+    return 1
+  fi
+  echo "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# build DIR [cmake -D options...] -- [targets...]
+build() {
+  local dir=$1 opts=() targets=()
+  shift
+  while (($# > 0)) && [[ $1 != -- ]]; do opts+=("$1"); shift; done
+  (($# > 0)) && shift
+  targets=("$@")
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLM_WERROR=ON \
+    "${opts[@]}" || return 1
+  if ((${#targets[@]} > 0)); then
+    cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
+  else
+    cmake --build "$dir" -j"$jobs"
+  fi
+}
+
+run_ctest() {
+  local dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@"
+}
+
+# dlmctl demo on a database, briefly: the main job must keep working.
+demo_sqlite() {
+  local db
+  db=$(mktemp -d /tmp/dlm-demo.XXXXXX) || return 1
+  "$root/build/ci/dlmctl" --db "sqlite:$db/demo.sqlite" demo --seconds 3
+  local rc=$?
+  rm -rf "$db"
+  return $rc
+}
+
+demo_postgres() {
+  # The URL names nothing: libpq takes server, user and database from PG*.
+  "$root/build/ci/dlmctl" --db postgresql:// demo --seconds 3
+}
+
+pg_dir=""
+stop_pg() {
+  if [[ -n "$pg_dir" ]]; then
+    "$root/scripts/pg-cluster.sh" stop "$pg_dir" >/dev/null 2>&1 ||
+      echo "test.sh: could not stop the PostgreSQL cluster in $pg_dir" >&2
+    pg_dir=""
+  fi
+}
+
+start_pg() {
+  # Under /tmp: the cluster's owner (a system user when we are root) must be
+  # able to reach the directory, which a clone under /root would not allow.
+  pg_dir=$(mktemp -d /tmp/dlm-test-pg.XXXXXX) || return 1
+  "$root/scripts/pg-cluster.sh" start "$pg_dir" || return 1
+  # shellcheck disable=SC1091
+  . "$pg_dir/env"
+  echo "PostgreSQL at $PGHOST:$PGPORT"
+}
+
+trap 'stop_pg' EXIT
+trap 'echo "test.sh: interrupted" >&2; exit 130' INT TERM
+
+if ! stage "install missing packages" install_missing "${packages[@]}"; then
+  finish
+  exit 1
+fi
+
+stage "PostgreSQL: start a throwaway cluster" start_pg
+
+if stage "build (warnings as errors) -> build/ci" build "$root/build/ci"; then
+  stage "ctest (all tests, SQLite and PostgreSQL)" run_ctest "$root/build/ci"
+  stage "dlmctl demo on SQLite" demo_sqlite
+  stage "dlmctl demo on PostgreSQL" demo_postgres
+else
+  skip "ctest (all tests)" "build failed"
+fi
+
+if ((sanitizers)); then
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  if stage "build with address+undefined sanitizers -> build/asan" \
+    build "$root/build/asan" -DDLM_SANITIZE=address; then
+    stage "ctest under address+undefined sanitizers" run_ctest "$root/build/asan"
+  else
+    skip "ctest under address+undefined sanitizers" "build failed"
+  fi
+
+  # Only what the thread sanitizer run needs: the contention tests and their
+  # worker (and what they link).
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+  if stage "build with thread sanitizer -> build/tsan" \
+    build "$root/build/tsan" -DDLM_SANITIZE=thread -- \
+    dlm_contention_tests dlm_contention_worker; then
+    stage "contention tests under thread sanitizer" \
+      run_ctest "$root/build/tsan" -R '^contention_'
+  else
+    skip "contention tests under thread sanitizer" "build failed"
+  fi
+fi
+
+stop_pg
+finish
+((failures == 0))
