@@ -177,6 +177,7 @@ int schemaVersion(Connection& c) {
 void applyMigrations(Connection& c, int from) {
   for (const auto& m : internal::sqliteMigrations()) {
     if (m.version <= from) continue;
+    const std::string what = fmt::format("applying migrations/sqlite/{}", m.file);
     try {
       // One transaction per migration; the write lock serialises processes
       // initializing the same file at once.
@@ -190,28 +191,28 @@ void applyMigrations(Connection& c, int from) {
       if (current != m.version - 1) {
         throw DLMException(
             ErrorCode::TABLE_CREATION_ERROR,
-            fmt::format("schema version is {}, expected {} before {}", current,
-                        m.version - 1, m.file));
+            fmt::format("sqlite store '{}': {} failed: schema version is {}, "
+                        "expected {}",
+                        c.path(), what, current, m.version - 1));
       }
       const std::string sql(m.sql);  // exec needs a NUL-terminated string
-      c.execute(sql.c_str(), m.file);
+      c.execute(sql.c_str(), what);
       // The migration records its own version row; check it did.
       if (schemaVersion(c) != m.version) {
         throw DLMException(
             ErrorCode::TABLE_CREATION_ERROR,
-            fmt::format("{} did not record schema version {}", m.file,
-                        m.version));
+            fmt::format("sqlite store '{}': {} failed: it did not record "
+                        "schema version {}",
+                        c.path(), what, m.version));
       }
       tx.commit();
     } catch (const DLMException& e) {
-      // Any failure while applying (including busy) is reported as such,
-      // keeping the SQLite code from the original message.
-      throw DLMException(
-          ErrorCode::TABLE_CREATION_ERROR,
-          fmt::format("sqlite store '{}': applying migrations/sqlite/{} "
-                      "failed: {}",
-                      c.path(), m.file, e.what()),
-          e.transient());
+      // Any failure while applying (busy included) is reported as such; the
+      // message already carries the path, the file and the SQLite code.
+      if (e.code() == ErrorCode::TABLE_CREATION_ERROR) throw;
+      throw DLMException(ErrorCode::TABLE_CREATION_ERROR,
+                         fmt::format("{} (rolled back)", e.what()),
+                         e.transient());
     }
   }
 }

@@ -1,0 +1,212 @@
+// Schema and migrations of the SQLite store: schema/sqlite.sql equals the sum
+// of migrations/sqlite/, initialize() checks the version and names what to
+// apply, and concurrent initializers apply each migration once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cctype>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dlm/error.h"
+#include "migration.h"
+#include "sqlite_test_util.h"
+
+namespace dlm::sqlite_test {
+namespace {
+
+// SQL text without comments and with runs of whitespace collapsed, so that
+// a comment or layout change in one file is not reported as a schema
+// difference (string literals are kept as they are).
+std::string normalizeSql(const std::string& sql) {
+  std::string out;
+  bool space = false;
+  for (std::size_t i = 0; i < sql.size(); ++i) {
+    const char c = sql[i];
+    if (c == '\'' || c == '"') {  // copy a quoted literal or identifier
+      const std::size_t end = sql.find(c, i + 1);
+      const std::size_t stop = end == std::string::npos ? sql.size() : end + 1;
+      if (space && !out.empty()) out += ' ';
+      space = false;
+      out.append(sql, i, stop - i);
+      i = stop - 1;
+    } else if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
+      const std::size_t end = sql.find('\n', i);
+      i = end == std::string::npos ? sql.size() : end;
+      space = true;
+    } else if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      space = true;
+    } else {
+      // No space after '(' or before ')' / ',': layout, not content.
+      if (space && !out.empty() && out.back() != '(' && c != ')' && c != ',') {
+        out += ' ';
+      }
+      space = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Every schema object of the file with its normalized SQL, in a fixed order.
+std::vector<std::string> schemaOf(RawDb& db) {
+  std::vector<std::string> out;
+  for (const auto& row :
+       db.rows("SELECT type || ' ' || name || ' on ' || tbl_name, "
+               "coalesce(sql, '') FROM sqlite_master ORDER BY type, name")) {
+    const auto bar = row.find('|');
+    out.push_back(row.substr(0, bar) + ": " + normalizeSql(row.substr(bar + 1)));
+  }
+  return out;
+}
+
+class SqliteSchemaTest : public ::testing::Test {
+ protected:
+  TempDir dir_;
+};
+
+TEST_F(SqliteSchemaTest, SchemaFileAndAllMigrationsGiveTheSameSchema) {
+  const std::string fromSchema = dir_.file("schema.sqlite");
+  const std::string fromMigrations = dir_.file("migrations.sqlite");
+  RawDb a(fromSchema);
+  a.exec(std::string(internal::sqliteSchemaSql()));
+  RawDb b(fromMigrations);
+  for (const auto& m : internal::sqliteMigrations()) {
+    b.exec("BEGIN;" + std::string(m.sql) + ";COMMIT;");
+  }
+
+  const auto schemaA = schemaOf(a);
+  EXPECT_GE(schemaA.size(), 3U);  // two tables and the requests index at least
+  EXPECT_EQ(schemaA, schemaOf(b));
+  const std::string versions =
+      "SELECT version || ' ' || description FROM dlm_schema_version "
+      "ORDER BY version";
+  EXPECT_EQ(a.rows(versions), b.rows(versions));
+  EXPECT_EQ(a.scalar("SELECT max(version) FROM dlm_schema_version"),
+            std::to_string(internal::latestVersion(internal::sqliteMigrations())));
+}
+
+TEST_F(SqliteSchemaTest, TheStoreAcceptsAFileMadeFromTheSchemaFile) {
+  const std::string path = dir_.file("locks.sqlite");
+  RawDb(path).exec(std::string(internal::sqliteSchemaSql()));
+  SqliteStore store(SqliteStoreOptions{path});
+  EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/false));
+  EXPECT_TRUE(acquire(store, hierarchicalKey("", "x")).acquired);
+}
+
+TEST_F(SqliteSchemaTest, AnEmptyFileIsSchemaMismatchNamingTheFirstMigration) {
+  const std::string path = dir_.file("empty.sqlite");
+  SqliteStore store(SqliteStoreOptions{path});
+  try {
+    store.initialize(/*applyMigrations=*/false);
+    FAIL() << "initialize accepted an empty file";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("migrations/sqlite/V1__create_lock_tables.sql"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("dlmctl migrate --db " + path), std::string::npos)
+        << message;
+  }
+  // Nothing was created.
+  EXPECT_EQ(RawDb(path).scalar("SELECT count(*) FROM sqlite_master"), "0");
+}
+
+TEST_F(SqliteSchemaTest, AnOlderVersionNamesTheFirstMissingMigration) {
+  const std::string path = dir_.file("old.sqlite");
+  // A version table with nothing applied yet: version 0.
+  RawDb(path).exec(
+      "CREATE TABLE dlm_schema_version (version INTEGER PRIMARY KEY, "
+      "description TEXT NOT NULL, applied_at TEXT)");
+  SqliteStore store(SqliteStoreOptions{path});
+  try {
+    store.initialize(/*applyMigrations=*/false);
+    FAIL() << "initialize accepted an old schema";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+    EXPECT_NE(std::string(e.what()).find(std::string(
+                  internal::sqliteMigrations().front().file)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(SqliteSchemaTest, ANewerVersionIsSchemaMismatch) {
+  const std::string path = dir_.file("new.sqlite");
+  {
+    auto store = openStore(path);
+  }
+  RawDb(path).exec(
+      "INSERT INTO dlm_schema_version (version, description) "
+      "VALUES (1000, 'from the future')");
+  SqliteStore store(SqliteStoreOptions{path});
+  for (const bool apply : {false, true}) {
+    try {
+      store.initialize(apply);
+      FAIL() << "initialize accepted a newer schema";
+    } catch (const DLMException& e) {
+      EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+      EXPECT_NE(std::string(e.what()).find("1000"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST_F(SqliteSchemaTest, AFailingMigrationIsTableCreationErrorAndLeavesNoTrace) {
+  const std::string path = dir_.file("clash.sqlite");
+  // A table in the way of V1's CREATE TABLE dlm_locks.
+  RawDb(path).exec("CREATE TABLE dlm_locks (x INTEGER)");
+  SqliteStore store(SqliteStoreOptions{path});
+  try {
+    store.initialize(/*applyMigrations=*/true);
+    FAIL() << "the migration succeeded over an existing table";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::TABLE_CREATION_ERROR);
+    EXPECT_NE(std::string(e.what()).find("V1__"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("SQLite code"), std::string::npos)
+        << e.what();
+  }
+  // The migration's transaction was rolled back as a whole.
+  RawDb raw(path);
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM sqlite_master "
+                       "WHERE name = 'dlm_schema_version'"),
+            "0");
+}
+
+TEST_F(SqliteSchemaTest, ConcurrentInitializersApplyEachMigrationOnce) {
+  const std::string path = dir_.file("race.sqlite");
+  constexpr int kThreads = 4;
+  std::vector<std::unique_ptr<SqliteStore>> stores;
+  for (int i = 0; i < kThreads; ++i) {
+    stores.push_back(std::make_unique<SqliteStore>(SqliteStoreOptions{path}));
+  }
+  std::atomic<int> ready{0};
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kThreads) std::this_thread::yield();
+      try {
+        stores[static_cast<std::size_t>(i)]->initialize(true);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(i)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& error : errors) EXPECT_EQ(error, "");
+  RawDb raw(path);
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM dlm_schema_version"),
+            std::to_string(internal::sqliteMigrations().size()));
+  // And every store works on the result.
+  for (auto& store : stores) {
+    EXPECT_NO_THROW(store->initialize(false));
+  }
+}
+
+}  // namespace
+}  // namespace dlm::sqlite_test

@@ -1,0 +1,322 @@
+// The SQLite store where it differs from PostgreSQL: several store objects
+// (as several processes would) on one file, WAL, the busy handler, error
+// translation, closing.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "dlm/error.h"
+#include "sqlite_test_util.h"
+
+namespace dlm::sqlite_test {
+namespace {
+
+using std::chrono::milliseconds;
+
+const std::string kScope = "DC#farm#client#";
+
+// Runs fn and returns the DLMException it threw; fails the test if none.
+template <typename Fn>
+DLMException thrown(Fn&& fn) {
+  try {
+    fn();
+  } catch (const DLMException& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no DLMException thrown";
+  return DLMException(ErrorCode::INTERNAL_ERROR, "nothing thrown");
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  TempDir dir_;
+  const std::string path_ = dir_.file("locks.sqlite");
+};
+
+TEST_F(SqliteStoreTest, TwoStoreObjectsOnOneFileSeeEachOthersLocks) {
+  auto a = openStore(path_);
+  auto b = openStore(path_);
+  const StoreKey key = hierarchicalKey(kScope, "order-1");
+  std::string token;
+  const AcquireResult got = acquire(*a, key, std::chrono::seconds(30), &token);
+  ASSERT_TRUE(got.acquired);
+
+  const auto row = b->describe(key.key);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_TRUE(row->held);
+  EXPECT_EQ(row->owner, "owner-1");
+  EXPECT_EQ(row->fencingToken, got.fencingToken);
+  const auto held = b->listHeld(kScope);
+  ASSERT_EQ(held.size(), 1U);
+  EXPECT_EQ(held[0].key, key.key);
+
+  EXPECT_TRUE(a->release(key.key, token));
+  EXPECT_FALSE(b->describe(key.key)->held);
+  EXPECT_TRUE(b->listHeld(kScope).empty());
+}
+
+TEST_F(SqliteStoreTest, ALockHeldThroughOneStoreObjectBlocksAnother) {
+  auto a = openStore(path_);
+  auto b = openStore(path_);
+  const StoreKey key = hierarchicalKey(kScope, "jobs.nightly");
+  std::string token;
+  ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
+
+  const AcquireResult same = acquire(*b, key);
+  EXPECT_FALSE(same.acquired);
+  EXPECT_EQ(same.blockedBy, key.key);
+  // The hierarchy works across connections too: the parent and a child are
+  // blocked, a sibling is not.
+  const AcquireResult parent = acquire(*b, hierarchicalKey(kScope, "jobs"));
+  EXPECT_FALSE(parent.acquired);
+  EXPECT_EQ(parent.blockedBy, key.key);
+  const AcquireResult child =
+      acquire(*b, hierarchicalKey(kScope, "jobs.nightly.step1"));
+  EXPECT_FALSE(child.acquired);
+  EXPECT_EQ(child.blockedBy, key.key);
+  EXPECT_TRUE(acquire(*b, hierarchicalKey(kScope, "jobs.hourly")).acquired);
+
+  ASSERT_TRUE(a->release(key.key, token));
+  const AcquireResult after = acquire(*b, key);
+  EXPECT_TRUE(after.acquired);
+  EXPECT_EQ(after.fencingToken, 2);
+}
+
+TEST_F(SqliteStoreTest, TheFileIsInWalMode) {
+  auto store = openStore(path_);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.scalar("PRAGMA journal_mode"), "wal");
+}
+
+TEST_F(SqliteStoreTest, AcquiringAgainWithTheHoldingTokenChangesNothing) {
+  auto store = openStore(path_);
+  const StoreKey key = hierarchicalKey(kScope, "x");
+  const Holder holder{"h", 1};
+  const AcquireRequest request{key, "owner", "token-1", milliseconds(30000),
+                               holder};
+  const AcquireResult first = store->tryAcquire(request);
+  const AcquireResult retried = store->tryAcquire(request);
+  ASSERT_TRUE(first.acquired);
+  ASSERT_TRUE(retried.acquired);
+  EXPECT_EQ(retried.fencingToken, first.fencingToken);
+  EXPECT_EQ(retried.acquiredAt, first.acquiredAt);
+  EXPECT_EQ(retried.expiresAt, first.expiresAt);
+}
+
+TEST_F(SqliteStoreTest, RowsCreatedOnlyAsAncestorsAreNotDescribedAsLocked) {
+  auto store = openStore(path_);
+  ASSERT_TRUE(acquire(*store, hierarchicalKey(kScope, "a.b.c")).acquired);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM dlm_locks"), "3");
+  EXPECT_FALSE(store->describe(kScope + "a").has_value());
+  EXPECT_FALSE(store->describe(kScope + "a.b").has_value());
+  EXPECT_TRUE(store->describe(kScope + "a.b.c").has_value());
+}
+
+TEST_F(SqliteStoreTest, RowsStoreTheCrc32OfTheKey) {
+  auto store = openStore(path_);
+  ASSERT_TRUE(acquire(*store, hierarchicalKey("", "123456789")).acquired);
+  RawDb raw(path_);
+  // The standard CRC-32 check value of "123456789".
+  EXPECT_EQ(raw.scalar("SELECT resource_crc FROM dlm_locks "
+                       "WHERE resource = '123456789'"),
+            std::to_string(0xCBF43926U));
+}
+
+TEST_F(SqliteStoreTest, ListHeldIsInKeyOrderAndIncludesExpiredRows) {
+  auto store = openStore(path_);
+  ASSERT_TRUE(acquire(*store, hierarchicalKey(kScope, "b")).acquired);
+  ASSERT_TRUE(
+      acquire(*store, hierarchicalKey(kScope, "a"), milliseconds(1)).acquired);
+  ASSERT_TRUE(acquire(*store, hierarchicalKey("DC#farm#other#", "a")).acquired);
+  std::this_thread::sleep_for(milliseconds(5));
+  const auto held = store->listHeld(kScope);
+  ASSERT_EQ(held.size(), 2U);
+  EXPECT_EQ(held[0].key, kScope + "a");
+  EXPECT_FALSE(held[0].held);  // expired, not yet taken
+  EXPECT_TRUE(held[0].statusHeld);
+  EXPECT_EQ(held[1].key, kScope + "b");
+  EXPECT_TRUE(held[1].held);
+  EXPECT_EQ(store->listHeld("").size(), 3U);
+}
+
+TEST_F(SqliteStoreTest, AHugeTtlSaturatesInsteadOfOverflowing) {
+  auto store = openStore(path_);
+  const StoreKey key = hierarchicalKey(kScope, "forever-ish");
+  const AcquireResult got = acquire(*store, key, milliseconds::max());
+  ASSERT_TRUE(got.acquired);
+  EXPECT_GT(got.expiresAt, got.acquiredAt);
+  EXPECT_TRUE(store->describe(key.key)->held);
+}
+
+TEST_F(SqliteStoreTest, BusyTimeoutFailsAsRetriesExhaustedTransient) {
+  const milliseconds busyTimeout(200);
+  auto store = openStore(path_, busyTimeout);
+  RawDb blocker(path_);
+  blocker.exec("BEGIN IMMEDIATE");  // holds the file's write lock
+
+  const auto started = std::chrono::steady_clock::now();
+  const DLMException e =
+      thrown([&] { acquire(*store, hierarchicalKey(kScope, "x")); });
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
+  EXPECT_TRUE(e.transient());
+  EXPECT_NE(std::string(e.what()).find("SQLite code 5"), std::string::npos)
+      << e.what();
+  // It gave up only after the timeout (a lower bound, not a speed claim).
+  EXPECT_GE(waited, busyTimeout);
+
+  // Once the other writer is done the same store works again.
+  blocker.exec("ROLLBACK");
+  EXPECT_TRUE(acquire(*store, hierarchicalKey(kScope, "x")).acquired);
+}
+
+TEST_F(SqliteStoreTest, ReadsAreNotBlockedByAWriter) {
+  auto store = openStore(path_, milliseconds(100));
+  ASSERT_TRUE(acquire(*store, hierarchicalKey(kScope, "x")).acquired);
+  RawDb blocker(path_);
+  blocker.exec("BEGIN IMMEDIATE");
+  // WAL: readers see the last committed state while a writer is active.
+  EXPECT_TRUE(store->describe(kScope + "x")->held);
+  EXPECT_EQ(store->listHeld(kScope).size(), 1U);
+  blocker.exec("ROLLBACK");
+}
+
+TEST_F(SqliteStoreTest, AnUnopenablePathIsAConnectionError) {
+  SqliteStoreOptions options;
+  options.path = dir_.file("missing-dir/locks.sqlite");
+  SqliteStore store(options);
+  const DLMException e = thrown([&] { store.initialize(true); });
+  EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
+  EXPECT_NE(std::string(e.what()).find(options.path), std::string::npos)
+      << e.what();
+  // Opening is retried on the next call, not remembered as failed.
+  std::filesystem::create_directory(dir_.file("missing-dir"));
+  EXPECT_NO_THROW(store.initialize(true));
+}
+
+TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsAnInternalErrorWithTheCode) {
+  std::ofstream(path_) << std::string(8192, 'x');
+  SqliteStore store(SqliteStoreOptions{path_});
+  const DLMException e = thrown([&] { store.initialize(true); });
+  EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
+  EXPECT_NE(std::string(e.what()).find("SQLite code 26"), std::string::npos)
+      << e.what();  // SQLITE_NOTADB
+}
+
+TEST_F(SqliteStoreTest, OperationsOnAFileWithoutTheSchemaAreSchemaMismatch) {
+  SqliteStore store(SqliteStoreOptions{path_});
+  const DLMException e =
+      thrown([&] { acquire(store, hierarchicalKey(kScope, "x")); });
+  EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
+  EXPECT_NE(std::string(e.what()).find("dlmctl migrate"), std::string::npos)
+      << e.what();
+}
+
+TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
+  auto store = openStore(path_);
+  store->close();
+  store->close();  // idempotent
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { store->initialize(false); },
+           [&] { acquire(*store, hierarchicalKey(kScope, "x")); },
+           [&] { store->release(kScope + "x", "t"); },
+           [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
+           [&] { store->describe(kScope + "x"); },
+           [&] { store->listHeld(""); },
+           [&] { store->forceRelease(kScope + "x"); },
+           [&] { store->now(); }}) {
+    const DLMException e = thrown(call);
+    EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR);
+    EXPECT_NE(std::string(e.what()).find("store closed"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(SqliteStoreTest, ThreadsSharingOneStoreNeverShareALock) {
+  auto store = openStore(path_);
+  const StoreKey key = hierarchicalKey(kScope, "shared");
+  std::atomic<int> holders{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> acquisitions{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        std::string token;
+        if (!acquire(*store, key, std::chrono::seconds(30), &token).acquired) {
+          continue;
+        }
+        if (holders.fetch_add(1) != 0) ++overlaps;
+        ++acquisitions;
+        holders.fetch_sub(1);
+        EXPECT_TRUE(store->release(key.key, token));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(store->describe(key.key)->fencingToken, acquisitions.load());
+}
+
+// Several processes, each with its own store object on the file: every
+// acquisition gets its own fencing token (no lost update between processes).
+TEST_F(SqliteStoreTest, ProcessesSharingTheFileGetDistinctFencingTokens) {
+  openStore(path_);  // schema applied before the children start
+  const StoreKey key = hierarchicalKey(kScope, "contended");
+  constexpr int kProcesses = 4;
+  constexpr int kCycles = 100;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Child: no gtest assertions; report through a file and the exit code.
+      int status = 0;
+      try {
+        auto store = openStore(path_);
+        std::ofstream out(dir_.file("tokens-" + std::to_string(p)));
+        for (int i = 0; i < kCycles; ++i) {
+          std::string token;
+          const AcquireResult r =
+              acquire(*store, key, std::chrono::seconds(30), &token);
+          if (!r.acquired) continue;
+          out << r.fencingToken << "\n";
+          if (!store->release(key.key, token)) status = 2;
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", p, e.what());
+        status = 1;
+      }
+      _exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  std::vector<std::int64_t> tokens;
+  for (int p = 0; p < kProcesses; ++p) {
+    std::ifstream in(dir_.file("tokens-" + std::to_string(p)));
+    for (std::int64_t t; in >> t;) tokens.push_back(t);
+  }
+  ASSERT_FALSE(tokens.empty());
+  const std::set<std::int64_t> distinct(tokens.begin(), tokens.end());
+  EXPECT_EQ(distinct.size(), tokens.size());
+  EXPECT_EQ(*distinct.begin(), 1);
+  EXPECT_EQ(*distinct.rbegin(), static_cast<std::int64_t>(tokens.size()));
+}
+
+}  // namespace
+}  // namespace dlm::sqlite_test
