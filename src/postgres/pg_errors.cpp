@@ -26,6 +26,19 @@ std::string firstMigrationFile() {
                             : std::string(migrations.front().file);
 }
 
+// libpqxx 6.4 leaves the SQLSTATE out of some of its exception classes;
+// their class says which one it was.
+std::string sqlStateOf(const pqxx::sql_error& e) {
+  if (!e.sqlstate().empty()) return e.sqlstate();
+  if (dynamic_cast<const pqxx::insufficient_privilege*>(&e)) return "42501";
+  if (dynamic_cast<const pqxx::disk_full*>(&e)) return "53100";
+  if (dynamic_cast<const pqxx::out_of_memory*>(&e)) return "53200";
+  if (dynamic_cast<const pqxx::insufficient_resources*>(&e)) return "53000";
+  if (dynamic_cast<const pqxx::undefined_table*>(&e)) return "42P01";
+  if (dynamic_cast<const pqxx::undefined_function*>(&e)) return "42883";
+  return "";
+}
+
 DLMException fromSqlState(std::string_view context, const std::string& state,
                           std::string_view message) {
   const std::string text =
@@ -73,7 +86,7 @@ DLMException translatePgError(std::string_view context) {
   } catch (const pqxx::transaction_rollback& e) {
     return fromSqlState(context, "40000", e.what());
   } catch (const pqxx::sql_error& e) {
-    return fromSqlState(context, e.sqlstate(), e.what());
+    return fromSqlState(context, sqlStateOf(e), e.what());
   } catch (const pqxx::in_doubt_error& e) {
     // Only a commit can be in doubt; never retried blindly (the caller
     // re-reads the row by its token to learn the outcome).

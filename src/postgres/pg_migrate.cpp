@@ -33,9 +33,15 @@ std::unique_ptr<pqxx::connection> connect(const PostgresStoreOptions& options) {
 // Reads the version inside `tx` without raising an error when the table is
 // missing (an error would abort the migration transaction).
 int readVersion(pqxx::transaction_base& tx) {
-  // Does dlm_schema_version exist on the search_path?
-  const pqxx::result exists =
-      tx.exec("SELECT to_regclass('dlm_schema_version') IS NOT NULL");
+  // Does dlm_schema_version exist on the search_path? Read from pg_class
+  // with this statement's snapshot, not with to_regclass(): after waiting for
+  // the advisory lock, this backend's catalog cache may not yet know about the
+  // table another migrator just committed.
+  const pqxx::result exists = tx.exec(
+      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c "
+      "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+      "WHERE c.relname = 'dlm_schema_version' "
+      "AND n.nspname = ANY (current_schemas(false)))");
   if (!exists[0][0].as<bool>()) return -1;
   // The newest migration applied.
   const pqxx::result r = tx.exec("SELECT max(version) FROM dlm_schema_version");

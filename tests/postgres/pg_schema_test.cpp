@@ -1,0 +1,296 @@
+// schema/postgres.sql versus migrations/postgres/, applying migrations from
+// code, and the cost of one acquire and one release as the server counts it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <fmt/format.h>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlm/error.h"
+#include "dlm/postgres_store.h"
+#include "migration.h"
+#include "postgres/pg_migrate.h"
+#include "postgres/pg_test_support.h"
+
+namespace dlm::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+int versionRows(FreshSchema& schema) {
+  pqxx::nontransaction tx(schema.admin());
+  return tx
+      .exec("SELECT count(*) FROM " + schema.admin().quote_name(schema.name()) +
+            ".dlm_schema_version")[0][0]
+      .as<int>();
+}
+
+void replaceAll(std::string& s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos;
+       at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+}
+
+// What a DBA would diff between two schemas, one line per object, with the
+// schema's name replaced by <schema>.
+std::vector<std::string> catalogOf(pqxx::connection& admin,
+                                   const std::string& schema) {
+  pqxx::nontransaction tx(admin);
+  std::vector<std::string> lines;
+  auto add = [&](const std::string& kind, const pqxx::result& r) {
+    for (const auto& row : r) {
+      std::string line = kind;
+      for (const auto& f : row) {
+        line += " | ";
+        line += f.is_null() ? "NULL" : f.c_str();
+      }
+      replaceAll(line, schema, "<schema>");
+      lines.push_back(line);
+    }
+  };
+  add("column",
+      tx.exec_params("SELECT table_name, column_name, ordinal_position, "
+                     "data_type, column_default, is_nullable, collation_name "
+                     "FROM information_schema.columns WHERE table_schema = $1 "
+                     "ORDER BY 1, 3",
+                     schema));
+  add("index", tx.exec_params("SELECT indexname, indexdef FROM pg_indexes "
+                              "WHERE schemaname = $1 ORDER BY 1",
+                              schema));
+  add("relation",
+      tx.exec_params("SELECT c.relname, c.relkind, c.reloptions::text, "
+                     "c.relacl::text FROM pg_class c JOIN pg_namespace n ON "
+                     "n.oid = c.relnamespace WHERE n.nspname = $1 ORDER BY 1",
+                     schema));
+  add("constraint",
+      tx.exec_params("SELECT c.relname, k.conname, pg_get_constraintdef(k.oid) "
+                     "FROM pg_constraint k JOIN pg_class c ON c.oid = "
+                     "k.conrelid JOIN pg_namespace n ON n.oid = k.connamespace "
+                     "WHERE n.nspname = $1 ORDER BY 1, 2",
+                     schema));
+  add("function",
+      tx.exec_params("SELECT p.proname, "
+                     "pg_get_function_identity_arguments(p.oid), "
+                     "pg_get_functiondef(p.oid), p.proacl::text FROM pg_proc p "
+                     "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE "
+                     "n.nspname = $1 ORDER BY 1, 2",
+                     schema));
+  add("schema usage by dlm_client",
+      tx.exec_params("SELECT has_schema_privilege('dlm_client', $1, 'USAGE')",
+                     schema));
+  add("version", tx.exec("SELECT version, description FROM " +
+                         admin.quote_name(schema) +
+                         ".dlm_schema_version ORDER BY 1"));
+  return lines;
+}
+
+// -------------------------------------------------------------- catalog
+
+TEST(PostgresSchema, SchemaFileAndMigrationsGiveTheSameCatalog) {
+  FreshSchema fromFile;
+  {
+    pqxx::work tx(fromFile.admin());
+    tx.exec("SET LOCAL search_path = " + fromFile.admin().quote_name(fromFile.name()));
+    tx.exec(std::string(internal::postgresSchemaSql()));
+    tx.commit();
+  }
+  FreshSchema fromMigrations;
+  EXPECT_EQ(internal::applyPostgresMigrations(fromMigrations.options()),
+            static_cast<int>(internal::postgresMigrations().size()));
+
+  const auto a = catalogOf(fromFile.admin(), fromFile.name());
+  const auto b = catalogOf(fromFile.admin(), fromMigrations.name());
+  ASSERT_GE(a.size(), 20u) << "the catalog dump looks empty";
+  for (const char* kind : {"column", "index", "relation", "constraint",
+                           "function", "schema usage", "version"}) {
+    bool found = false;
+    for (const auto& line : a) found = found || line.rfind(kind, 0) == 0;
+    EXPECT_TRUE(found) << "no " << kind << " lines in the dump";
+  }
+  EXPECT_EQ(a, b);
+}
+
+// ----------------------------------------------------------- migrations
+
+TEST(PostgresMigrations, ApplyingTwiceAppliesNothingTheSecondTime) {
+  FreshSchema schema;
+  EXPECT_EQ(internal::postgresSchemaVersion(schema.options()), -1);
+  EXPECT_EQ(internal::applyPostgresMigrations(schema.options()), 1);
+  EXPECT_EQ(internal::applyPostgresMigrations(schema.options()), 0);
+  EXPECT_EQ(internal::postgresSchemaVersion(schema.options()),
+            internal::latestVersion(internal::postgresMigrations()));
+  PostgresStore store(schema.options());
+  store.initialize(true);
+  store.initialize(false);
+  EXPECT_EQ(versionRows(schema), 1);
+}
+
+TEST(PostgresMigrations, TwoThreadsMigratingAtOnceApplyOnce) {
+  // A few rounds: the threads race for the first statement each time.
+  for (int round = 0; round < 5; ++round) {
+    FreshSchema schema;
+    std::atomic<int> ready{0};
+    int applied[2] = {-1, -1};
+    std::string errors[2];
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i) {
+      threads.emplace_back([&, i] {
+        ++ready;
+        while (ready < 2) std::this_thread::yield();
+        try {
+          applied[i] = internal::applyPostgresMigrations(schema.options());
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(errors[0], "");
+    EXPECT_EQ(errors[1], "");
+    EXPECT_EQ(applied[0] + applied[1], 1) << "round " << round;
+    EXPECT_EQ(versionRows(schema), 1);
+  }
+}
+
+TEST(PostgresMigrations, TwoStoresInitializingWithMigrationsAtOnceBothSucceed) {
+  FreshSchema schema;
+  std::atomic<int> ready{0};
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      PostgresStore store(schema.options());
+      ++ready;
+      while (ready < 2) std::this_thread::yield();
+      try {
+        store.initialize(true);
+      } catch (const DLMException& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(versionRows(schema), 1);
+}
+
+// ----------------------------------------------------------- round trips
+
+// A database of its own, so that pg_stat_database counts only our sessions.
+class PrivateDatabase {
+ public:
+  PrivateDatabase()
+      : admin_(adminConnection()), name_(uniqueName("dlm_test_db")) {
+    execSql(*admin_, "CREATE DATABASE " + admin_->quote_name(name_));
+    PostgresStoreOptions o;
+    o.connection = "dbname=" + name_;
+    internal::applyPostgresMigrations(o);
+  }
+  ~PrivateDatabase() {
+    try {
+      execSql(*admin_, "DROP DATABASE IF EXISTS " + admin_->quote_name(name_) +
+                           " WITH (FORCE)");
+    } catch (const std::exception& e) {
+      // Leave it behind rather than crash the run.
+      std::fprintf(stderr, "dropping database %s: %s\n", name_.c_str(), e.what());
+    }
+  }
+
+  // Committed transactions in this database, once every session in it has
+  // ended and reported (a backend flushes its counts when it exits).
+  std::int64_t settledCommits() {
+    std::int64_t last = -1;
+    int stable = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pqxx::nontransaction tx(*admin_);
+      const pqxx::row r = tx.exec_params1(
+          "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = $1), "
+          "(SELECT xact_commit FROM pg_stat_database WHERE datname = $1)",
+          name_);
+      const auto sessions = r[0].as<std::int64_t>();
+      const auto commits = r[1].as<std::int64_t>();
+      stable = (sessions == 0 && commits == last) ? stable + 1 : 0;
+      if (stable >= 3) return commits;
+      last = commits;
+      std::this_thread::sleep_for(100ms);
+    }
+    throw std::runtime_error("pg_stat_database did not settle");
+  }
+
+  // Commits counted for a store session that warms up (connects, prepares
+  // acquire and release once) and then runs `work`.
+  std::int64_t commitsOf(const std::function<void(LockStore&)>& work) {
+    const std::int64_t before = settledCommits();
+    {
+      PostgresStoreOptions o;
+      o.connection = "dbname=" + name_;
+      o.poolSize = 1;
+      PostgresStore store(o);
+      const StoreKey warm{"W#warm", {}, "", ""};
+      const Holder holder{"h", 1};
+      store.now();
+      store.tryAcquire({warm, "o", "warm-token", 10s, holder});
+      store.release(warm.key, "warm-token");
+      work(store);
+      store.close();
+    }
+    return settledCommits() - before;
+  }
+
+ private:
+  std::unique_ptr<pqxx::connection> admin_;
+  std::string name_;
+};
+
+// Acquires n hierarchical keys (two ancestors each: three rows locked and
+// created per call), releasing them when `release`.
+void acquireMany(LockStore& store, int n, bool release, const std::string& tag) {
+  const Holder holder{"h", 1};
+  for (int i = 0; i < n; ++i) {
+    StoreKey key;
+    key.key = fmt::format("R#{}{}.x.y", tag, i);
+    key.ancestors = {fmt::format("R#{}{}", tag, i), fmt::format("R#{}{}.x", tag, i)};
+    key.descendantsBegin = key.key + ".";
+    key.descendantsEnd = key.key + "/";
+    const std::string token = fmt::format("tok-{}", i);
+    ASSERT_TRUE(store.tryAcquire({key, "o", token, 10s, holder}).acquired);
+    if (release) {
+      ASSERT_TRUE(store.release(key.key, token));
+    }
+  }
+}
+
+TEST(PostgresRoundTrips, OneTransactionPerAcquireAndPerRelease) {
+  PrivateDatabase db;
+  constexpr int kOps = 20;
+  // Other sessions (autovacuum) may add commits to one measurement; they
+  // never remove any, so a clean attempt shows the exact figure.
+  std::vector<std::string> attempts;
+  bool exact = false;
+  for (int attempt = 0; attempt < 3 && !exact; ++attempt) {
+    const std::string tag = fmt::format("a{}_", attempt);
+    const auto base = db.commitsOf([](LockStore&) {});
+    const auto acquires = db.commitsOf(
+        [&](LockStore& s) { acquireMany(s, kOps, false, tag + "acq"); });
+    const auto cycles = db.commitsOf(
+        [&](LockStore& s) { acquireMany(s, kOps, true, tag + "cyc"); });
+    const auto perAcquire = acquires - base;
+    const auto perRelease = cycles - acquires;
+    attempts.push_back(fmt::format("{} acquires: {} commits; {} releases: {} commits",
+                                   kOps, perAcquire, kOps, perRelease));
+    exact = perAcquire == kOps && perRelease == kOps;
+  }
+  EXPECT_TRUE(exact) << "expected " << kOps << " commits each; got: "
+                     << ::testing::PrintToString(attempts);
+  std::printf("round trips: %s\n", attempts.back().c_str());
+}
+
+}  // namespace
+}  // namespace dlm::test

@@ -1,0 +1,73 @@
+#include "postgres/pg_test_support.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
+namespace dlm::test {
+
+std::string uniqueName(const std::string& prefix) {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  return fmt::format("{}_{}_{:08x}", prefix, getpid(),
+                     static_cast<std::uint32_t>(gen()));
+}
+
+std::unique_ptr<pqxx::connection> adminConnection(const std::string& conninfo) {
+  try {
+    return std::make_unique<pqxx::connection>(conninfo);
+  } catch (const pqxx::broken_connection& e) {
+    throw std::runtime_error(fmt::format(
+        "the PostgreSQL tests need a server named by the PG* variables "
+        "(scripts/pg-cluster.sh start DIR; . DIR/env): {}",
+        e.what()));
+  }
+}
+
+pqxx::result execSql(pqxx::connection& conn, const std::string& sql) {
+  pqxx::nontransaction tx(conn);
+  return tx.exec(sql);
+}
+
+FreshSchema::FreshSchema()
+    : admin_(adminConnection()), name_(uniqueName("dlm_test")) {
+  execSql(*admin_, "CREATE SCHEMA " + admin_->quote_name(name_));
+}
+
+FreshSchema::~FreshSchema() {
+  try {
+    execSql(*admin_, "DROP SCHEMA IF EXISTS " + admin_->quote_name(name_) +
+                         " CASCADE");
+  } catch (const std::exception& e) {
+    // A leftover schema must not turn a passing run into a crash.
+    std::fprintf(stderr, "dropping schema %s: %s\n", name_.c_str(), e.what());
+  }
+}
+
+PostgresStoreOptions FreshSchema::options(const std::string& connection) const {
+  PostgresStoreOptions o;
+  o.connection = connection;
+  o.schema = name_;
+  return o;
+}
+
+ClientRole::ClientRole(pqxx::connection& admin)
+    : admin_(admin), name_(uniqueName("dlm_pgtest_role")) {
+  execSql(admin_, "CREATE ROLE " + admin_.quote_name(name_) + " LOGIN");
+  execSql(admin_, "GRANT dlm_client TO " + admin_.quote_name(name_));
+}
+
+ClientRole::~ClientRole() {
+  try {
+    // Its sessions end with the stores that used it; DROP OWNED revokes
+    // what a test granted it, which would otherwise block DROP ROLE.
+    execSql(admin_, "DROP OWNED BY " + admin_.quote_name(name_));
+    execSql(admin_, "DROP ROLE " + admin_.quote_name(name_));
+  } catch (const std::exception& e) {
+    // Leave it behind rather than crash the run.
+    std::fprintf(stderr, "dropping role %s: %s\n", name_.c_str(), e.what());
+  }
+}
+
+}  // namespace dlm::test

@@ -1,0 +1,57 @@
+// Helpers for the PostgreSQL-only tests: an admin connection from the PG*
+// variables, and fresh schemas / roles / databases removed at the end.
+#pragma once
+
+#include <pqxx/pqxx>
+#include <string>
+
+#include "dlm/postgres_store.h"
+
+namespace dlm::test {
+
+// "<prefix>_<pid>_<8 random hex digits>": unique across concurrent runs.
+std::string uniqueName(const std::string& prefix);
+
+// A superuser-ish connection named by PG* variables. Throws (failing the
+// test) when the server cannot be reached: these tests never skip.
+std::unique_ptr<pqxx::connection> adminConnection(const std::string& conninfo = "");
+
+// Runs one statement in autocommit on `conn`.
+pqxx::result execSql(pqxx::connection& conn, const std::string& sql);
+
+// A new, empty schema, dropped (CASCADE) when destroyed.
+class FreshSchema {
+ public:
+  FreshSchema();
+  ~FreshSchema();
+  FreshSchema(const FreshSchema&) = delete;
+  FreshSchema& operator=(const FreshSchema&) = delete;
+
+  const std::string& name() const { return name_; }
+  pqxx::connection& admin() { return *admin_; }
+  // Options for a store on this schema; `connection` as in
+  // PostgresStoreOptions (empty = PG* variables).
+  PostgresStoreOptions options(const std::string& connection = "") const;
+
+ private:
+  std::unique_ptr<pqxx::connection> admin_;
+  std::string name_;
+};
+
+// A LOGIN role that has nothing but membership in dlm_client; dropped when
+// destroyed.
+class ClientRole {
+ public:
+  explicit ClientRole(pqxx::connection& admin);
+  ~ClientRole();
+  ClientRole(const ClientRole&) = delete;
+  ClientRole& operator=(const ClientRole&) = delete;
+
+  const std::string& name() const { return name_; }
+
+ private:
+  pqxx::connection& admin_;
+  std::string name_;
+};
+
+}  // namespace dlm::test
