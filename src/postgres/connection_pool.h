@@ -7,8 +7,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <pqxx/connection>
+#include <string>
 #include <vector>
 
 namespace dlm::internal {

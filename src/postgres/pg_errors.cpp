@@ -12,7 +12,8 @@ namespace {
 
 // pqxx messages end with a newline (and the server's may span lines).
 std::string trimmed(std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.remove_suffix(1);
   std::string out(s);
   for (char& c : out) {
     if (c == '\n') c = ' ';
@@ -73,11 +74,10 @@ DLMException translatePgError(std::string_view context) {
                         e.transient());
   } catch (const pqxx::broken_connection& e) {
     // libpqxx 6.4 throws this (no SQLSTATE) for class 08 and 53300 too.
-    return DLMException(
-        ErrorCode::CONNECTION_ERROR,
-        fmt::format("{}: connection to PostgreSQL failed: {}", context,
-                    trimmed(e.what())),
-        true);
+    return DLMException(ErrorCode::CONNECTION_ERROR,
+                        fmt::format("{}: connection to PostgreSQL failed: {}",
+                                    context, trimmed(e.what())),
+                        true);
   } catch (const pqxx::serialization_failure& e) {
     // libpqxx 6.4 reports class 40 as its own classes, without SQLSTATE.
     return fromSqlState(context, "40001", e.what());

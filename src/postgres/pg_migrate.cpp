@@ -90,7 +90,8 @@ int applyPostgresMigrations(const PostgresStoreOptions& options) {
       pqxx::work tx(*conn, "dlm_migrate");
       // Another process may be migrating the same database: wait for it,
       // then look again at what it left.
-      tx.exec(fmt::format("SELECT pg_advisory_xact_lock({})", kMigrationLockKey));
+      tx.exec(
+          fmt::format("SELECT pg_advisory_xact_lock({})", kMigrationLockKey));
       current = readVersion(tx);
       if (current > latest) throw newerThanLibrary(current, latest);
       if (current >= m.version) continue;  // applied meanwhile; tx rolls back
@@ -112,9 +113,8 @@ int applyPostgresMigrations(const PostgresStoreOptions& options) {
     } catch (...) {
       // Whatever broke a migration (privileges, a conflicting object, a lost
       // connection) is reported as a failed migration, SQLSTATE included.
-      const DLMException e = translatePgError(
-          fmt::format("PostgreSQL migrate: applying migrations/postgres/{}",
-                      m.file));
+      const DLMException e = translatePgError(fmt::format(
+          "PostgreSQL migrate: applying migrations/postgres/{}", m.file));
       throw DLMException(ErrorCode::TABLE_CREATION_ERROR, e.what());
     }
   }

@@ -94,7 +94,8 @@ LockRecord toRecord(const pqxx::row& row) {
   r.fencingToken = row[4].as<std::int64_t>();
   r.acquiredAt = fromEpochMs(row[5]);
   r.expiresAt = fromEpochMs(row[6]);
-  r.ttl = std::chrono::milliseconds(row[7].is_null() ? 0 : row[7].as<std::int64_t>());
+  r.ttl = std::chrono::milliseconds(
+      row[7].is_null() ? 0 : row[7].as<std::int64_t>());
   r.holder.host = textOrEmpty(row[8]);
   r.holder.pid = row[9].is_null() ? 0 : row[9].as<std::int64_t>();
   return r;
@@ -137,16 +138,16 @@ class PostgresStore::Impl {
       }
     });
     const std::string where =
-        options_.schema.empty()
-            ? std::string("the search_path")
-            : fmt::format("schema \"{}\"", options_.schema);
+        options_.schema.empty() ? std::string("the search_path")
+                                : fmt::format("schema \"{}\"", options_.schema);
     if (version < 0) {
       throw DLMException(
           ErrorCode::SCHEMA_MISMATCH,
           fmt::format("PostgreSQL database has no dlm schema (no table "
                       "dlm_schema_version in {}); apply "
                       "migrations/postgres/{} or run `dlmctl migrate`",
-                      where, migrations.empty() ? "" : migrations.front().file));
+                      where,
+                      migrations.empty() ? "" : migrations.front().file));
     }
     if (version < latest) {
       std::string_view missing;
@@ -200,13 +201,13 @@ class PostgresStore::Impl {
 
     return run("acquire", key.key, [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
-      const pqxx::result r =
-          tx.exec_prepared("dlm_acquire", keys, crcList, descBegin, descEnd,
-                           owner, token, ttl, request.holder.host,
-                           request.holder.pid);
+      const pqxx::result r = tx.exec_prepared(
+          "dlm_acquire", keys, crcList, descBegin, descEnd, owner, token, ttl,
+          request.holder.host, request.holder.pid);
       if (r.size() != 1) {
-        throw DLMException(ErrorCode::INTERNAL_ERROR,
-                           fmt::format("dlm_acquire returned {} rows", r.size()));
+        throw DLMException(
+            ErrorCode::INTERNAL_ERROR,
+            fmt::format("dlm_acquire returned {} rows", r.size()));
       }
       AcquireResult result;
       result.acquired = r[0][0].as<bool>();
@@ -234,24 +235,26 @@ class PostgresStore::Impl {
                                   std::chrono::milliseconds ttl) {
     const std::string k(key), t(token);
     const std::int64_t ttlMs = ttl.count();
-    return run("extend", key, [&](pqxx::connection& c) -> std::optional<StoreTime> {
-      pqxx::nontransaction tx(c);
-      const pqxx::field f =
-          single(tx.exec_prepared("dlm_extend", k, t, ttlMs), "dlm_extend");
-      // NULL: the token no longer holds the row.
-      if (f.is_null()) return std::nullopt;
-      return fromEpochMs(f);
-    });
+    return run(
+        "extend", key, [&](pqxx::connection& c) -> std::optional<StoreTime> {
+          pqxx::nontransaction tx(c);
+          const pqxx::field f =
+              single(tx.exec_prepared("dlm_extend", k, t, ttlMs), "dlm_extend");
+          // NULL: the token no longer holds the row.
+          if (f.is_null()) return std::nullopt;
+          return fromEpochMs(f);
+        });
   }
 
   std::optional<LockRecord> describe(std::string_view key) {
     const std::string k(key);
-    return run("describe", key, [&](pqxx::connection& c) -> std::optional<LockRecord> {
-      pqxx::nontransaction tx(c);
-      const pqxx::result r = tx.exec_prepared("dlm_describe", k);
-      if (r.empty()) return std::nullopt;
-      return toRecord(r[0]);
-    });
+    return run("describe", key,
+               [&](pqxx::connection& c) -> std::optional<LockRecord> {
+                 pqxx::nontransaction tx(c);
+                 const pqxx::result r = tx.exec_prepared("dlm_describe", k);
+                 if (r.empty()) return std::nullopt;
+                 return toRecord(r[0]);
+               });
   }
 
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) {

@@ -1,10 +1,11 @@
 // Array literals and key ranges: built on the client, parsed by the server.
+#include "postgres/pg_array.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "postgres/pg_array.h"
 #include "postgres/pg_keys.h"
 #include "postgres/pg_test_support.h"
 
@@ -26,11 +27,22 @@ TEST(TextArrayLiteral, QuotesEveryElementAndEscapesQuotesAndBackslashes) {
 }
 
 TEST(TextArrayLiteral, ServerParsesItBackToTheSameStrings) {
-  const std::vector<std::string> items{
-      "plain",  "DC#farm#client#a.b.c", "with \"quotes\"", R"(back\slash)",
-      R"(\")",  "{braces}",             "com,ma",          "NULL",
-      "null",   "  spaced  ",           "",                "tab\there",
-      "new\nline", "é ünïcödé ✓",       "'single'",        "$1"};
+  const std::vector<std::string> items{"plain",
+                                       "DC#farm#client#a.b.c",
+                                       "with \"quotes\"",
+                                       R"(back\slash)",
+                                       R"(\")",
+                                       "{braces}",
+                                       "com,ma",
+                                       "NULL",
+                                       "null",
+                                       "  spaced  ",
+                                       "",
+                                       "tab\there",
+                                       "new\nline",
+                                       "é ünïcödé ✓",
+                                       "'single'",
+                                       "$1"};
   std::vector<std::string_view> views(items.begin(), items.end());
   auto admin = adminConnection();
   pqxx::nontransaction tx(*admin);
@@ -77,8 +89,8 @@ TEST(PrefixUpperBound, BoundsEveryKeyWithThePrefixInByteOrder) {
   auto admin = adminConnection();
   pqxx::nontransaction tx(*admin);
   const std::vector<std::string> prefixes{"k#a", "k#é", "x~", "k#a\x7f"};
-  const std::vector<std::string> suffixes{"", ".b", "\x7f", "é", "✓✓",
-                                          "\xf4\x8f\xbf\xbf"};  // U+10FFFF
+  const std::vector<std::string> suffixes{
+      "", ".b", "\x7f", "é", "✓✓", "\xf4\x8f\xbf\xbf"};  // U+10FFFF
   for (const auto& p : prefixes) {
     const auto bound = prefixUpperBound(p);
     ASSERT_TRUE(bound.has_value()) << p;

@@ -1,12 +1,12 @@
 // The one translation of driver errors, exception class by class (no server
 // needed: the exceptions are made here).
+#include "postgres/pg_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
-
-#include "postgres/pg_errors.h"
 
 namespace dlm::test {
 namespace {
@@ -30,11 +30,13 @@ void expectClass(const DLMException& e, ErrorCode code, bool transient,
 }
 
 TEST(TranslatePgError, LostConnectionsAreTransientConnectionErrors) {
-  expectClass(translated(pqxx::broken_connection("server closed the connection")),
-              ErrorCode::CONNECTION_ERROR, true, "server closed");
+  expectClass(
+      translated(pqxx::broken_connection("server closed the connection")),
+      ErrorCode::CONNECTION_ERROR, true, "server closed");
   expectClass(translated(pqxx::too_many_connections("too many clients")),
               ErrorCode::CONNECTION_ERROR, true, "too many");
-  for (const char* state : {"08006", "08001", "57P01", "57P02", "57P03", "53300"}) {
+  for (const char* state :
+       {"08006", "08001", "57P01", "57P02", "57P03", "53300"}) {
     expectClass(translated(pqxx::sql_error("gone", "SELECT 1", state)),
                 ErrorCode::CONNECTION_ERROR, true, state);
   }
@@ -51,13 +53,15 @@ TEST(TranslatePgError, SerializationDeadlockAndLockTimeoutAreTransientRetries) {
               ErrorCode::RETRIES_EXHAUSTED, true, "40001");
 }
 
-TEST(TranslatePgError, MissingTableOrFunctionIsSchemaMismatchNamingTheMigration) {
+TEST(TranslatePgError,
+     MissingTableOrFunctionIsSchemaMismatchNamingTheMigration) {
   for (const char* state : {"42P01", "42883"}) {
     const DLMException e =
         translated(pqxx::sql_error("relation does not exist", "q", state));
     expectClass(e, ErrorCode::SCHEMA_MISMATCH, false, state);
     EXPECT_NE(std::string(e.what()).find("V1__create_lock_tables.sql"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("dlmctl migrate"), std::string::npos);
   }
   expectClass(translated(pqxx::undefined_function("no function", "q", "42883")),
@@ -67,8 +71,9 @@ TEST(TranslatePgError, MissingTableOrFunctionIsSchemaMismatchNamingTheMigration)
 TEST(TranslatePgError, EverythingElseIsInternalWithTheSqlState) {
   expectClass(translated(pqxx::sql_error("duplicate key", "q", "23505")),
               ErrorCode::INTERNAL_ERROR, false, "SQLSTATE 23505");
-  expectClass(translated(pqxx::insufficient_privilege("permission denied", "q")),
-              ErrorCode::INTERNAL_ERROR, false, "SQLSTATE 42501");
+  expectClass(
+      translated(pqxx::insufficient_privilege("permission denied", "q")),
+      ErrorCode::INTERNAL_ERROR, false, "SQLSTATE 42501");
   expectClass(translated(pqxx::in_doubt_error("commit in doubt")),
               ErrorCode::INTERNAL_ERROR, false, "outcome unknown");
   expectClass(translated(pqxx::conversion_error("bad int")),
@@ -79,10 +84,12 @@ TEST(TranslatePgError, EverythingElseIsInternalWithTheSqlState) {
 }
 
 TEST(TranslatePgError, KeepsTheClassOfTheStoresOwnErrors) {
-  expectClass(translated(DLMException(ErrorCode::CONNECTION_ERROR, "pool empty", true)),
-              ErrorCode::CONNECTION_ERROR, true, "pool empty");
-  expectClass(translated(DLMException(ErrorCode::INTERNAL_ERROR, "store closed")),
-              ErrorCode::INTERNAL_ERROR, false, "store closed");
+  expectClass(
+      translated(DLMException(ErrorCode::CONNECTION_ERROR, "pool empty", true)),
+      ErrorCode::CONNECTION_ERROR, true, "pool empty");
+  expectClass(
+      translated(DLMException(ErrorCode::INTERNAL_ERROR, "store closed")),
+      ErrorCode::INTERNAL_ERROR, false, "store closed");
 }
 
 }  // namespace

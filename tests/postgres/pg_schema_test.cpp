@@ -1,10 +1,10 @@
 // schema/postgres.sql versus migrations/postgres/, applying migrations from
 // code, and the cost of one acquire and one release as the server counts it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
-#include <fmt/format.h>
 #include <functional>
 #include <string>
 #include <thread>
@@ -29,7 +29,8 @@ int versionRows(FreshSchema& schema) {
       .as<int>();
 }
 
-void replaceAll(std::string& s, const std::string& from, const std::string& to) {
+void replaceAll(std::string& s, const std::string& from,
+                const std::string& to) {
   for (std::size_t at = s.find(from); at != std::string::npos;
        at = s.find(from, at + to.size())) {
     s.replace(at, from.size(), to);
@@ -83,9 +84,9 @@ std::vector<std::string> catalogOf(pqxx::connection& admin,
   add("schema usage by dlm_client",
       tx.exec_params("SELECT has_schema_privilege('dlm_client', $1, 'USAGE')",
                      schema));
-  add("version", tx.exec("SELECT version, description FROM " +
-                         admin.quote_name(schema) +
-                         ".dlm_schema_version ORDER BY 1"));
+  add("version",
+      tx.exec("SELECT version, description FROM " + admin.quote_name(schema) +
+              ".dlm_schema_version ORDER BY 1"));
   return lines;
 }
 
@@ -95,7 +96,8 @@ TEST(PostgresSchema, SchemaFileAndMigrationsGiveTheSameCatalog) {
   FreshSchema fromFile;
   {
     pqxx::work tx(fromFile.admin());
-    tx.exec("SET LOCAL search_path = " + fromFile.admin().quote_name(fromFile.name()));
+    tx.exec("SET LOCAL search_path = " +
+            fromFile.admin().quote_name(fromFile.name()));
     tx.exec(std::string(internal::postgresSchemaSql()));
     tx.commit();
   }
@@ -198,7 +200,8 @@ class PrivateDatabase {
                            " WITH (FORCE)");
     } catch (const std::exception& e) {
       // Leave it behind rather than crash the run.
-      std::fprintf(stderr, "dropping database %s: %s\n", name_.c_str(), e.what());
+      std::fprintf(stderr, "dropping database %s: %s\n", name_.c_str(),
+                   e.what());
     }
   }
 
@@ -251,12 +254,14 @@ class PrivateDatabase {
 
 // Acquires n hierarchical keys (two ancestors each: three rows locked and
 // created per call), releasing them when `release`.
-void acquireMany(LockStore& store, int n, bool release, const std::string& tag) {
+void acquireMany(LockStore& store, int n, bool release,
+                 const std::string& tag) {
   const Holder holder{"h", 1};
   for (int i = 0; i < n; ++i) {
     StoreKey key;
     key.key = fmt::format("R#{}{}.x.y", tag, i);
-    key.ancestors = {fmt::format("R#{}{}", tag, i), fmt::format("R#{}{}.x", tag, i)};
+    key.ancestors = {fmt::format("R#{}{}", tag, i),
+                     fmt::format("R#{}{}.x", tag, i)};
     key.descendantsBegin = key.key + ".";
     key.descendantsEnd = key.key + "/";
     const std::string token = fmt::format("tok-{}", i);
@@ -283,8 +288,9 @@ TEST(PostgresRoundTrips, OneTransactionPerAcquireAndPerRelease) {
         [&](LockStore& s) { acquireMany(s, kOps, true, tag + "cyc"); });
     const auto perAcquire = acquires - base;
     const auto perRelease = cycles - acquires;
-    attempts.push_back(fmt::format("{} acquires: {} commits; {} releases: {} commits",
-                                   kOps, perAcquire, kOps, perRelease));
+    attempts.push_back(
+        fmt::format("{} acquires: {} commits; {} releases: {} commits", kOps,
+                    perAcquire, kOps, perRelease));
     exact = perAcquire == kOps && perRelease == kOps;
   }
   EXPECT_TRUE(exact) << "expected " << kOps << " commits each; got: "

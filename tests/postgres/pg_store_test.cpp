@@ -2,6 +2,7 @@
 // privileges of the dlm_client role, the connection pool, and what only this
 // store records (holder address, intention rows, byte-order prefixes).
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,13 +10,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <fmt/format.h>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "dlm/error.h"
 #include "crc32.h"
+#include "dlm/error.h"
 #include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_migrate.h"
@@ -118,10 +118,12 @@ TEST(PostgresErrors, ConnectingToAClosedPortIsATransientConnectionError) {
   const DLMException e = errorOf([&] { store.initialize(false); });
   EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
   EXPECT_TRUE(e.transient());
-  const DLMException e2 = errorOf([&] { acquire(store, pathKey("t#", "x"), "t1"); });
+  const DLMException e2 =
+      errorOf([&] { acquire(store, pathKey("t#", "x"), "t1"); });
   EXPECT_EQ(e2.code(), ErrorCode::CONNECTION_ERROR) << e2.what();
   EXPECT_TRUE(e2.transient());
-  EXPECT_TRUE(contains(e2.what(), "t#x")) << "the message names the lock: " << e2.what();
+  EXPECT_TRUE(contains(e2.what(), "t#x"))
+      << "the message names the lock: " << e2.what();
 }
 
 TEST(PostgresErrors, InitializeOnAnEmptySchemaIsSchemaMismatchNamingV1) {
@@ -130,7 +132,9 @@ TEST(PostgresErrors, InitializeOnAnEmptySchemaIsSchemaMismatchNamingV1) {
   const DLMException e = errorOf([&] { store.initialize(false); });
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
   EXPECT_FALSE(e.transient());
-  EXPECT_TRUE(contains(e.what(), "migrations/postgres/V1__create_lock_tables.sql")) << e.what();
+  EXPECT_TRUE(
+      contains(e.what(), "migrations/postgres/V1__create_lock_tables.sql"))
+      << e.what();
   EXPECT_TRUE(contains(e.what(), "dlmctl migrate")) << e.what();
   EXPECT_TRUE(contains(e.what(), schema.name())) << e.what();
 }
@@ -138,7 +142,8 @@ TEST(PostgresErrors, InitializeOnAnEmptySchemaIsSchemaMismatchNamingV1) {
 TEST(PostgresErrors, CallsOnASchemaWithoutTheFunctionsAreSchemaMismatch) {
   FreshSchema schema;
   PostgresStore store(schema.options());  // not initialized on purpose
-  const DLMException e = errorOf([&] { acquire(store, pathKey("t#", "x"), "t1"); });
+  const DLMException e =
+      errorOf([&] { acquire(store, pathKey("t#", "x"), "t1"); });
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
   EXPECT_TRUE(contains(e.what(), "V1__create_lock_tables.sql")) << e.what();
   const DLMException e2 = errorOf([&] { store.describe("t#x"); });
@@ -147,7 +152,8 @@ TEST(PostgresErrors, CallsOnASchemaWithoutTheFunctionsAreSchemaMismatch) {
 
 TEST(PostgresErrors, OlderAndNewerSchemaVersionsAreSchemaMismatch) {
   MigratedSchema schema;
-  const std::string table = schema.admin().quote_name(schema.name()) + ".dlm_schema_version";
+  const std::string table =
+      schema.admin().quote_name(schema.name()) + ".dlm_schema_version";
   execSql(schema.admin(), "DELETE FROM " + table);
   {
     PostgresStore store(schema.options());
@@ -155,7 +161,8 @@ TEST(PostgresErrors, OlderAndNewerSchemaVersionsAreSchemaMismatch) {
     EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
     EXPECT_TRUE(contains(e.what(), "V1__create_lock_tables.sql")) << e.what();
   }
-  execSql(schema.admin(), "INSERT INTO " + table + " VALUES (1, 'v1'), (999, 'future')");
+  execSql(schema.admin(),
+          "INSERT INTO " + table + " VALUES (1, 'v1'), (999, 'future')");
   PostgresStore store(schema.options());
   const DLMException e = errorOf([&] { store.initialize(false); });
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
@@ -169,7 +176,8 @@ TEST(PostgresErrors, OtherServerErrorsAreInternalWithTheSqlState) {
   PostgresStore store(schema.options());
   store.initialize(false);
   // dlm_acquire rejects a non-positive TTL (the manager validates first).
-  const DLMException e = errorOf([&] { acquire(store, pathKey("t#", "x"), "t1", 0ms); });
+  const DLMException e =
+      errorOf([&] { acquire(store, pathKey("t#", "x"), "t1", 0ms); });
   EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
   EXPECT_FALSE(e.transient());
   EXPECT_TRUE(contains(e.what(), "SQLSTATE 22023")) << e.what();
@@ -186,7 +194,8 @@ TEST(PostgresErrors, LockTimeoutIsATransientRetriesExhausted) {
   auto other = adminConnection();
   pqxx::work tx(*other);
   tx.exec("SET LOCAL search_path = " + other->quote_name(schema.name()));
-  tx.exec_params("SELECT 1 FROM dlm_locks WHERE resource = $1 FOR UPDATE", key.key);
+  tx.exec_params("SELECT 1 FROM dlm_locks WHERE resource = $1 FOR UPDATE",
+                 key.key);
   const DLMException e = errorOf([&] { acquire(store, key, "t2"); });
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(e.transient());
@@ -241,9 +250,11 @@ TEST(PostgresPrivileges, ClientRoleCanUseEveryStoreOperation) {
   const std::string s = conn->quote_name(schema.name());
   EXPECT_THROW(execSql(*conn, "CREATE TABLE " + s + ".intruder (i int)"),
                pqxx::insufficient_privilege);
-  EXPECT_THROW(execSql(*conn, "INSERT INTO " + s + ".dlm_schema_version VALUES (2, 'x')"),
+  EXPECT_THROW(execSql(*conn, "INSERT INTO " + s +
+                                  ".dlm_schema_version VALUES (2, 'x')"),
                pqxx::insufficient_privilege);
-  EXPECT_THROW(execSql(*conn, "DROP TABLE " + s + ".dlm_locks"), pqxx::sql_error);
+  EXPECT_THROW(execSql(*conn, "DROP TABLE " + s + ".dlm_locks"),
+               pqxx::sql_error);
 }
 
 // ------------------------------------------------------------------ pool
@@ -257,8 +268,10 @@ TEST(PostgresPool, TerminatedBackendIsReplacedAndTheNextCallWorks) {
   store.initialize(false);
   const auto before = backendsOf(schema.admin(), app);
   ASSERT_EQ(before.size(), 1u);
-  execSql(schema.admin(), fmt::format("SELECT pg_terminate_backend({})", before[0]));
-  ASSERT_TRUE(eventually([&] { return backendsOf(schema.admin(), app).empty(); }));
+  execSql(schema.admin(),
+          fmt::format("SELECT pg_terminate_backend({})", before[0]));
+  ASSERT_TRUE(
+      eventually([&] { return backendsOf(schema.admin(), app).empty(); }));
 
   // The pooled connection is dead: the first call may fail, transiently.
   try {
@@ -352,13 +365,15 @@ TEST(PostgresPool, CloseDropsTheConnectionsAndLaterCallsAreInternalErrors) {
   store.initialize(false);
   ASSERT_EQ(backendsOf(schema.admin(), app).size(), 1u);
   store.close();
-  EXPECT_TRUE(eventually([&] { return backendsOf(schema.admin(), app).empty(); }));
+  EXPECT_TRUE(
+      eventually([&] { return backendsOf(schema.admin(), app).empty(); }));
   const DLMException e = errorOf([&] { store.now(); });
   EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
   EXPECT_TRUE(contains(e.what(), "store closed")) << e.what();
   EXPECT_EQ(errorOf([&] { acquire(store, pathKey("t#", "x"), "t"); }).code(),
             ErrorCode::INTERNAL_ERROR);
-  EXPECT_EQ(errorOf([&] { store.initialize(false); }).code(), ErrorCode::INTERNAL_ERROR);
+  EXPECT_EQ(errorOf([&] { store.initialize(false); }).code(),
+            ErrorCode::INTERNAL_ERROR);
   store.close();  // idempotent
 }
 
@@ -372,7 +387,8 @@ class PostgresStoreTest : public ::testing::Test {
   PostgresStore store_;
 };
 
-TEST_F(PostgresStoreTest, RetryWithTheHoldingTokenAnswersAcquiredWithTheSameValues) {
+TEST_F(PostgresStoreTest,
+       RetryWithTheHoldingTokenAnswersAcquiredWithTheSameValues) {
   const StoreKey key = pathKey("t#", "a.b");
   const AcquireResult first = acquire(store_, key, "tok-1");
   ASSERT_TRUE(first.acquired);
@@ -399,7 +415,8 @@ TEST_F(PostgresStoreTest, ReleaseIsRepeatableByItsTokenOnly) {
   EXPECT_FALSE(store_.release("t#never", "tok-1"));
 }
 
-TEST_F(PostgresStoreTest, AncestorRowsCreatedForIntentionLocksAreNotDescribedAsLocked) {
+TEST_F(PostgresStoreTest,
+       AncestorRowsCreatedForIntentionLocksAreNotDescribedAsLocked) {
   const StoreKey key = pathKey("t#", "a.b.c");
   ASSERT_TRUE(acquire(store_, key, "tok-1", 5s, "owner-x").acquired);
   EXPECT_FALSE(store_.describe("t#a").has_value());
@@ -431,7 +448,8 @@ TEST_F(PostgresStoreTest, AncestorRowsCreatedForIntentionLocksAreNotDescribedAsL
 
 TEST_F(PostgresStoreTest, ListHeldMatchesPrefixesByBytesInKeyOrder) {
   for (const char* id : {"a", "ab", "b", "é1", "é2", "a~"}) {
-    ASSERT_TRUE(acquire(store_, pathKey("L#", id), std::string("tok-") + id).acquired)
+    ASSERT_TRUE(
+        acquire(store_, pathKey("L#", id), std::string("tok-") + id).acquired)
         << id;
   }
   ASSERT_FALSE(acquire(store_, pathKey("L#", "a.b"), "tok-a.b").acquired);
@@ -442,7 +460,8 @@ TEST_F(PostgresStoreTest, ListHeldMatchesPrefixesByBytesInKeyOrder) {
   };
   EXPECT_EQ(keys(store_.listHeld("L#a")),
             (std::vector<std::string>{"L#a", "L#ab", "L#a~"}));
-  EXPECT_EQ(keys(store_.listHeld("L#é")), (std::vector<std::string>{"L#é1", "L#é2"}));
+  EXPECT_EQ(keys(store_.listHeld("L#é")),
+            (std::vector<std::string>{"L#é1", "L#é2"}));
   EXPECT_EQ(keys(store_.listHeld("L#")).size(), 6u);
   EXPECT_EQ(keys(store_.listHeld("")).size(), 6u);
   EXPECT_TRUE(store_.listHeld("L#zz").empty());
@@ -452,7 +471,8 @@ TEST_F(PostgresStoreTest, ListHeldMatchesPrefixesByBytesInKeyOrder) {
 
 TEST_F(PostgresStoreTest, TimesComeFromTheDatabaseClock) {
   const StoreTime before = store_.now();
-  const AcquireResult a = acquire(store_, pathKey("t#", "clock"), "tok", 1500ms);
+  const AcquireResult a =
+      acquire(store_, pathKey("t#", "clock"), "tok", 1500ms);
   const StoreTime after = store_.now();
   ASSERT_TRUE(a.acquired);
   EXPECT_LE(before, a.acquiredAt);

@@ -37,8 +37,8 @@ FreshSchema::FreshSchema()
 
 FreshSchema::~FreshSchema() {
   try {
-    execSql(*admin_, "DROP SCHEMA IF EXISTS " + admin_->quote_name(name_) +
-                         " CASCADE");
+    execSql(*admin_,
+            "DROP SCHEMA IF EXISTS " + admin_->quote_name(name_) + " CASCADE");
   } catch (const std::exception& e) {
     // A leftover schema must not turn a passing run into a crash.
     std::fprintf(stderr, "dropping schema %s: %s\n", name_.c_str(), e.what());

@@ -14,7 +14,8 @@ std::string uniqueName(const std::string& prefix);
 
 // A superuser-ish connection named by PG* variables. Throws (failing the
 // test) when the server cannot be reached: these tests never skip.
-std::unique_ptr<pqxx::connection> adminConnection(const std::string& conninfo = "");
+std::unique_ptr<pqxx::connection> adminConnection(
+    const std::string& conninfo = "");
 
 // Runs one statement in autocommit on `conn`.
 pqxx::result execSql(pqxx::connection& conn, const std::string& sql);
