@@ -43,7 +43,8 @@ microseconds BusyWait::nextSleep(microseconds left) {
   rng_ ^= rng_ << 17;
   const auto span = static_cast<std::uint64_t>((kMaxSleep - kMinSleep).count());
   const microseconds sleep =
-      kMinSleep + microseconds(static_cast<microseconds::rep>(rng_ % (span + 1)));
+      kMinSleep +
+      microseconds(static_cast<microseconds::rep>(rng_ % (span + 1)));
   // Never sleep past the deadline; the attempt after it reports busy.
   return std::min(sleep, left);
 }

@@ -8,7 +8,12 @@
 // processes cycling on the same keys that gave waits of seconds. This handler
 // polls every few hundred microseconds instead (with jitter, so waiters that
 // started together do not retry in lockstep) until the timeout has passed.
-// See tests/sqlite/busy_wait_bench.cpp for the measurement.
+// Measured with tests/sqlite/busy_wait_bench.cpp (4 processes, 5 s, 2 cores):
+// the default backoff left processes waiting 3-5 s for one transaction; this
+// handler gave every process a fair share with p99 waits of 10-25 ms.
+// Tried and not adopted: waiters advertising themselves (an OFD lock on a
+// side file) so a committer pauses before its next BEGIN cut the worst wait
+// about 3x but doubled the median and needs Linux-only locks and an extra file.
 #pragma once
 
 #include <sqlite3.h>

@@ -70,8 +70,8 @@ std::string Statement::text(int column) const {
   const auto* bytes =
       reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
   if (bytes == nullptr) return {};
-  return std::string(bytes, static_cast<std::size_t>(
-                                sqlite3_column_bytes(stmt_, column)));
+  return std::string(
+      bytes, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
 // --- Connection --------------------------------------------------------------

@@ -118,7 +118,8 @@ class Connection {
   BusyWait busy_;
   std::unique_ptr<sqlite3, DatabaseCloser> db_;
   // Destroyed (finalized) before db_ closes.
-  std::unordered_map<const char*, std::unique_ptr<sqlite3_stmt, StatementFinalizer>>
+  std::unordered_map<const char*,
+                     std::unique_ptr<sqlite3_stmt, StatementFinalizer>>
       statements_;
   Durability durability_ = Durability::kDurable;
 };

@@ -49,9 +49,9 @@ namespace {
 
 // The latest instant a StoreTime can hold, in ms (system_clock counts
 // nanoseconds on libstdc++: about the year 2262).
-const std::int64_t kMaxMs =
-    std::chrono::duration_cast<milliseconds>(StoreTime::max().time_since_epoch())
-        .count();
+const std::int64_t kMaxMs = std::chrono::duration_cast<milliseconds>(
+                                StoreTime::max().time_since_epoch())
+                                .count();
 
 StoreTime fromMs(std::int64_t ms) {
   return StoreTime(std::chrono::duration_cast<StoreTime::duration>(
@@ -92,8 +92,8 @@ std::string migrateHint(const std::string& path) {
 }
 
 // Column list shared by describe and listHeld; readRecord reads it.
-#define DLM_RECORD_COLUMNS                                                  \
-  "resource, status, owner_id, fencing_token, acquired_at_ms, ttl_ms, "     \
+#define DLM_RECORD_COLUMNS                                              \
+  "resource, status, owner_id, fencing_token, acquired_at_ms, ttl_ms, " \
   "expires_at_ms, holder_host, holder_pid"
 
 LockRecord readRecord(const Statement& row, std::int64_t now) {
@@ -177,7 +177,8 @@ int schemaVersion(Connection& c) {
 void applyMigrations(Connection& c, int from) {
   for (const auto& m : internal::sqliteMigrations()) {
     if (m.version <= from) continue;
-    const std::string what = fmt::format("applying migrations/sqlite/{}", m.file);
+    const std::string what =
+        fmt::format("applying migrations/sqlite/{}", m.file);
     try {
       // One transaction per migration; the write lock serialises processes
       // initializing the same file at once.

@@ -56,7 +56,8 @@ std::vector<std::string> schemaOf(RawDb& db) {
        db.rows("SELECT type || ' ' || name || ' on ' || tbl_name, "
                "coalesce(sql, '') FROM sqlite_master ORDER BY type, name")) {
     const auto bar = row.find('|');
-    out.push_back(row.substr(0, bar) + ": " + normalizeSql(row.substr(bar + 1)));
+    out.push_back(row.substr(0, bar) + ": " +
+                  normalizeSql(row.substr(bar + 1)));
   }
   return out;
 }
@@ -83,8 +84,9 @@ TEST_F(SqliteSchemaTest, SchemaFileAndAllMigrationsGiveTheSameSchema) {
       "SELECT version || ' ' || description FROM dlm_schema_version "
       "ORDER BY version";
   EXPECT_EQ(a.rows(versions), b.rows(versions));
-  EXPECT_EQ(a.scalar("SELECT max(version) FROM dlm_schema_version"),
-            std::to_string(internal::latestVersion(internal::sqliteMigrations())));
+  EXPECT_EQ(
+      a.scalar("SELECT max(version) FROM dlm_schema_version"),
+      std::to_string(internal::latestVersion(internal::sqliteMigrations())));
 }
 
 TEST_F(SqliteSchemaTest, TheStoreAcceptsAFileMadeFromTheSchemaFile) {
@@ -126,8 +128,8 @@ TEST_F(SqliteSchemaTest, AnOlderVersionNamesTheFirstMissingMigration) {
     FAIL() << "initialize accepted an old schema";
   } catch (const DLMException& e) {
     EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
-    EXPECT_NE(std::string(e.what()).find(std::string(
-                  internal::sqliteMigrations().front().file)),
+    EXPECT_NE(std::string(e.what()).find(
+                  std::string(internal::sqliteMigrations().front().file)),
               std::string::npos)
         << e.what();
   }
@@ -135,9 +137,7 @@ TEST_F(SqliteSchemaTest, AnOlderVersionNamesTheFirstMissingMigration) {
 
 TEST_F(SqliteSchemaTest, ANewerVersionIsSchemaMismatch) {
   const std::string path = dir_.file("new.sqlite");
-  {
-    auto store = openStore(path);
-  }
+  { auto store = openStore(path); }
   RawDb(path).exec(
       "INSERT INTO dlm_schema_version (version, description) "
       "VALUES (1000, 'from the future')");
@@ -154,7 +154,8 @@ TEST_F(SqliteSchemaTest, ANewerVersionIsSchemaMismatch) {
   }
 }
 
-TEST_F(SqliteSchemaTest, AFailingMigrationIsTableCreationErrorAndLeavesNoTrace) {
+TEST_F(SqliteSchemaTest,
+       AFailingMigrationIsTableCreationErrorAndLeavesNoTrace) {
   const std::string path = dir_.file("clash.sqlite");
   // A table in the way of V1's CREATE TABLE dlm_locks.
   RawDb(path).exec("CREATE TABLE dlm_locks (x INTEGER)");

@@ -231,10 +231,8 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
            [&] { acquire(*store, hierarchicalKey(kScope, "x")); },
            [&] { store->release(kScope + "x", "t"); },
            [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
-           [&] { store->describe(kScope + "x"); },
-           [&] { store->listHeld(""); },
-           [&] { store->forceRelease(kScope + "x"); },
-           [&] { store->now(); }}) {
+           [&] { store->describe(kScope + "x"); }, [&] { store->listHeld(""); },
+           [&] { store->forceRelease(kScope + "x"); }, [&] { store->now(); }}) {
     const DLMException e = thrown(call);
     EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR);
     EXPECT_NE(std::string(e.what()).find("store closed"), std::string::npos)
