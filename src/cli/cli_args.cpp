@@ -11,8 +11,8 @@
 namespace dlm::cli {
 
 Args::Args(std::vector<std::string> args) : args_(std::move(args)) {
-  end_ = static_cast<std::size_t>(
-      std::find(args_.begin(), args_.end(), "--") - args_.begin());
+  end_ = static_cast<std::size_t>(std::find(args_.begin(), args_.end(), "--") -
+                                  args_.begin());
 }
 
 std::optional<std::string> Args::take(const std::string& name) {
@@ -20,7 +20,8 @@ std::optional<std::string> Args::take(const std::string& name) {
   const std::string withEquals = name + "=";
   for (std::size_t i = 0; i < end_;) {
     if (args_[i] == name) {
-      if (i + 1 >= end_) throw UsageError(fmt::format("{} needs a value", name));
+      if (i + 1 >= end_)
+        throw UsageError(fmt::format("{} needs a value", name));
       value = args_[i + 1];
       args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i),
                   args_.begin() + static_cast<std::ptrdiff_t>(i + 2));
@@ -80,9 +81,10 @@ std::int64_t parseInteger(const std::string& option, const std::string& text,
   const long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno == ERANGE || value < min ||
       value > max) {
-    throw UsageError(fmt::format("{} must be a whole number from {} to {}, "
-                                 "not '{}'",
-                                 option, min, max, text));
+    throw UsageError(
+        fmt::format("{} must be a whole number from {} to {}, "
+                    "not '{}'",
+                    option, min, max, text));
   }
   return value;
 }
@@ -140,9 +142,9 @@ std::string redactUrl(const std::string& input) {
   if (scheme == std::string::npos) return url;
   const std::size_t authorityStart = scheme + 3;
   const std::size_t authorityEnd = url.find_first_of("/?", authorityStart);
-  const std::size_t at = url.rfind('@', authorityEnd == std::string::npos
-                                            ? std::string::npos
-                                            : authorityEnd);
+  const std::size_t at =
+      url.rfind('@', authorityEnd == std::string::npos ? std::string::npos
+                                                       : authorityEnd);
   if (at == std::string::npos || at < authorityStart) return url;
   const std::size_t colon = url.find(':', authorityStart);
   if (colon == std::string::npos || colon > at) return url;

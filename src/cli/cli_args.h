@@ -49,12 +49,12 @@ double parseDecimal(const std::string& option, const std::string& text,
 
 // The options every command takes.
 struct GlobalOptions {
-  std::string db;         // --db, else $DLM_DATABASE_URL, else the default
-  std::string dbOrigin;   // where db came from, for messages
-  std::string schema;     // --schema (PostgreSQL only)
+  std::string db;        // --db, else $DLM_DATABASE_URL, else the default
+  std::string dbOrigin;  // where db came from, for messages
+  std::string schema;    // --schema (PostgreSQL only)
   std::string client = "dlmctl";
   std::string farm = "default";
-  bool help = false;      // --help / -h
+  bool help = false;  // --help / -h
 };
 
 // Takes the global options out of `args`.

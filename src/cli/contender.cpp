@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-
 #include <istream>
 #include <ostream>
 #include <random>

@@ -69,7 +69,8 @@ ContendOptions workerOptions(const DemoSettings& s) {
     o.keys.push_back({fmt::format("{}.key-{}", kParentKey, i),
                       (100 - s.parentPercent) * 1000 / s.locks});
   }
-  if (s.parentPercent > 0) o.keys.push_back({kParentKey, s.parentPercent * 1000});
+  if (s.parentPercent > 0)
+    o.keys.push_back({kParentKey, s.parentPercent * 1000});
   const std::chrono::microseconds hold = milliseconds(s.holdMs);
   o.holdMin = hold / 2;
   o.holdMax = hold * 3 / 2;
@@ -79,7 +80,8 @@ ContendOptions workerOptions(const DemoSettings& s) {
   // Far above any hold: a lock must never expire while its worker sleeps in
   // it, or another worker could take it over legitimately and the demo
   // would report an overlap that is not a bug.
-  o.ttl = std::max<milliseconds>(std::chrono::seconds(30), milliseconds(s.holdMs) * 20);
+  o.ttl = std::max<milliseconds>(std::chrono::seconds(30),
+                                 milliseconds(s.holdMs) * 20);
   o.timeout = milliseconds(250 + 5 * s.holdMs);
   o.tryPercent = 0;
   return o;
@@ -100,15 +102,17 @@ LockConfiguration workerConfiguration() {
                             const std::string& resultPath) {
   ContendResult result;
   try {
-    auto manager = openManager(global, openCliStore(global),
-                               /*applyMigrations=*/false, workerConfiguration());
+    auto manager =
+        openManager(global, openCliStore(global),
+                    /*applyMigrations=*/false, workerConfiguration());
     ContendOptions options = workerOptions(settings);
     options.worker = worker;
     options.seed = static_cast<std::uint64_t>(getpid()) * 7919u +
                    static_cast<std::uint64_t>(worker);
     options.deadline =
-        startAt + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(settings.seconds));
+        startAt +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(settings.seconds));
     // Everyone starts together, after connecting.
     std::this_thread::sleep_until(startAt);
     result = contend(*manager, options);
@@ -134,7 +138,8 @@ LockConfiguration workerConfiguration() {
 }
 
 std::string describeExit(int status) {
-  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
+  if (WIFEXITED(status))
+    return fmt::format("exit status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     return fmt::format("killed by signal {} ({})", WTERMSIG(status),
                        strsignal(WTERMSIG(status)));
@@ -147,7 +152,8 @@ class TempDir {
  public:
   TempDir() {
     std::string tmpl =
-        (std::filesystem::temp_directory_path() / "dlmctl-demo-XXXXXX").string();
+        (std::filesystem::temp_directory_path() / "dlmctl-demo-XXXXXX")
+            .string();
     if (mkdtemp(tmpl.data()) == nullptr) {
       throw std::system_error(errno, std::generic_category(),
                               "creating a temporary directory");
@@ -193,9 +199,10 @@ int runDemo(const GlobalOptions& global, Args& args) {
           ? fmt::format(" + their parent '{}' ({}% of attempts)", kParentKey,
                         settings.parentPercent)
           : "";
-  fmt::print("dlmctl demo: {} worker processes, {} keys{}, {} s, holds of ~{} ms\n",
-             settings.workers, settings.locks, parentText, settings.seconds,
-             settings.holdMs);
+  fmt::print(
+      "dlmctl demo: {} worker processes, {} keys{}, {} s, holds of ~{} ms\n",
+      settings.workers, settings.locks, parentText, settings.seconds,
+      settings.holdMs);
   fmt::print("database: {} {} ({}{}), schema version {}\n", storeName,
              redactUrl(global.db), global.dbOrigin,
              global.schema.empty() ? "" : ", schema " + global.schema, version);
@@ -206,9 +213,11 @@ int runDemo(const GlobalOptions& global, Args& args) {
   // Room for every child to connect before the common start.
   const auto startAt = std::chrono::steady_clock::now() + milliseconds(300);
   const auto started = std::chrono::steady_clock::now();
-  std::vector<WorkerOutcome> outcomes(static_cast<std::size_t>(settings.workers));
+  std::vector<WorkerOutcome> outcomes(
+      static_cast<std::size_t>(settings.workers));
   for (int w = 0; w < settings.workers; ++w) {
-    const std::string path = (dir.path() / fmt::format("worker-{}", w + 1)).string();
+    const std::string path =
+        (dir.path() / fmt::format("worker-{}", w + 1)).string();
     const pid_t pid = fork();
     if (pid < 0) {
       // Workers already forked still run; wait for them below, then fail.
@@ -238,8 +247,8 @@ int runDemo(const GlobalOptions& global, Args& args) {
     if (!o.result->error.empty()) {
       o.problem = o.result->error;
     } else if (o.result->failedReleases > 0) {
-      o.problem = fmt::format("{} releases returned false",
-                              o.result->failedReleases);
+      o.problem =
+          fmt::format("{} releases returned false", o.result->failedReleases);
     } else if (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0) {
       o.problem = describeExit(o.status);
     }
@@ -265,8 +274,8 @@ int runDemo(const GlobalOptions& global, Args& args) {
   }
 
   const HoldReport report = checkHolds(holds, '.');
-  fmt::print("\n{:<14}  {:>12}  {:>20}  {:>9}  {:>8}\n", "key",
-             "acquisitions", "fencing tokens", "in order", "overlaps");
+  fmt::print("\n{:<14}  {:>12}  {:>20}  {:>9}  {:>8}\n", "key", "acquisitions",
+             "fencing tokens", "in order", "overlaps");
   for (const KeySummary& k : report.keys) {
     fmt::print("{:<14}  {:>12}  {:>20}  {:>9}  {:>8}\n", k.key, k.holds,
                fmt::format("{} .. {}", k.firstFencing, k.lastFencing),

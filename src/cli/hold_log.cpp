@@ -21,11 +21,20 @@ std::string escapeKey(const std::string& key) {
   out.reserve(key.size());
   for (char c : key) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -41,11 +50,20 @@ std::optional<std::string> unescapeKey(const std::string& text) {
     }
     if (++i == text.size()) return std::nullopt;
     switch (text[i]) {
-      case '\\': out += '\\'; break;
-      case 't': out += '\t'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      default: return std::nullopt;
+      case '\\':
+        out += '\\';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      default:
+        return std::nullopt;
     }
   }
   return out;
@@ -120,15 +138,17 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
   std::vector<const Hold*> open;
   std::map<std::string, std::int64_t> overlapsByKey;
   for (const Hold& h : holds) {
-    open.erase(std::remove_if(open.begin(), open.end(),
-                              [&](const Hold* o) { return o->endNs < h.startNs; }),
-               open.end());
+    open.erase(
+        std::remove_if(open.begin(), open.end(),
+                       [&](const Hold* o) { return o->endNs < h.startNs; }),
+        open.end());
     for (const Hold* o : open) {
       if (!keysConflict(o->key, h.key, separator)) continue;
       ++report.overlapCount;
       ++overlapsByKey[h.key];
       if (o->key != h.key) ++overlapsByKey[o->key];
-      if (report.overlaps.size() < maxListed) report.overlaps.emplace_back(*o, h);
+      if (report.overlaps.size() < maxListed)
+        report.overlaps.emplace_back(*o, h);
     }
     open.push_back(&h);
     if (!h.released) report.failedReleases.push_back(h);
@@ -161,8 +181,8 @@ std::vector<std::string> describeProblems(const HoldReport& report) {
     lines.push_back(fmt::format("overlap: {}  and  {}", brief(a), brief(b)));
   }
   if (report.overlapCount > static_cast<std::int64_t>(report.overlaps.size())) {
-    lines.push_back(fmt::format("... {} overlapping pairs in all",
-                                report.overlapCount));
+    lines.push_back(
+        fmt::format("... {} overlapping pairs in all", report.overlapCount));
   }
   for (const auto& [a, b] : report.fencingViolations) {
     lines.push_back(fmt::format("fencing token did not grow: {}  then  {}",

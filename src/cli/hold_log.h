@@ -21,12 +21,12 @@
 namespace dlm::cli {
 
 struct Hold {
-  std::string key;             // the lock id ("job.a"), not the store key
-  int worker = 0;              // who held it (process or thread number)
-  std::int64_t startNs = 0;    // steady_clock, right after acquiring
-  std::int64_t endNs = 0;      // steady_clock, right before releasing
-  std::int64_t fencing = 0;    // the acquisition's fencing token
-  bool released = true;        // releaseLock returned true
+  std::string key;           // the lock id ("job.a"), not the store key
+  int worker = 0;            // who held it (process or thread number)
+  std::int64_t startNs = 0;  // steady_clock, right after acquiring
+  std::int64_t endNs = 0;    // steady_clock, right before releasing
+  std::int64_t fencing = 0;  // the acquisition's fencing token
+  bool released = true;      // releaseLock returned true
 };
 
 // Current steady_clock time in nanoseconds.

@@ -31,15 +31,14 @@ int runList(const GlobalOptions& global, Args& args) {
   rows.push_back({"KEY", "OWNER", "HOST", "PID", "FENCING", "ACQUIRED (UTC)",
                   "EXPIRES (UTC)", "REMAINING"});
   for (const LockRecord& r : records) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(r.expiresAt - now);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        r.expiresAt - now);
     // `held` is the store's own verdict at query time; trust it over the
     // subtraction, which uses a second reading of the clock.
     const std::string remaining =
         r.held ? formatDuration(std::max(left, std::chrono::milliseconds(0)))
                : "EXPIRED";
-    rows.push_back({r.key, r.owner, r.holder.host,
-                    std::to_string(r.holder.pid),
+    rows.push_back({r.key, r.owner, r.holder.host, std::to_string(r.holder.pid),
                     std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
                     formatUtc(r.expiresAt), remaining});
   }
@@ -57,8 +56,9 @@ int runList(const GlobalOptions& global, Args& args) {
     }
     fmt::print("{}\n", line);
   }
-  const auto expired = std::count_if(records.begin(), records.end(),
-                                     [](const LockRecord& r) { return !r.held; });
+  const auto expired =
+      std::count_if(records.begin(), records.end(),
+                    [](const LockRecord& r) { return !r.held; });
   fmt::print("{} held lock{}, {} of them expired\n", records.size(),
              records.size() == 1 ? "" : "s", expired);
   return 0;

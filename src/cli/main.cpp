@@ -33,16 +33,16 @@ int main(int argc, char** argv) {
     if (command == "help") {
       const std::string topic = args.takePositional().value_or("");
       const std::string usage = dlm::cli::commandUsage(topic);
-      std::fputs(usage.empty() ? dlm::cli::programUsage().c_str()
-                               : usage.c_str(),
-                 stdout);
+      std::fputs(
+          usage.empty() ? dlm::cli::programUsage().c_str() : usage.c_str(),
+          stdout);
       return 0;
     }
     if (global.help) {
       const std::string usage = dlm::cli::commandUsage(command);
-      std::fputs(usage.empty() ? dlm::cli::programUsage().c_str()
-                               : usage.c_str(),
-                 stdout);
+      std::fputs(
+          usage.empty() ? dlm::cli::programUsage().c_str() : usage.c_str(),
+          stdout);
       return 0;
     }
     if (command.empty()) throw dlm::cli::UsageError("no command given");

@@ -12,10 +12,11 @@ int runMigrate(const GlobalOptions& global, Args& args) {
   // initialize(true) applies what is missing, then verifies the version: on
   // success the schema is exactly at this build's version.
   store->initialize(/*applyMigrations=*/true);
-  fmt::print("{} database {}{}: schema at version {}\n", store->name(),
-             redactUrl(global.db),
-             global.schema.empty() ? "" : fmt::format(" (schema {})", global.schema),
-             schemaVersionFor(*store));
+  fmt::print(
+      "{} database {}{}: schema at version {}\n", store->name(),
+      redactUrl(global.db),
+      global.schema.empty() ? "" : fmt::format(" (schema {})", global.schema),
+      schemaVersionFor(*store));
   store->close();
   return 0;
 }

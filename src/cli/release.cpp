@@ -27,17 +27,18 @@ int runRelease(const GlobalOptions& global, Args& args) {
     // A lock id: let the manager build the key, so that scoping and
     // validation are exactly the library's.
     auto manager = openManager(global, store, /*applyMigrations=*/false);
-    key = manager
-              ->getLockInstance(*target, xdc ? LockLevel::XDC : LockLevel::DC)
-              .storeKey();
+    key =
+        manager->getLockInstance(*target, xdc ? LockLevel::XDC : LockLevel::DC)
+            .storeKey();
   } else {
     if (xdc) throw UsageError("--xdc is for lock ids, not store keys");
     store->initialize(/*applyMigrations=*/false);
   }
   const bool wasHeld = store->forceRelease(key);
   store->close();
-  fmt::print("{}: {}\n", key,
-             wasHeld ? "released (it was held)" : "was not held; nothing to do");
+  fmt::print(
+      "{}: {}\n", key,
+      wasHeld ? "released (it was held)" : "was not held; nothing to do");
   return 0;
 }
 

@@ -28,7 +28,8 @@ std::string formatDuration(std::chrono::milliseconds d) {
   const std::int64_t ms = d.count();
   if (ms < 0) return "-" + formatDuration(std::chrono::milliseconds(-ms));
   if (ms < 1000) return fmt::format("{} ms", ms);
-  if (ms < 60'000) return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000);
+  if (ms < 60'000)
+    return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000);
   if (ms < 3'600'000) {
     return fmt::format("{} min {} s", ms / 60'000, (ms % 60'000) / 1000);
   }

@@ -124,8 +124,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
   EXPECT_TRUE(report.fencingViolations.empty()) << problemsText(report);
   EXPECT_TRUE(report.failedReleases.empty()) << problemsText(report);
   EXPECT_GE(acquisitions, minAcquisitions)
-      << "too few acquisitions to prove anything (" << attempts
-      << " attempts)";
+      << "too few acquisitions to prove anything (" << attempts << " attempts)";
 
   // Every key of the scenario, the parent and its descendants included, was
   // held at least once: the hierarchy checks were exercised.
@@ -218,13 +217,20 @@ TEST_P(Contention, FourProcessesNeverOverlap) {
   for (int w = 0; w < kProcesses; ++w) {
     outs.push_back((dir.path() / ("worker-" + std::to_string(w))).string());
     std::vector<std::string> args{"dlm_contention_worker",
-                                  "--url",         env->url(),
-                                  "--worker",      std::to_string(w + 1),
-                                  "--threads",     std::to_string(kThreadsPerProcess),
-                                  "--attempts",    std::to_string(kAttemptsPerProcessThread),
-                                  "--seconds",     std::to_string(kMaxSeconds),
-                                  "--start-at-ns", std::to_string(startAt),
-                                  "--out",         outs.back()};
+                                  "--url",
+                                  env->url(),
+                                  "--worker",
+                                  std::to_string(w + 1),
+                                  "--threads",
+                                  std::to_string(kThreadsPerProcess),
+                                  "--attempts",
+                                  std::to_string(kAttemptsPerProcessThread),
+                                  "--seconds",
+                                  std::to_string(kMaxSeconds),
+                                  "--start-at-ns",
+                                  std::to_string(startAt),
+                                  "--out",
+                                  outs.back()};
     if (!env->postgresSchema().empty()) {
       args.push_back("--schema");
       args.push_back(env->postgresSchema());

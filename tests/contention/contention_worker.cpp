@@ -79,10 +79,10 @@ int main(int argc, char** argv) {
   try {
     const std::string url = required(args, "--url");
     const std::string schema = args.take("--schema").value_or("");
-    const int worker = static_cast<int>(
-        dlm::cli::parseInteger("--worker", required(args, "--worker"), 0, 9999));
-    const int threads = static_cast<int>(
-        dlm::cli::parseInteger("--threads", required(args, "--threads"), 1, 256));
+    const int worker = static_cast<int>(dlm::cli::parseInteger(
+        "--worker", required(args, "--worker"), 0, 9999));
+    const int threads = static_cast<int>(dlm::cli::parseInteger(
+        "--threads", required(args, "--threads"), 1, 256));
     const std::int64_t attempts = dlm::cli::parseInteger(
         "--attempts", required(args, "--attempts"), 1, 1'000'000);
     const double seconds = dlm::cli::parseDecimal(
@@ -91,9 +91,10 @@ int main(int argc, char** argv) {
         "--start-at-ns", required(args, "--start-at-ns"), 0, INT64_MAX);
     out = required(args, "--out");
     args.requireEmpty();
-    result = runThreads(url, schema, worker, threads, attempts, seconds,
-                        startAtNs);
+    result =
+        runThreads(url, schema, worker, threads, attempts, seconds, startAtNs);
   } catch (const dlm::cli::UsageError& e) {
+    // The test built a bad command line: no result file to write.
     std::fprintf(stderr, "dlm_contention_worker: %s\n", e.what());
     return 2;
   } catch (const dlm::DLMException& e) {

@@ -1,9 +1,9 @@
 // The hold checker shared by `dlmctl demo` and the contention tests: it must
 // find every kind of violation, or passing contention runs would prove
 // nothing.
-#include <gtest/gtest.h>
-
 #include "cli/hold_log.h"
+
+#include <gtest/gtest.h>
 
 namespace dlm::cli {
 namespace {
@@ -20,8 +20,8 @@ Hold hold(const std::string& key, std::int64_t start, std::int64_t end,
 }
 
 TEST(HoldLog, DisjointHoldsOfOneKeyWithGrowingTokensPass) {
-  const auto report =
-      checkHolds({hold("a", 0, 10, 1), hold("a", 20, 30, 2), hold("a", 31, 40, 3)});
+  const auto report = checkHolds(
+      {hold("a", 0, 10, 1), hold("a", 20, 30, 2), hold("a", 31, 40, 3)});
   EXPECT_TRUE(report.ok());
   ASSERT_EQ(report.keys.size(), 1u);
   EXPECT_EQ(report.keys[0].holds, 3);
@@ -30,7 +30,8 @@ TEST(HoldLog, DisjointHoldsOfOneKeyWithGrowingTokensPass) {
 }
 
 TEST(HoldLog, OverlappingHoldsOfOneKeyAreReported) {
-  const auto report = checkHolds({hold("a", 0, 10, 1, 1), hold("a", 5, 15, 2, 2)});
+  const auto report =
+      checkHolds({hold("a", 0, 10, 1, 1), hold("a", 5, 15, 2, 2)});
   EXPECT_EQ(report.overlapCount, 1);
   EXPECT_FALSE(report.ok());
   EXPECT_EQ(report.keys[0].overlaps, 1);
@@ -38,7 +39,8 @@ TEST(HoldLog, OverlappingHoldsOfOneKeyAreReported) {
 }
 
 TEST(HoldLog, TouchingIntervalsCountAsOverlapping) {
-  EXPECT_EQ(checkHolds({hold("a", 0, 10, 1), hold("a", 10, 20, 2)}).overlapCount, 1);
+  EXPECT_EQ(
+      checkHolds({hold("a", 0, 10, 1), hold("a", 10, 20, 2)}).overlapCount, 1);
 }
 
 TEST(HoldLog, HoldsInsideALongHoldAreAllReported) {
@@ -48,15 +50,21 @@ TEST(HoldLog, HoldsInsideALongHoldAreAllReported) {
 }
 
 TEST(HoldLog, AncestorAndDescendantConflict) {
-  EXPECT_EQ(checkHolds({hold("job", 0, 10, 1), hold("job.a.x", 5, 15, 1)}).overlapCount, 1);
-  EXPECT_EQ(checkHolds({hold("job.a", 0, 10, 1), hold("job", 5, 15, 1)}).overlapCount, 1);
+  EXPECT_EQ(checkHolds({hold("job", 0, 10, 1), hold("job.a.x", 5, 15, 1)})
+                .overlapCount,
+            1);
+  EXPECT_EQ(
+      checkHolds({hold("job.a", 0, 10, 1), hold("job", 5, 15, 1)}).overlapCount,
+      1);
 }
 
 TEST(HoldLog, SiblingsAndPrefixNamesDoNotConflict) {
-  EXPECT_TRUE(checkHolds({hold("job.a", 0, 10, 1), hold("job.b", 0, 10, 1)}).ok());
+  EXPECT_TRUE(
+      checkHolds({hold("job.a", 0, 10, 1), hold("job.b", 0, 10, 1)}).ok());
   // "jobs" starts with "job" but is not its descendant.
   EXPECT_TRUE(checkHolds({hold("job", 0, 10, 1), hold("jobs", 0, 10, 1)}).ok());
-  EXPECT_TRUE(checkHolds({hold("job", 0, 10, 1), hold("job.a", 0, 10, 1)}, '/').ok());
+  EXPECT_TRUE(
+      checkHolds({hold("job", 0, 10, 1), hold("job.a", 0, 10, 1)}, '/').ok());
 }
 
 TEST(HoldLog, FencingTokensThatDoNotGrowAreReported) {
@@ -64,7 +72,8 @@ TEST(HoldLog, FencingTokensThatDoNotGrowAreReported) {
   EXPECT_EQ(repeated.fencingViolations.size(), 1u);
   EXPECT_FALSE(repeated.keys[0].fencingIncreasing);
   // Order is by hold start, not by the order the holds were given in.
-  const auto backwards = checkHolds({hold("a", 20, 30, 1), hold("a", 0, 10, 2)});
+  const auto backwards =
+      checkHolds({hold("a", 20, 30, 1), hold("a", 0, 10, 2)});
   EXPECT_EQ(backwards.fencingViolations.size(), 1u);
   // Each key has its own sequence.
   EXPECT_TRUE(checkHolds({hold("a", 0, 10, 7), hold("b", 20, 30, 1)}).ok());
