@@ -136,6 +136,11 @@ BEGIN
   END IF;
   v_target := p_keys[v_depth];
   v_ancestors := p_keys[1:v_depth - 1];
+  -- Durable even where the session or server default is synchronous_commit =
+  -- off: an acquire lost in a crash could let two holders in.
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
 
   -- Intention locks: FOR SHARE on every ancestor, root first (in C collation
   -- a prefix sorts before its extensions, so ORDER BY resource is root first
@@ -264,6 +269,10 @@ BEGIN
   IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
     RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
       USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Durable like an acquire, whatever the default (see dlm_acquire).
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
   END IF;
   UPDATE dlm_locks
      SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
