@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/contender.h"
 #include "cli/hold_log.h"
+#include "cli/temp_dir.h"
 #include "dlm/error.h"
 
 namespace dlm::cli {
@@ -147,30 +148,6 @@ std::string describeExit(int status) {
   return "stopped";
 }
 
-// A private directory for the workers' result files, removed on scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "dlmctl-demo-XXXXXX")
-            .string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      throw std::system_error(errno, std::generic_category(),
-                              "creating a temporary directory");
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ignored;  // best effort: it is in the temp directory
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 struct WorkerOutcome {
   pid_t pid = 0;
@@ -209,7 +186,7 @@ int runDemo(const GlobalOptions& global, Args& args) {
   fmt::print("client '{}', farm '{}'\n\n", global.client, global.farm);
   std::fflush(stdout);  // or the children would print the buffer again
 
-  TempDir dir;
+  TempDir dir("dlmctl-demo");
   // Room for every child to connect before the common start.
   const auto startAt = std::chrono::steady_clock::now() + milliseconds(300);
   const auto started = std::chrono::steady_clock::now();

@@ -56,15 +56,6 @@ LockConfiguration StoreConformance::fastConfig() {
   return c;
 }
 
-ErrorCode StoreConformance::codeOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const DLMException& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no DLMException";
-  return ErrorCode::INTERNAL_ERROR;
-}
 
 std::string storeParamName(const ::testing::TestParamInfo<std::string>& info) {
   return info.param;

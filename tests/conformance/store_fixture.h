@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dlm/dlm.h"
+#include "support/error_code.h"
 #include "support/test_stores.h"
 
 namespace dlm::test {
@@ -30,7 +31,9 @@ class StoreConformance : public ::testing::TestWithParam<std::string> {
 
   static LockConfiguration fastConfig();
 
-  static ErrorCode codeOf(const std::function<void()>& fn);
+  static ErrorCode codeOf(const std::function<void()>& fn) {
+    return test::codeOf(fn);
+  }
 };
 
 std::string storeParamName(const ::testing::TestParamInfo<std::string>& info);

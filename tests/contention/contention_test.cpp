@@ -25,6 +25,7 @@
 
 #include "cli/contender.h"
 #include "cli/hold_log.h"
+#include "cli/temp_dir.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
 #include "support/fake_store.h"
@@ -154,29 +155,6 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
               static_cast<long long>(acquisitions), report.keys.size());
 }
 
-// A private directory for worker result files, removed on scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "dlm-contention-XXXXXX")
-            .string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed");
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ignored;  // best effort, it is in the temp directory
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 pid_t spawnWorker(const std::vector<std::string>& args) {
   std::vector<char*> argv;
@@ -207,7 +185,7 @@ TEST_P(Contention, SixteenThreadsInOneProcessNeverOverlap) {
 
 TEST_P(Contention, FourProcessesNeverOverlap) {
   auto env = makeEnvironment(GetParam());
-  TempDir dir;
+  cli::TempDir dir("dlm-contention");
   // A common start, late enough for every worker to start and connect.
   const std::int64_t startAt =
       cli::steadyNowNs() +

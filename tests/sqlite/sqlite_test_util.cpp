@@ -9,21 +9,6 @@
 
 namespace dlm::sqlite_test {
 
-TempDir::TempDir() {
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / "dlm-sqlite-test-XXXXXX")
-          .string();
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    throw std::runtime_error("mkdtemp failed for " + tmpl);
-  }
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;  // best effort: a leftover temp dir fails nothing
-  std::filesystem::remove_all(path_, ignored);
-}
-
 RawDb::RawDb(const std::string& path) {
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(

@@ -11,25 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "cli/temp_dir.h"
 #include "dlm/lock_store.h"
 #include "dlm/sqlite_store.h"
 
 namespace dlm::sqlite_test {
 
-// A fresh directory under the system temp dir, removed with its files.
-class TempDir {
+// A fresh directory per test, removed with its files.
+class TempDir : public cli::TempDir {
  public:
-  TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir();
-
-  std::string file(const std::string& name) const {
-    return (path_ / name).string();
-  }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : cli::TempDir("dlm-sqlite-test") {}
 };
 
 // A plain sqlite3 connection on a file. Failures throw std::runtime_error

@@ -1,13 +1,12 @@
 #include "support/test_stores.h"
 
 #include <fmt/format.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <stdexcept>
 
+#include "cli/temp_dir.h"
 #include "random_id.h"
 
 #ifdef DLM_WITH_POSTGRES
@@ -30,19 +29,8 @@ std::string uniqueSuffix() {
 #ifdef DLM_WITH_SQLITE
 class SqliteEnvironment final : public StoreEnvironment {
  public:
-  SqliteEnvironment() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "dlm-test-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed");
-    }
-    dir_ = tmpl;
-    path_ = (dir_ / "locks.sqlite").string();
+  SqliteEnvironment() : dir_("dlm-test"), path_(dir_.file("locks.sqlite")) {
     newStore();  // applies the schema once
-  }
-  ~SqliteEnvironment() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
   }
 
   std::string name() const override { return "sqlite"; }
@@ -53,14 +41,14 @@ class SqliteEnvironment final : public StoreEnvironment {
   }
   std::shared_ptr<LockStore> newEmptyStore() override {
     const std::string path =
-        (dir_ / fmt::format("empty-{}.sqlite", uniqueSuffix())).string();
+        dir_.file(fmt::format("empty-{}.sqlite", uniqueSuffix()));
     return std::make_shared<SqliteStore>(SqliteStoreOptions{path});
   }
   std::string url() const override { return "sqlite:" + path_; }
   std::string postgresSchema() const override { return ""; }
 
  private:
-  std::filesystem::path dir_;
+  cli::TempDir dir_;
   std::string path_;
 };
 #endif

@@ -2,6 +2,8 @@
 // against the in-memory fake store and a fake clock.
 #include <gtest/gtest.h>
 
+#include "support/error_code.h"
+
 #include "dlm/dlm.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
@@ -15,15 +17,7 @@ using test::CountingStore;
 using test::FakeClock;
 using test::FakeStore;
 
-ErrorCode codeOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const DLMException& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no DLMException";
-  return ErrorCode::INTERNAL_ERROR;
-}
+using test::codeOf;
 
 class ManagerTest : public ::testing::Test {
  protected:

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/error_code.h"
+
 #include "crc32.h"
 #include "dlm/error.h"
 #include "random_id.h"
@@ -9,15 +11,7 @@
 namespace dlm::internal {
 namespace {
 
-ErrorCode codeOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const DLMException& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no DLMException";
-  return ErrorCode::INTERNAL_ERROR;
-}
+using test::codeOf;
 
 TEST(ValidateLockId, AcceptsUtf8UpTo1024Bytes) {
   EXPECT_NO_THROW(validateLockId("order-123"));
