@@ -16,23 +16,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev googletest libgtest-dev)
 
-# Installs the packages of "$@" that dpkg does not list as installed.
-install_missing() {
-  local p missing=()
-  for p in "$@"; do
-    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" == installed ]] ||
-      missing+=("$p")
-  done
-  ((${#missing[@]} == 0)) && return 0
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "demo.sh: missing packages: ${missing[*]} (run as root to install them)" >&2
-    return 1
-  fi
-  echo "demo.sh: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-}
+# shellcheck source=scripts/install-missing.sh
+source "$root/scripts/install-missing.sh"
 
 install_missing "${packages[@]}"
 
