@@ -505,5 +505,66 @@ TEST_F(PostgresStoreTest, ExpiredButUntakenLockCanBeExtendedByItsHolder) {
   EXPECT_TRUE(store_.describe(key.key)->held);
 }
 
+// ------------------------------------------- the hierarchy's row locks
+// An acquirer in flight holds its ancestors' rows FOR SHARE and its target
+// FOR UPDATE until its transaction ends. These tests hold such locks from
+// another session and check who has to wait: the store sessions give up on
+// a row lock after 200 ms (55P03 -> RETRIES_EXHAUSTED), so "had to wait"
+// is an error and "did not wait" is an answer.
+
+class RowLockProtocolTest : public ::testing::Test {
+ protected:
+  RowLockProtocolTest()
+      : store_(schema_.options("options='-c lock_timeout=200'")) {
+    store_.initialize(false);
+    // Create the rows of p, p.a and p.b (intention rows stay after release).
+    for (const char* id : {"p.a", "p.b"}) {
+      const StoreKey k = pathKey("t#", id);
+      EXPECT_TRUE(acquire(store_, k, "setup").acquired);
+      EXPECT_TRUE(store_.release(k.key, "setup"));
+    }
+  }
+
+  // Another session's open transaction holding `mode` on the row of `key`.
+  std::unique_ptr<pqxx::work> holdRow(const std::string& key,
+                                      const std::string& mode) {
+    auto tx = std::make_unique<pqxx::work>(*other_);
+    tx->exec("SET LOCAL search_path = " + other_->quote_name(schema_.name()));
+    const auto rows = tx->exec_params(
+        "SELECT 1 FROM dlm_locks WHERE resource = $1 FOR " + mode, key);
+    EXPECT_EQ(rows.size(), 1U);
+    return tx;
+  }
+
+  MigratedSchema schema_;
+  PostgresStore store_;
+  std::unique_ptr<pqxx::connection> other_ = adminConnection();
+};
+
+TEST_F(RowLockProtocolTest, SiblingDoesNotWaitForAnInFlightSiblingOnTheParent) {
+  auto sibling = holdRow("t#p", "SHARE");  // p.a's acquirer, mid-transaction
+  const AcquireResult r = acquire(store_, pathKey("t#", "p.b"), "tok");
+  EXPECT_TRUE(r.acquired);
+}
+
+TEST_F(RowLockProtocolTest, ParentWaitsForAnInFlightChildAcquisition) {
+  auto child = holdRow("t#p", "SHARE");
+  const DLMException e =
+      errorOf([&] { acquire(store_, pathKey("t#", "p"), "tok"); });
+  EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
+  EXPECT_TRUE(contains(e.what(), "55P03")) << e.what();
+  child->commit();
+  EXPECT_TRUE(acquire(store_, pathKey("t#", "p"), "tok").acquired);
+}
+
+TEST_F(RowLockProtocolTest, ChildWaitsForAnInFlightParentAcquisition) {
+  auto parent = holdRow("t#p", "UPDATE");
+  const DLMException e =
+      errorOf([&] { acquire(store_, pathKey("t#", "p.b"), "tok"); });
+  EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
+  parent->abort();
+  EXPECT_TRUE(acquire(store_, pathKey("t#", "p.b"), "tok").acquired);
+}
+
 }  // namespace
 }  // namespace dlm::test
