@@ -38,9 +38,9 @@ std::string hostName() {
 void validateTtl(milliseconds ttl) {
   internal::requirePositive("ttl", ttl);
   if (ttl > kMaxTtl) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       fmt::format("ttl of {} ms is over the 365-day limit",
-                                   ttl.count()));
+    throw DLMException(
+        ErrorCode::INVALID_ARGUMENT,
+        fmt::format("ttl of {} ms is over the 365-day limit", ttl.count()));
   }
 }
 
@@ -202,9 +202,9 @@ auto DistributedLockManager::withStoreRetries(const Lock& lock, Fn&& fn) {
                                    ? ErrorCode::CONNECTION_ERROR
                                    : ErrorCode::RETRIES_EXHAUSTED;
         throw DLMException(
-            code, fmt::format("{}: {} store call failed after {} retries: {}",
-                              describeLock(lock), store_->name(), retry,
-                              e.what()));
+            code,
+            fmt::format("{}: {} store call failed after {} retries: {}",
+                        describeLock(lock), store_->name(), retry, e.what()));
       }
     }
     clock_->sleepFor(backoff);
@@ -298,8 +298,8 @@ void DistributedLockManager::acquireLock(Lock& lock, milliseconds ttl,
     if (now >= deadline) {
       throw DLMException(
           ErrorCode::LOCK_UNAVAILABLE,
-          fmt::format("{} (gave up after {} ms)", blockedMessage(lock, blockedBy),
-                      timeout.count()));
+          fmt::format("{} (gave up after {} ms)",
+                      blockedMessage(lock, blockedBy), timeout.count()));
     }
     // Never sleep past the deadline; the loop makes a last attempt there.
     const auto left = std::chrono::ceil<milliseconds>(deadline - now);

@@ -79,7 +79,8 @@ void validateScopeName(std::string_view what, std::string_view value,
     invalid(fmt::format("{} contains a NUL byte", what));
   }
   if (value.find('#') != std::string_view::npos) {
-    invalid(fmt::format("{} '{}' contains '#', the key separator", what, value));
+    invalid(
+        fmt::format("{} '{}' contains '#', the key separator", what, value));
   }
   if (!isValidUtf8(value)) invalid(fmt::format("{} is not valid UTF-8", what));
 }
@@ -93,8 +94,8 @@ void requirePositive(std::string_view what, std::chrono::milliseconds value) {
 void requireNonNegative(std::string_view what,
                         std::chrono::milliseconds value) {
   if (value.count() < 0) {
-    invalid(fmt::format("{} must not be negative, got {} ms", what,
-                        value.count()));
+    invalid(
+        fmt::format("{} must not be negative, got {} ms", what, value.count()));
   }
 }
 

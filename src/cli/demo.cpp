@@ -148,7 +148,6 @@ std::string describeExit(int status) {
   return "stopped";
 }
 
-
 struct WorkerOutcome {
   pid_t pid = 0;
   int status = 0;

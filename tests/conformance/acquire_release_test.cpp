@@ -114,7 +114,10 @@ TEST_P(AcquireRelease, IdsAreCaseSensitiveBytes) {
   auto m = manager();
   Lock lower = m->getLockInstance("job", LockLevel::DC);
   Lock upper = m->getLockInstance("JOB", LockLevel::DC);
-  Lock unicode = m->getLockInstance("j\xC3\xB6" "b", LockLevel::DC);
+  Lock unicode = m->getLockInstance(
+      "j\xC3\xB6"
+      "b",
+      LockLevel::DC);
   m->tryAcquireLock(lower);
   m->tryAcquireLock(upper);
   m->tryAcquireLock(unicode);
@@ -173,10 +176,10 @@ TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
                .build();
   m->initialize();
   const int before = counting->calls;
-  for (const std::string& id : {std::string(), std::string(1025, 'x'),
-                                std::string("a\0b", 3), std::string(".a"),
-                                std::string("a..b"), std::string("a."),
-                                std::string("\xC3(")}) {
+  for (const std::string& id :
+       {std::string(), std::string(1025, 'x'), std::string("a\0b", 3),
+        std::string(".a"), std::string("a..b"), std::string("a."),
+        std::string("\xC3(")}) {
     EXPECT_EQ(codeOf([&] { m->getLockInstance(id, LockLevel::DC); }),
               ErrorCode::INVALID_ARGUMENT);
   }
@@ -185,10 +188,9 @@ TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock, milliseconds(-1)); }),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(codeOf([&] {
-              m->acquireLock(lock, milliseconds(10), milliseconds(-1));
-            }),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      codeOf([&] { m->acquireLock(lock, milliseconds(10), milliseconds(-1)); }),
+      ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(counting->calls, before);
   EXPECT_FALSE(m->store().describe(lock.storeKey()).has_value());
 }

@@ -35,7 +35,8 @@ TEST_P(ExpiryAndWait, LockExpiresAtItsTtlByTheStoreClock) {
   EXPECT_EQ(late.fencingToken(), held.fencingToken() + 1);
 }
 
-TEST_P(ExpiryAndWait, ReleaseAfterExpiryAndTakeoverIsFalseAndKeepsTheNewHolder) {
+TEST_P(ExpiryAndWait,
+       ReleaseAfterExpiryAndTakeoverIsFalseAndKeepsTheNewHolder) {
   auto first = manager();
   auto second = manager();
   Lock old = first->getLockInstance("job", LockLevel::DC);
@@ -72,7 +73,8 @@ TEST_P(ExpiryAndWait, AcquireLockTimesOutCloseToItsTimeout) {
   Lock wanted = waiter->getLockInstance("busy", LockLevel::DC);
   const auto start = steady_clock::now();
   EXPECT_EQ(codeOf([&] {
-              waiter->acquireLock(wanted, milliseconds(1000), milliseconds(350));
+              waiter->acquireLock(wanted, milliseconds(1000),
+                                  milliseconds(350));
             }),
             ErrorCode::LOCK_UNAVAILABLE);
   const auto waited =

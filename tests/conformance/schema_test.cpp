@@ -23,7 +23,8 @@ TEST_P(Schema, InitializeOnAnEmptyDatabaseIsSchemaMismatchNamingTheMigration) {
         << e.what();
   }
   Lock lock = m->getLockInstance("x", LockLevel::DC);
-  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock); }), ErrorCode::INTERNAL_ERROR);
+  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock); }),
+            ErrorCode::INTERNAL_ERROR);
 }
 
 TEST_P(Schema, ApplyMigrationsOptInCreatesTheSchemaOnce) {

@@ -56,7 +56,6 @@ LockConfiguration StoreConformance::fastConfig() {
   return c;
 }
 
-
 std::string storeParamName(const ::testing::TestParamInfo<std::string>& info) {
   return info.param;
 }

@@ -155,7 +155,6 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
               static_cast<long long>(acquisitions), report.keys.size());
 }
 
-
 pid_t spawnWorker(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -21,9 +21,8 @@ TEST(KeyBuilder, XdcKeysCarryNoFarm) {
 
 TEST(KeyBuilder, AncestorsAreListedRootFirst) {
   const StoreKey k = buildStoreKey(LockLevel::DC, kScope, "a.b.c");
-  EXPECT_EQ(k.ancestors,
-            (std::vector<std::string>{"DC#farm1#billing#a",
-                                      "DC#farm1#billing#a.b"}));
+  EXPECT_EQ(k.ancestors, (std::vector<std::string>{"DC#farm1#billing#a",
+                                                   "DC#farm1#billing#a.b"}));
   EXPECT_EQ(k.descendantsBegin, "DC#farm1#billing#a.b.c.");
   EXPECT_EQ(k.descendantsEnd, "DC#farm1#billing#a.b.c/");
 }

@@ -2,9 +2,8 @@
 // against the in-memory fake store and a fake clock.
 #include <gtest/gtest.h>
 
-#include "support/error_code.h"
-
 #include "dlm/dlm.h"
+#include "support/error_code.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
 #include "support/forwarding_store.h"
@@ -54,9 +53,12 @@ TEST_F(ManagerTest, BuilderRejectsMissingOrBadSettings) {
   auto base = [&] {
     return DistributedLockManager::builder().clientId("svc").store(store_);
   };
-  EXPECT_EQ(codeOf([&] { DistributedLockManager::builder().store(store_).build(); }),
-            ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(codeOf([&] { DistributedLockManager::builder().clientId("svc").build(); }),
+  EXPECT_EQ(
+      codeOf([&] { DistributedLockManager::builder().store(store_).build(); }),
+      ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] {
+              DistributedLockManager::builder().clientId("svc").build();
+            }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { base().clientId("a#b").build(); }),
             ErrorCode::INVALID_ARGUMENT);
@@ -70,9 +72,13 @@ TEST_F(ManagerTest, BuilderRejectsMissingOrBadSettings) {
            [](LockConfiguration& c) { c.lockTtl = milliseconds(0); },
            [](LockConfiguration& c) { c.lockTtl = milliseconds(-5); },
            [](LockConfiguration& c) { c.waitForLock = milliseconds(-1); },
-           [](LockConfiguration& c) { c.sleepBetweenRetries = milliseconds(0); },
+           [](LockConfiguration& c) {
+             c.sleepBetweenRetries = milliseconds(0);
+           },
            [](LockConfiguration& c) { c.storeRetries = -1; },
-           [](LockConfiguration& c) { c.storeRetryBackoff = milliseconds(0); }}) {
+           [](LockConfiguration& c) {
+             c.storeRetryBackoff = milliseconds(0);
+           }}) {
     LockConfiguration c;
     mutate(c);
     EXPECT_EQ(codeOf([&] { base().configuration(c).build(); }),
@@ -95,12 +101,14 @@ TEST_F(ManagerTest, LockCallsBeforeInitializeOrAfterDestroyFail) {
                .store(store_)
                .build();
   Lock lock = m->getLockInstance("x", LockLevel::DC);  // no I/O: allowed
-  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock); }), ErrorCode::INTERNAL_ERROR);
+  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock); }),
+            ErrorCode::INTERNAL_ERROR);
   m->initialize();
   m->tryAcquireLock(lock);
   m->destroy();
   Lock other = m->getLockInstance("y", LockLevel::DC);
-  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(other); }), ErrorCode::INTERNAL_ERROR);
+  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(other); }),
+            ErrorCode::INTERNAL_ERROR);
   EXPECT_EQ(codeOf([&] { m->initialize(); }), ErrorCode::INTERNAL_ERROR);
 }
 
@@ -114,19 +122,17 @@ TEST_F(ManagerTest, InvalidArgumentsFailBeforeAnyStoreCall) {
     EXPECT_EQ(codeOf([&] { m->getLockInstance(id, LockLevel::DC); }),
               ErrorCode::INVALID_ARGUMENT);
   }
-  EXPECT_EQ(codeOf([&] {
-              m->getLockInstance("x", LockLevel::DC, LockMode::SHARED);
-            }),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      codeOf([&] { m->getLockInstance("x", LockLevel::DC, LockMode::SHARED); }),
+      ErrorCode::INVALID_ARGUMENT);
   Lock lock = m->getLockInstance("x", LockLevel::DC);
   EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock, milliseconds(0)); }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock, milliseconds(-1)); }),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(codeOf([&] {
-              m->tryAcquireLock(lock, std::chrono::hours(24 * 366));
-            }),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      codeOf([&] { m->tryAcquireLock(lock, std::chrono::hours(24 * 366)); }),
+      ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] {
               m->acquireLock(lock, milliseconds(100), milliseconds(-1));
             }),
@@ -136,7 +142,8 @@ TEST_F(ManagerTest, InvalidArgumentsFailBeforeAnyStoreCall) {
 }
 
 TEST_F(ManagerTest, DcLocksNeedAFarmButXdcLocksDoNot) {
-  auto m = DistributedLockManager::builder().clientId("svc").store(store_).build();
+  auto m =
+      DistributedLockManager::builder().clientId("svc").store(store_).build();
   EXPECT_EQ(codeOf([&] { m->getLockInstance("x", LockLevel::DC); }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(m->getLockInstance("x", LockLevel::XDC).storeKey(), "XDC#svc#x");
@@ -146,7 +153,8 @@ TEST_F(ManagerTest, LockOfAnotherManagerIsRejected) {
   auto a = manager("a");
   auto b = manager("b");
   Lock lock = a->getLockInstance("x", LockLevel::DC);
-  EXPECT_EQ(codeOf([&] { b->tryAcquireLock(lock); }), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] { b->tryAcquireLock(lock); }),
+            ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { b->releaseLock(lock); }), ErrorCode::INVALID_ARGUMENT);
 }
 
@@ -191,7 +199,8 @@ TEST_F(ManagerTest, WaitNeverSleepsPastTheDeadlineAndTriesAtIt) {
   Lock waiter = m->getLockInstance("x", LockLevel::DC);
   const int before = store_->acquires;
   const auto start = clock_->now();
-  EXPECT_EQ(codeOf([&] { m->acquireLock(waiter); }), ErrorCode::LOCK_UNAVAILABLE);
+  EXPECT_EQ(codeOf([&] { m->acquireLock(waiter); }),
+            ErrorCode::LOCK_UNAVAILABLE);
   EXPECT_EQ(clock_->sleeps(),
             (std::vector<milliseconds>{milliseconds(1000), milliseconds(1000),
                                        milliseconds(500)}));
@@ -219,7 +228,8 @@ TEST_F(ManagerTest, AcquireOnAHeldHandleIsNotReentrant) {
   m->tryAcquireLock(lock);
   const auto token = lock.fencingToken();
   const int before = store_->calls;
-  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock); }), ErrorCode::LOCK_UNAVAILABLE);
+  EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock); }),
+            ErrorCode::LOCK_UNAVAILABLE);
   EXPECT_EQ(codeOf([&] { m->acquireLock(lock); }), ErrorCode::LOCK_UNAVAILABLE);
   EXPECT_EQ(store_->calls, before);
   EXPECT_TRUE(lock.isAcquired());

@@ -2,11 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include "support/error_code.h"
-
 #include "crc32.h"
 #include "dlm/error.h"
 #include "random_id.h"
+#include "support/error_code.h"
 
 namespace dlm::internal {
 namespace {
@@ -39,9 +38,9 @@ TEST(ValidateScopeName, RejectsHashAndRequiresValueWhenAsked) {
   EXPECT_EQ(codeOf([] { validateScopeName("clientId", "", true); }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_NO_THROW(validateScopeName("farmId", "", false));
-  EXPECT_EQ(codeOf([] { validateScopeName("farmId", std::string(256, 'f'),
-                                          false); }),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      codeOf([] { validateScopeName("farmId", std::string(256, 'f'), false); }),
+      ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(Crc32, MatchesTheStandardCheckValue) {

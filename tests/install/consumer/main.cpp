@@ -6,7 +6,8 @@
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
-  auto store = std::make_shared<dlm::SqliteStore>(dlm::SqliteStoreOptions{argv[1]});
+  auto store =
+      std::make_shared<dlm::SqliteStore>(dlm::SqliteStoreOptions{argv[1]});
   auto manager = dlm::DistributedLockManager::builder()
                      .clientId("consumer")
                      .farmId("farm")
@@ -14,7 +15,8 @@ int main(int argc, char** argv) {
                      .applyMigrations(true)
                      .build();
   manager->initialize();
-  dlm::Lock lock = manager->getLockInstance("install.check", dlm::LockLevel::DC);
+  dlm::Lock lock =
+      manager->getLockInstance("install.check", dlm::LockLevel::DC);
   manager->tryAcquireLock(lock);
   const bool released = manager->releaseLock(lock);
   std::printf("fencing token %lld, released %d\n",
