@@ -56,6 +56,29 @@ DLMException newerThanLibrary(int version, int latest) {
                   version, latest));
 }
 
+// A named schema that does not exist would otherwise fail the first CREATE
+// with the puzzling "no schema has been selected to create in" (3F000).
+void requireSchema(pqxx::connection& conn, const std::string& schema) {
+  bool exists = false;
+  try {
+    pqxx::nontransaction tx(conn);
+    exists = tx.exec_params(
+                   "SELECT EXISTS (SELECT 1 FROM pg_catalog."
+                   "pg_namespace WHERE nspname = $1)",
+                   schema)[0][0]
+                 .as<bool>();
+  } catch (...) {
+    throw translatePgError("PostgreSQL migrate: looking up the schema");
+  }
+  if (!exists) {
+    throw DLMException(
+        ErrorCode::TABLE_CREATION_ERROR,
+        fmt::format("PostgreSQL migrate: schema \"{}\" does not exist; "
+                    "create it first (CREATE SCHEMA {})",
+                    schema, conn.quote_name(schema)));
+  }
+}
+
 }  // namespace
 
 int postgresSchemaVersion(const PostgresStoreOptions& options) {
@@ -82,6 +105,9 @@ int applyPostgresMigrations(const PostgresStoreOptions& options) {
     throw translatePgError("PostgreSQL migrate: reading the schema version");
   }
   if (current > latest) throw newerThanLibrary(current, latest);
+  if (current < latest && !options.schema.empty()) {
+    requireSchema(*conn, options.schema);
+  }
 
   int applied = 0;
   for (const Migration& m : migrations) {

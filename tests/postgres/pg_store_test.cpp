@@ -205,6 +205,15 @@ TEST(PostgresErrors, LockTimeoutIsATransientRetriesExhausted) {
   EXPECT_TRUE(store.release(key.key, "t1"));
 }
 
+TEST(PostgresErrors, MigratingIntoAMissingSchemaSaysItDoesNotExist) {
+  PostgresStoreOptions options;
+  options.schema = uniqueName("dlm_missing");
+  PostgresStore store(options);
+  const DLMException e = errorOf([&] { store.initialize(true); });
+  EXPECT_EQ(e.code(), ErrorCode::TABLE_CREATION_ERROR) << e.what();
+  EXPECT_TRUE(contains(e.what(), "does not exist")) << e.what();
+}
+
 TEST(PostgresErrors, FailedMigrationIsTableCreationErrorWithTheSqlState) {
   MigratedSchema dlmClientExists;  // the role below needs dlm_client
   FreshSchema schema;
