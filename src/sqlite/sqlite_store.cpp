@@ -264,9 +264,11 @@ void SqliteStore::close() { impl_->close(); }
 AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
   return impl_->withConnection([&](Connection& c) {
     const StoreKey& key = request.key;
-    const std::int64_t now = nowMs();
     AcquireResult result;
     Transaction tx(c, Durability::kDurable);
+    // Read the clock once the write lock is ours: BEGIN IMMEDIATE may have
+    // waited for it, and the lease starts now, not when we asked.
+    const std::int64_t now = nowMs();
 
     // The rows must exist before they are checked and updated; ancestor rows
     // keep the table the same as PostgreSQL's (where they are row-locked).
@@ -392,9 +394,9 @@ std::optional<StoreTime> SqliteStore::extend(std::string_view key,
                                              std::string_view token,
                                              milliseconds ttl) {
   return impl_->withConnection([&](Connection& c) -> std::optional<StoreTime> {
-    const std::int64_t now = nowMs();
-    const std::int64_t expires = expiryMs(now, ttl);
     Transaction tx(c, Durability::kDurable);
+    // After BEGIN IMMEDIATE, which may have waited for the write lock.
+    const std::int64_t expires = expiryMs(nowMs(), ttl);
     // Only while this acquisition still holds the row (expired but not taken
     // over counts: then status is still HELD and the token unchanged).
     c.statement(
