@@ -1,6 +1,7 @@
 // Acquire, release and scoping: the behaviour users rely on, on every store.
 #include "conformance/store_fixture.h"
 #include "support/forwarding_store.h"
+#include "support/test_keys.h"
 
 namespace dlm::test {
 namespace {
@@ -176,10 +177,7 @@ TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
                .build();
   m->initialize();
   const int before = counting->calls;
-  for (const std::string& id :
-       {std::string(), std::string(1025, 'x'), std::string("a\0b", 3),
-        std::string(".a"), std::string("a..b"), std::string("a."),
-        std::string("\xC3(")}) {
+  for (const std::string& id : invalidLockIds()) {
     EXPECT_EQ(codeOf([&] { m->getLockInstance(id, LockLevel::DC); }),
               ErrorCode::INVALID_ARGUMENT);
   }

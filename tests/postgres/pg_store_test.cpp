@@ -20,25 +20,12 @@
 #include "postgres/connection_pool.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_test_support.h"
+#include "support/test_keys.h"
 
 namespace dlm::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A key with the hierarchy fields the manager would fill in for
-// "<scope><a.b.c>".
-StoreKey pathKey(const std::string& scope, const std::string& id) {
-  StoreKey k;
-  k.key = scope + id;
-  for (std::size_t dot = id.find('.'); dot != std::string::npos;
-       dot = id.find('.', dot + 1)) {
-    k.ancestors.push_back(scope + id.substr(0, dot));
-  }
-  k.descendantsBegin = k.key + ".";
-  k.descendantsEnd = k.key + "/";
-  return k;
-}
 
 AcquireResult acquire(LockStore& store, const StoreKey& key,
                       const std::string& token,

@@ -94,7 +94,7 @@ TEST_F(SqliteSchemaTest, TheStoreAcceptsAFileMadeFromTheSchemaFile) {
   RawDb(path).exec(std::string(internal::sqliteSchemaSql()));
   SqliteStore store(SqliteStoreOptions{path});
   EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/false));
-  EXPECT_TRUE(acquire(store, hierarchicalKey("", "x")).acquired);
+  EXPECT_TRUE(acquire(store, pathKey("", "x")).acquired);
 }
 
 TEST_F(SqliteSchemaTest, AnEmptyFileIsSchemaMismatchNamingTheFirstMigration) {

@@ -45,7 +45,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, TwoStoreObjectsOnOneFileSeeEachOthersLocks) {
   auto a = openStore(path_);
   auto b = openStore(path_);
-  const StoreKey key = hierarchicalKey(kScope, "order-1");
+  const StoreKey key = pathKey(kScope, "order-1");
   std::string token;
   const AcquireResult got = acquire(*a, key, std::chrono::seconds(30), &token);
   ASSERT_TRUE(got.acquired);
@@ -67,7 +67,7 @@ TEST_F(SqliteStoreTest, TwoStoreObjectsOnOneFileSeeEachOthersLocks) {
 TEST_F(SqliteStoreTest, ALockHeldThroughOneStoreObjectBlocksAnother) {
   auto a = openStore(path_);
   auto b = openStore(path_);
-  const StoreKey key = hierarchicalKey(kScope, "jobs.nightly");
+  const StoreKey key = pathKey(kScope, "jobs.nightly");
   std::string token;
   ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
 
@@ -76,14 +76,14 @@ TEST_F(SqliteStoreTest, ALockHeldThroughOneStoreObjectBlocksAnother) {
   EXPECT_EQ(same.blockedBy, key.key);
   // The hierarchy works across connections too: the parent and a child are
   // blocked, a sibling is not.
-  const AcquireResult parent = acquire(*b, hierarchicalKey(kScope, "jobs"));
+  const AcquireResult parent = acquire(*b, pathKey(kScope, "jobs"));
   EXPECT_FALSE(parent.acquired);
   EXPECT_EQ(parent.blockedBy, key.key);
   const AcquireResult child =
-      acquire(*b, hierarchicalKey(kScope, "jobs.nightly.step1"));
+      acquire(*b, pathKey(kScope, "jobs.nightly.step1"));
   EXPECT_FALSE(child.acquired);
   EXPECT_EQ(child.blockedBy, key.key);
-  EXPECT_TRUE(acquire(*b, hierarchicalKey(kScope, "jobs.hourly")).acquired);
+  EXPECT_TRUE(acquire(*b, pathKey(kScope, "jobs.hourly")).acquired);
 
   ASSERT_TRUE(a->release(key.key, token));
   const AcquireResult after = acquire(*b, key);
@@ -99,7 +99,7 @@ TEST_F(SqliteStoreTest, TheFileIsInWalMode) {
 
 TEST_F(SqliteStoreTest, AcquiringAgainWithTheHoldingTokenChangesNothing) {
   auto store = openStore(path_);
-  const StoreKey key = hierarchicalKey(kScope, "x");
+  const StoreKey key = pathKey(kScope, "x");
   const Holder holder{"h", 1};
   const AcquireRequest request{key, "owner", "token-1", milliseconds(30000),
                                holder};
@@ -114,7 +114,7 @@ TEST_F(SqliteStoreTest, AcquiringAgainWithTheHoldingTokenChangesNothing) {
 
 TEST_F(SqliteStoreTest, RowsCreatedOnlyAsAncestorsAreNotDescribedAsLocked) {
   auto store = openStore(path_);
-  ASSERT_TRUE(acquire(*store, hierarchicalKey(kScope, "a.b.c")).acquired);
+  ASSERT_TRUE(acquire(*store, pathKey(kScope, "a.b.c")).acquired);
   RawDb raw(path_);
   EXPECT_EQ(raw.scalar("SELECT count(*) FROM dlm_locks"), "3");
   EXPECT_FALSE(store->describe(kScope + "a").has_value());
@@ -124,7 +124,7 @@ TEST_F(SqliteStoreTest, RowsCreatedOnlyAsAncestorsAreNotDescribedAsLocked) {
 
 TEST_F(SqliteStoreTest, RowsStoreTheCrc32OfTheKey) {
   auto store = openStore(path_);
-  ASSERT_TRUE(acquire(*store, hierarchicalKey("", "123456789")).acquired);
+  ASSERT_TRUE(acquire(*store, pathKey("", "123456789")).acquired);
   RawDb raw(path_);
   // The standard CRC-32 check value of "123456789".
   EXPECT_EQ(raw.scalar("SELECT resource_crc FROM dlm_locks "
@@ -134,10 +134,9 @@ TEST_F(SqliteStoreTest, RowsStoreTheCrc32OfTheKey) {
 
 TEST_F(SqliteStoreTest, ListHeldIsInKeyOrderAndIncludesExpiredRows) {
   auto store = openStore(path_);
-  ASSERT_TRUE(acquire(*store, hierarchicalKey(kScope, "b")).acquired);
-  ASSERT_TRUE(
-      acquire(*store, hierarchicalKey(kScope, "a"), milliseconds(1)).acquired);
-  ASSERT_TRUE(acquire(*store, hierarchicalKey("DC#farm#other#", "a")).acquired);
+  ASSERT_TRUE(acquire(*store, pathKey(kScope, "b")).acquired);
+  ASSERT_TRUE(acquire(*store, pathKey(kScope, "a"), milliseconds(1)).acquired);
+  ASSERT_TRUE(acquire(*store, pathKey("DC#farm#other#", "a")).acquired);
   std::this_thread::sleep_for(milliseconds(5));
   const auto held = store->listHeld(kScope);
   ASSERT_EQ(held.size(), 2U);
@@ -151,7 +150,7 @@ TEST_F(SqliteStoreTest, ListHeldIsInKeyOrderAndIncludesExpiredRows) {
 
 TEST_F(SqliteStoreTest, AHugeTtlSaturatesInsteadOfOverflowing) {
   auto store = openStore(path_);
-  const StoreKey key = hierarchicalKey(kScope, "forever-ish");
+  const StoreKey key = pathKey(kScope, "forever-ish");
   const AcquireResult got = acquire(*store, key, milliseconds::max());
   ASSERT_TRUE(got.acquired);
   EXPECT_GT(got.expiresAt, got.acquiredAt);
@@ -165,8 +164,7 @@ TEST_F(SqliteStoreTest, BusyTimeoutFailsAsRetriesExhaustedTransient) {
   blocker.exec("BEGIN IMMEDIATE");  // holds the file's write lock
 
   const auto started = std::chrono::steady_clock::now();
-  const DLMException e =
-      thrown([&] { acquire(*store, hierarchicalKey(kScope, "x")); });
+  const DLMException e = thrown([&] { acquire(*store, pathKey(kScope, "x")); });
   const auto waited = std::chrono::steady_clock::now() - started;
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(e.transient());
@@ -177,12 +175,12 @@ TEST_F(SqliteStoreTest, BusyTimeoutFailsAsRetriesExhaustedTransient) {
 
   // Once the other writer is done the same store works again.
   blocker.exec("ROLLBACK");
-  EXPECT_TRUE(acquire(*store, hierarchicalKey(kScope, "x")).acquired);
+  EXPECT_TRUE(acquire(*store, pathKey(kScope, "x")).acquired);
 }
 
 TEST_F(SqliteStoreTest, ReadsAreNotBlockedByAWriter) {
   auto store = openStore(path_, milliseconds(100));
-  ASSERT_TRUE(acquire(*store, hierarchicalKey(kScope, "x")).acquired);
+  ASSERT_TRUE(acquire(*store, pathKey(kScope, "x")).acquired);
   RawDb blocker(path_);
   blocker.exec("BEGIN IMMEDIATE");
   // WAL: readers see the last committed state while a writer is active.
@@ -215,8 +213,7 @@ TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsAnInternalErrorWithTheCode) {
 
 TEST_F(SqliteStoreTest, OperationsOnAFileWithoutTheSchemaAreSchemaMismatch) {
   SqliteStore store(SqliteStoreOptions{path_});
-  const DLMException e =
-      thrown([&] { acquire(store, hierarchicalKey(kScope, "x")); });
+  const DLMException e = thrown([&] { acquire(store, pathKey(kScope, "x")); });
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
   EXPECT_NE(std::string(e.what()).find("dlmctl migrate"), std::string::npos)
       << e.what();
@@ -228,7 +225,7 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
   store->close();  // idempotent
   for (const auto& call : std::vector<std::function<void()>>{
            [&] { store->initialize(false); },
-           [&] { acquire(*store, hierarchicalKey(kScope, "x")); },
+           [&] { acquire(*store, pathKey(kScope, "x")); },
            [&] { store->release(kScope + "x", "t"); },
            [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
            [&] { store->describe(kScope + "x"); }, [&] { store->listHeld(""); },
@@ -242,7 +239,7 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
 
 TEST_F(SqliteStoreTest, ThreadsSharingOneStoreNeverShareALock) {
   auto store = openStore(path_);
-  const StoreKey key = hierarchicalKey(kScope, "shared");
+  const StoreKey key = pathKey(kScope, "shared");
   std::atomic<int> holders{0};
   std::atomic<int> overlaps{0};
   std::atomic<int> acquisitions{0};
@@ -270,7 +267,7 @@ TEST_F(SqliteStoreTest, ThreadsSharingOneStoreNeverShareALock) {
 // acquisition gets its own fencing token (no lost update between processes).
 TEST_F(SqliteStoreTest, ProcessesSharingTheFileGetDistinctFencingTokens) {
   openStore(path_);  // schema applied before the children start
-  const StoreKey key = hierarchicalKey(kScope, "contended");
+  const StoreKey key = pathKey(kScope, "contended");
   constexpr int kProcesses = 4;
   constexpr int kCycles = 100;
   std::vector<pid_t> children;

@@ -64,18 +64,6 @@ std::string RawDb::scalar(const std::string& sql) {
   return all.front();
 }
 
-StoreKey hierarchicalKey(const std::string& scope, const std::string& id) {
-  StoreKey key;
-  key.key = scope + id;
-  for (std::size_t dot = id.find('.'); dot != std::string::npos;
-       dot = id.find('.', dot + 1)) {
-    key.ancestors.push_back(scope + id.substr(0, dot));
-  }
-  key.descendantsBegin = key.key + ".";
-  key.descendantsEnd = key.key + "/";
-  return key;
-}
-
 std::unique_ptr<SqliteStore> openStore(const std::string& path,
                                        std::chrono::milliseconds busyTimeout) {
   SqliteStoreOptions options;

@@ -14,6 +14,7 @@
 #include "cli/temp_dir.h"
 #include "dlm/lock_store.h"
 #include "dlm/sqlite_store.h"
+#include "support/test_keys.h"
 
 namespace dlm::sqlite_test {
 
@@ -44,9 +45,7 @@ class RawDb {
   std::unique_ptr<sqlite3, Closer> db_;
 };
 
-// A StoreKey for id path "a.b.c" under `scope` ("DC#f#c#"), as the manager
-// builds it with '.' as separator.
-StoreKey hierarchicalKey(const std::string& scope, const std::string& id);
+using test::pathKey;
 
 // An initialized store (schema applied) on `path`.
 std::unique_ptr<SqliteStore> openStore(

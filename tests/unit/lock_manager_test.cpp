@@ -7,6 +7,7 @@
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
 #include "support/forwarding_store.h"
+#include "support/test_keys.h"
 
 namespace dlm {
 namespace {
@@ -17,6 +18,7 @@ using test::FakeClock;
 using test::FakeStore;
 
 using test::codeOf;
+using test::invalidLockIds;
 
 class ManagerTest : public ::testing::Test {
  protected:
@@ -115,10 +117,7 @@ TEST_F(ManagerTest, LockCallsBeforeInitializeOrAfterDestroyFail) {
 TEST_F(ManagerTest, InvalidArgumentsFailBeforeAnyStoreCall) {
   auto m = manager();
   const int before = store_->calls;
-  for (const std::string& id :
-       {std::string(), std::string(1025, 'x'), std::string("a\0b", 3),
-        std::string(".a"), std::string("a..b"), std::string("a."),
-        std::string("\xFF\xFE")}) {
+  for (const std::string& id : invalidLockIds()) {
     EXPECT_EQ(codeOf([&] { m->getLockInstance(id, LockLevel::DC); }),
               ErrorCode::INVALID_ARGUMENT);
   }
