@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "postgres/pg_keys.h"
-#include "postgres/pg_test_support.h"
+#include "support/pg_test_support.h"
 
 namespace dlm::test {
 namespace {

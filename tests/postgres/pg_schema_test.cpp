@@ -14,7 +14,7 @@
 #include "dlm/postgres_store.h"
 #include "migration.h"
 #include "postgres/pg_migrate.h"
-#include "postgres/pg_test_support.h"
+#include "support/pg_test_support.h"
 
 namespace dlm::test {
 namespace {

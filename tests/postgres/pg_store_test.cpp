@@ -19,7 +19,7 @@
 #include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_migrate.h"
-#include "postgres/pg_test_support.h"
+#include "support/pg_test_support.h"
 #include "support/test_keys.h"
 
 namespace dlm::test {

@@ -10,9 +10,8 @@
 #include "random_id.h"
 
 #ifdef DLM_WITH_POSTGRES
-#include <pqxx/pqxx>
-
 #include "dlm/postgres_store.h"
+#include "support/pg_test_support.h"
 #endif
 #ifdef DLM_WITH_SQLITE
 #include "dlm/sqlite_store.h"
@@ -20,11 +19,6 @@
 
 namespace dlm::test {
 namespace {
-
-std::string uniqueSuffix() {
-  std::string id = internal::randomUuid().substr(0, 8);
-  return fmt::format("{}_{}", getpid(), id);
-}
 
 #ifdef DLM_WITH_SQLITE
 class SqliteEnvironment final : public StoreEnvironment {
@@ -40,8 +34,7 @@ class SqliteEnvironment final : public StoreEnvironment {
     return store;
   }
   std::shared_ptr<LockStore> newEmptyStore() override {
-    const std::string path =
-        dir_.file(fmt::format("empty-{}.sqlite", uniqueSuffix()));
+    const std::string path = dir_.file(uniqueName("empty") + ".sqlite");
     return std::make_shared<SqliteStore>(SqliteStoreOptions{path});
   }
   std::string url() const override { return "sqlite:" + path_; }
@@ -54,89 +47,48 @@ class SqliteEnvironment final : public StoreEnvironment {
 #endif
 
 #ifdef DLM_WITH_POSTGRES
-// The login role the tests run as: it gets only the dlm_client role the
-// schema creates, so a privilege the library needs but the schema does not
-// grant fails the suite.
-constexpr const char* kAppRole = "dlm_test_app";
-
+// A fresh schema with dlm's migrations applied by the admin role, used
+// through a login role that has only dlm_client: a privilege the library
+// needs but the schema does not grant fails the suite.
 class PostgresEnvironment final : public StoreEnvironment {
  public:
-  PostgresEnvironment() : admin_("") {  // PG* variables name the server
-    schema_ = "dlm_test_" + uniqueSuffix();
-    exec(fmt::format("CREATE SCHEMA {}", admin_.quote_name(schema_)));
-    PostgresStoreOptions options;
-    options.schema = schema_;
-    PostgresStore(options).initialize(/*applyMigrations=*/true);
-    ensureAppRole();
-  }
-  ~PostgresEnvironment() override {
-    try {
-      for (const auto& s : emptySchemas_) {
-        exec(fmt::format("DROP SCHEMA IF EXISTS {} CASCADE",
-                         admin_.quote_name(s)));
-      }
-      exec(fmt::format("DROP SCHEMA IF EXISTS {} CASCADE",
-                       admin_.quote_name(schema_)));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "dropping test schema %s: %s\n", schema_.c_str(),
-                   e.what());
-    }
-  }
+  PostgresEnvironment() : role_(migrated(schema_).admin()) {}
 
   std::string name() const override { return "postgres"; }
   std::shared_ptr<LockStore> newStore() override {
-    PostgresStoreOptions options;
-    options.connection = fmt::format("user={}", kAppRole);
-    options.schema = schema_;
-    auto store = std::make_shared<PostgresStore>(options);
+    auto store = std::make_shared<PostgresStore>(
+        schema_.options(fmt::format("user={}", role_.name())));
     store->initialize(/*applyMigrations=*/false);
     return store;
   }
   std::shared_ptr<LockStore> newEmptyStore() override {
-    const std::string empty = "dlm_empty_" + uniqueSuffix();
-    exec(fmt::format("CREATE SCHEMA {}", admin_.quote_name(empty)));
-    emptySchemas_.push_back(empty);
-    PostgresStoreOptions options;
-    options.schema = empty;
-    return std::make_shared<PostgresStore>(options);
+    empty_.push_back(std::make_unique<FreshSchema>());
+    return std::make_shared<PostgresStore>(empty_.back()->options());
   }
   // libpq fills what the URI leaves out (host, port, database) from PG*.
   std::string url() const override {
-    return fmt::format("postgresql://{}@", kAppRole);
+    return fmt::format("postgresql://{}@", role_.name());
   }
-  std::string postgresSchema() const override { return schema_; }
+  std::string postgresSchema() const override { return schema_.name(); }
 
  private:
-  void exec(const std::string& sql) {
-    pqxx::nontransaction tx(admin_);
-    tx.exec(sql);
+  static FreshSchema& migrated(FreshSchema& schema) {
+    PostgresStore(schema.options()).initialize(/*applyMigrations=*/true);
+    return schema;
   }
 
-  // Roles are cluster-wide and test processes run side by side: create the
-  // role if missing and tolerate losing the race to another process.
-  void ensureAppRole() {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        exec(fmt::format(
-            "DO $$ BEGIN "
-            "IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{0}') "
-            "THEN CREATE ROLE {0} LOGIN; END IF; END $$",
-            kAppRole));
-        exec(fmt::format("GRANT dlm_client TO {}", kAppRole));
-        return;
-      } catch (const pqxx::sql_error&) {
-        if (attempt >= 5) throw;
-      }
-    }
-  }
-
-  pqxx::connection admin_;
-  std::string schema_;
-  std::vector<std::string> emptySchemas_;
+  FreshSchema schema_;
+  ClientRole role_;  // needs dlm_client, which the migration creates
+  std::vector<std::unique_ptr<FreshSchema>> empty_;
 };
 #endif
 
 }  // namespace
+
+std::string uniqueName(const std::string& prefix) {
+  return fmt::format("{}_{}_{}", prefix, getpid(),
+                     internal::randomUuid().substr(0, 8));
+}
 
 std::unique_ptr<StoreEnvironment> makeSqliteEnvironment() {
 #ifdef DLM_WITH_SQLITE
@@ -148,14 +100,8 @@ std::unique_ptr<StoreEnvironment> makeSqliteEnvironment() {
 
 std::unique_ptr<StoreEnvironment> makePostgresEnvironment() {
 #ifdef DLM_WITH_POSTGRES
-  try {
-    return std::make_unique<PostgresEnvironment>();
-  } catch (const pqxx::broken_connection& e) {
-    throw std::runtime_error(
-        fmt::format("PostgreSQL tests need a server named by PG* variables "
-                    "(scripts/test.sh starts one): {}",
-                    e.what()));
-  }
+  // Throws when the server named by PG* cannot be reached (adminConnection).
+  return std::make_unique<PostgresEnvironment>();
 #else
   throw std::runtime_error("built without the PostgreSQL store");
 #endif

@@ -30,6 +30,9 @@ class StoreEnvironment {
   virtual std::string postgresSchema() const = 0;
 };
 
+// "<prefix>_<pid>_<8 random hex digits>": unique across concurrent runs.
+std::string uniqueName(const std::string& prefix);
+
 // A fresh temp SQLite file.
 std::unique_ptr<StoreEnvironment> makeSqliteEnvironment();
 // A fresh PostgreSQL schema. Throws (failing the test) when the server named

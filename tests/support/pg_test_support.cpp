@@ -1,18 +1,11 @@
-#include "postgres/pg_test_support.h"
+#include "support/pg_test_support.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <random>
 
 namespace dlm::test {
-
-std::string uniqueName(const std::string& prefix) {
-  static thread_local std::mt19937_64 gen{std::random_device{}()};
-  return fmt::format("{}_{}_{:08x}", prefix, getpid(),
-                     static_cast<std::uint32_t>(gen()));
-}
 
 std::unique_ptr<pqxx::connection> adminConnection(const std::string& conninfo) {
   try {

@@ -6,11 +6,9 @@
 #include <string>
 
 #include "dlm/postgres_store.h"
+#include "support/test_stores.h"
 
 namespace dlm::test {
-
-// "<prefix>_<pid>_<8 random hex digits>": unique across concurrent runs.
-std::string uniqueName(const std::string& prefix);
 
 // A superuser-ish connection named by PG* variables. Throws (failing the
 // test) when the server cannot be reached: these tests never skip.
