@@ -19,6 +19,7 @@
 #include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_migrate.h"
+#include "support/error_code.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"
 
@@ -34,18 +35,6 @@ AcquireResult acquire(LockStore& store, const StoreKey& key,
   const Holder holder{"test-host", 4242};
   const AcquireRequest request{key, owner, token, ttl, holder};
   return store.tryAcquire(request);
-}
-
-// The code of the DLMException `fn` throws; fails the test if it throws none.
-template <typename Fn>
-DLMException errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const DLMException& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no DLMException thrown";
-  return DLMException(ErrorCode::INTERNAL_ERROR, "none thrown");
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {

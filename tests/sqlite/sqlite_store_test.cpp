@@ -16,25 +16,15 @@
 
 #include "dlm/error.h"
 #include "sqlite_test_util.h"
+#include "support/error_code.h"
 
 namespace dlm::sqlite_test {
 namespace {
 
 using std::chrono::milliseconds;
+using test::errorOf;
 
 const std::string kScope = "DC#farm#client#";
-
-// Runs fn and returns the DLMException it threw; fails the test if none.
-template <typename Fn>
-DLMException thrown(Fn&& fn) {
-  try {
-    fn();
-  } catch (const DLMException& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no DLMException thrown";
-  return DLMException(ErrorCode::INTERNAL_ERROR, "nothing thrown");
-}
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
@@ -164,7 +154,8 @@ TEST_F(SqliteStoreTest, BusyTimeoutFailsAsRetriesExhaustedTransient) {
   blocker.exec("BEGIN IMMEDIATE");  // holds the file's write lock
 
   const auto started = std::chrono::steady_clock::now();
-  const DLMException e = thrown([&] { acquire(*store, pathKey(kScope, "x")); });
+  const DLMException e =
+      errorOf([&] { acquire(*store, pathKey(kScope, "x")); });
   const auto waited = std::chrono::steady_clock::now() - started;
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(e.transient());
@@ -193,7 +184,7 @@ TEST_F(SqliteStoreTest, AnUnopenablePathIsAConnectionError) {
   SqliteStoreOptions options;
   options.path = dir_.file("missing-dir/locks.sqlite");
   SqliteStore store(options);
-  const DLMException e = thrown([&] { store.initialize(true); });
+  const DLMException e = errorOf([&] { store.initialize(true); });
   EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
   EXPECT_NE(std::string(e.what()).find(options.path), std::string::npos)
       << e.what();
@@ -205,7 +196,7 @@ TEST_F(SqliteStoreTest, AnUnopenablePathIsAConnectionError) {
 TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsAnInternalErrorWithTheCode) {
   std::ofstream(path_) << std::string(8192, 'x');
   SqliteStore store(SqliteStoreOptions{path_});
-  const DLMException e = thrown([&] { store.initialize(true); });
+  const DLMException e = errorOf([&] { store.initialize(true); });
   EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
   EXPECT_NE(std::string(e.what()).find("SQLite code 26"), std::string::npos)
       << e.what();  // SQLITE_NOTADB
@@ -213,7 +204,7 @@ TEST_F(SqliteStoreTest, AFileThatIsNotADatabaseIsAnInternalErrorWithTheCode) {
 
 TEST_F(SqliteStoreTest, OperationsOnAFileWithoutTheSchemaAreSchemaMismatch) {
   SqliteStore store(SqliteStoreOptions{path_});
-  const DLMException e = thrown([&] { acquire(store, pathKey(kScope, "x")); });
+  const DLMException e = errorOf([&] { acquire(store, pathKey(kScope, "x")); });
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
   EXPECT_NE(std::string(e.what()).find("dlmctl migrate"), std::string::npos)
       << e.what();
@@ -230,7 +221,7 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
            [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
            [&] { store->describe(kScope + "x"); }, [&] { store->listHeld(""); },
            [&] { store->forceRelease(kScope + "x"); }, [&] { store->now(); }}) {
-    const DLMException e = thrown(call);
+    const DLMException e = errorOf(call);
     EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR);
     EXPECT_NE(std::string(e.what()).find("store closed"), std::string::npos)
         << e.what();

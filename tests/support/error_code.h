@@ -1,5 +1,5 @@
-// codeOf(fn): the ErrorCode of the DLMException `fn` throws; a test failure
-// (and INTERNAL_ERROR) when it throws nothing.
+// errorOf(fn): the DLMException `fn` throws; codeOf(fn): its ErrorCode. Both
+// fail the test (and return INTERNAL_ERROR) when `fn` throws nothing.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,14 +10,18 @@
 
 namespace dlm::test {
 
-inline ErrorCode codeOf(const std::function<void()>& fn) {
+inline DLMException errorOf(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const DLMException& e) {
-    return e.code();
+    return e;
   }
-  ADD_FAILURE() << "no DLMException";
-  return ErrorCode::INTERNAL_ERROR;
+  ADD_FAILURE() << "no DLMException thrown";
+  return DLMException(ErrorCode::INTERNAL_ERROR, "nothing thrown");
+}
+
+inline ErrorCode codeOf(const std::function<void()>& fn) {
+  return errorOf(fn).code();
 }
 
 }  // namespace dlm::test
