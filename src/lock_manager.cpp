@@ -312,7 +312,7 @@ bool DistributedLockManager::releaseLock(Lock& lock) {
   if (!lock.isAcquired()) return false;
   requireInitialized();
   const bool freed = withStoreRetries(
-      lock, [&] { return store_->release(lock.key_.key, lock.token_); });
+      lock, [&] { return store_->release(lock.key_, lock.token_); });
   lock.clearAcquisition();
   return freed;
 }

@@ -7,7 +7,9 @@
 // Concurrency contract: every method may be called from many threads at once;
 // a store guards its own connections (a pqxx connection or a sqlite3 handle is
 // used by one thread at a time). Several processes may use stores on the same
-// database at once; correctness never depends on them sharing memory.
+// database at once; correctness never depends on them sharing memory. The one
+// thread a store may run is the one that delivers release notifications
+// (subscribeReleases).
 //
 // Errors: every method throws only DLMException. Failures that may succeed when
 // retried (connection lost, serialization failure, SQLITE_BUSY) carry
@@ -21,6 +23,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "dlm/app_transaction.h"
 
 namespace dlm {
 
@@ -88,6 +92,38 @@ struct LockRecord {
   Holder holder;
 };
 
+// A waiter about to wait: the request row it records.
+struct WaitRequest {
+  const StoreKey& key;
+  // The waiting owner (the thread's GUID).
+  std::string_view owner;
+  // The request is ignored by others, and may be deleted, this long after it
+  // was recorded (the waiter's deadline), so a crashed waiter's row does not
+  // linger in the wait-for graph.
+  std::chrono::milliseconds maxWait;
+};
+
+struct WaitRegistration {
+  // Empty when the request row was recorded. Otherwise waiting would close a
+  // cycle in the wait-for graph and nothing was recorded: the keys along the
+  // cycle, starting with the requested key; each next key is one that the
+  // holder of the previous one waits for, and the caller holds a lock that
+  // blocks the last one (itself, an ancestor or a descendant).
+  std::vector<std::string> deadlockCycle;
+};
+
+// Receives the keys of released locks from a store (subscribeReleases).
+class ReleaseListener {
+ public:
+  virtual ~ReleaseListener() = default;
+  // `key` was freed (a release, or a commitLock that committed). Called on the
+  // store's thread; must return quickly and must not call the store.
+  virtual void released(std::string_view key) = 0;
+  // Releases may have gone unseen (the store's listening connection was
+  // lost and re-opened): every waiter should look again.
+  virtual void missedReleases() = 0;
+};
+
 class LockStore {
  public:
   LockStore() = default;
@@ -113,8 +149,18 @@ class LockStore {
 
   // Frees the row if `token` still holds it (even if expired but not taken).
   // True when freed (or already freed by this token); false when another
-  // acquisition took the row since.
-  virtual bool release(std::string_view key, std::string_view token) = 0;
+  // acquisition took the row since. Wakes the key's waiters when it frees.
+  virtual bool release(const StoreKey& key, std::string_view token) = 0;
+
+  // Frees the row inside the application's open transaction `tx` (an adapter
+  // of this store's kind: PostgresTransaction, SqliteTransaction), so the
+  // release is visible only if that transaction commits. When `token` no
+  // longer holds the row (expired and taken over), throws LOCK_NOT_HELD and
+  // leaves `tx` unable to commit, so work done without the lock is not
+  // committed. INVALID_ARGUMENT when `tx` belongs to another kind of store
+  // or has no open transaction.
+  virtual void releaseWithin(AppTransaction& tx, const StoreKey& key,
+                             std::string_view token) = 0;
 
   // Sets expiry to now + ttl if `token` still holds the row (even if expired
   // but not taken). The new expiry, or nullopt when the lock was lost.
@@ -131,6 +177,32 @@ class LockStore {
 
   // Operator override: frees the row whoever holds it. True if it was HELD.
   virtual bool forceRelease(std::string_view key) = 0;
+
+  // In one transaction, serialised with every other registerWait on the
+  // database: follows the wait-for graph from request.key (key -> owners
+  // holding it, an ancestor or a descendant -> keys those owners wait for ->
+  // ...; expired holds and requests ignored) and, unless it leads back to
+  // request.owner, records the request row (replacing one the owner had for
+  // the key). Also deletes expired request rows.
+  virtual WaitRegistration registerWait(const WaitRequest& request) = 0;
+
+  // Deletes `owner`'s request row for `key`, if any.
+  virtual void unregisterWait(std::string_view key, std::string_view owner) = 0;
+
+  // Starts delivering the keys this database frees to `listener` (which must
+  // stay alive until unsubscribeReleases returns) and returns true once
+  // delivery is active, so a release committed after the call returns is
+  // delivered. False when the store cannot tell (waiters then poll). May
+  // open a connection and start a thread.
+  virtual bool subscribeReleases(ReleaseListener* listener) {
+    (void)listener;
+    return false;
+  }
+  // Stops delivery to `listener`; no call to it is running or made after
+  // this returns.
+  virtual void unsubscribeReleases(ReleaseListener* listener) {
+    (void)listener;
+  }
 
   // The store's clock: the database clock on PostgreSQL, the application
   // clock on SQLite.

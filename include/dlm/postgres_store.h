@@ -8,7 +8,27 @@
 
 #include "dlm/lock_store.h"
 
+namespace pqxx {
+class transaction_base;
+}
+
 namespace dlm {
+
+// Carries an application's open libpqxx transaction into commitLock:
+//   pqxx::work tx(conn);
+//   ... the application's writes ...
+//   manager.commitLock(lock, dlm::PostgresTransaction(tx));
+//   tx.commit();
+// The transaction must be on the database (and able to see the schema) of
+// the manager's PostgresStore. Borrows `tx` for the adapter's lifetime.
+class PostgresTransaction final : public AppTransaction {
+ public:
+  explicit PostgresTransaction(pqxx::transaction_base& tx) : tx_(tx) {}
+  pqxx::transaction_base& transaction() const { return tx_; }
+
+ private:
+  pqxx::transaction_base& tx_;
+};
 
 struct PostgresStoreOptions {
   // A libpq connection string or URI ("postgresql://app@db/orders",
@@ -29,7 +49,9 @@ struct PostgresStoreOptions {
 // Acquire and release are one round trip each (server functions shipped in
 // schema/postgres.sql). A release commits with synchronous_commit = off: a
 // release lost in a server crash leaves the lock held until its TTL, which is
-// safe; acquires always commit durably.
+// safe; acquires always commit durably. Releases are announced with
+// NOTIFY dlm_release (only when a request row shows someone waits); one
+// listening connection and thread per store delivers them to waiters.
 class PostgresStore final : public LockStore {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
@@ -40,13 +62,19 @@ class PostgresStore final : public LockStore {
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;
-  bool release(std::string_view key, std::string_view token) override;
+  bool release(const StoreKey& key, std::string_view token) override;
+  void releaseWithin(AppTransaction& tx, const StoreKey& key,
+                     std::string_view token) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
+  WaitRegistration registerWait(const WaitRequest& request) override;
+  void unregisterWait(std::string_view key, std::string_view owner) override;
+  bool subscribeReleases(ReleaseListener* listener) override;
+  void unsubscribeReleases(ReleaseListener* listener) override;
 
   class Impl;
 

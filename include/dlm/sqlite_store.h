@@ -8,7 +8,26 @@
 
 #include "dlm/lock_store.h"
 
+struct sqlite3;
+
 namespace dlm {
+
+// Carries an application's open SQLite transaction into commitLock:
+//   sqlite3_exec(db, "BEGIN IMMEDIATE", ...);
+//   ... the application's writes ...
+//   manager.commitLock(lock, dlm::SqliteTransaction(db));
+//   sqlite3_exec(db, "COMMIT", ...);
+// `db` must be a connection to the manager's SqliteStore file with a
+// transaction open. If the lock was taken over, commitLock rolls that
+// transaction back (so the COMMIT fails) and throws LOCK_NOT_HELD.
+class SqliteTransaction final : public AppTransaction {
+ public:
+  explicit SqliteTransaction(sqlite3* db) : db_(db) {}
+  sqlite3* handle() const { return db_; }
+
+ private:
+  sqlite3* db_;
+};
 
 struct SqliteStoreOptions {
   // Path of the database file; created if missing. ":memory:" works for one
@@ -23,7 +42,9 @@ struct SqliteStoreOptions {
 // Thread-safe: one connection guarded by a mutex. Every write runs in a
 // BEGIN IMMEDIATE transaction (the file's write lock takes the place of
 // SELECT ... FOR UPDATE); the file is in WAL mode. Expiry is judged by this
-// process's wall clock (std::chrono::system_clock).
+// process's wall clock (std::chrono::system_clock). A release wakes the
+// waiters of every SqliteStore on the same file in this process at once;
+// waiters in other processes notice by polling.
 class SqliteStore final : public LockStore {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
@@ -34,13 +55,19 @@ class SqliteStore final : public LockStore {
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;
-  bool release(std::string_view key, std::string_view token) override;
+  bool release(const StoreKey& key, std::string_view token) override;
+  void releaseWithin(AppTransaction& tx, const StoreKey& key,
+                     std::string_view token) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
+  WaitRegistration registerWait(const WaitRequest& request) override;
+  void unregisterWait(std::string_view key, std::string_view owner) override;
+  bool subscribeReleases(ReleaseListener* listener) override;
+  void unsubscribeReleases(ReleaseListener* listener) override;
 
   class Impl;
 

@@ -348,8 +348,8 @@ void PostgresStore::close() { impl_->close(); }
 AcquireResult PostgresStore::tryAcquire(const AcquireRequest& request) {
   return impl_->tryAcquire(request);
 }
-bool PostgresStore::release(std::string_view key, std::string_view token) {
-  return impl_->release(key, token);
+bool PostgresStore::release(const StoreKey& key, std::string_view token) {
+  return impl_->release(key.key, token);
 }
 std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                std::string_view token,
@@ -366,5 +366,14 @@ bool PostgresStore::forceRelease(std::string_view key) {
   return impl_->forceRelease(key);
 }
 StoreTime PostgresStore::now() { return impl_->now(); }
+
+// TODO(issue 3): interim stubs until the store implements them.
+void PostgresStore::releaseWithin(AppTransaction&, const StoreKey&, std::string_view) {
+  throw DLMException(ErrorCode::INTERNAL_ERROR, "releaseWithin: not implemented yet");
+}
+WaitRegistration PostgresStore::registerWait(const WaitRequest&) { return {}; }
+void PostgresStore::unregisterWait(std::string_view, std::string_view) {}
+bool PostgresStore::subscribeReleases(ReleaseListener*) { return false; }
+void PostgresStore::unsubscribeReleases(ReleaseListener*) {}
 
 }  // namespace dlm

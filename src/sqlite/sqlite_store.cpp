@@ -372,7 +372,8 @@ AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
   });
 }
 
-bool SqliteStore::release(std::string_view key, std::string_view token) {
+bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
+  const std::string_view key = storeKey.key;
   return impl_->withConnection([&](Connection& c) {
     Transaction tx(c, Durability::kLazy);
     // Conditional on the acquisition's token: a holder whose lock expired
@@ -483,5 +484,14 @@ StoreTime SqliteStore::now() {
 }
 
 #undef DLM_RECORD_COLUMNS
+
+// TODO(issue 3): interim stubs until the store implements them.
+void SqliteStore::releaseWithin(AppTransaction&, const StoreKey&, std::string_view) {
+  throw DLMException(ErrorCode::INTERNAL_ERROR, "releaseWithin: not implemented yet");
+}
+WaitRegistration SqliteStore::registerWait(const WaitRequest&) { return {}; }
+void SqliteStore::unregisterWait(std::string_view, std::string_view) {}
+bool SqliteStore::subscribeReleases(ReleaseListener*) { return false; }
+void SqliteStore::unsubscribeReleases(ReleaseListener*) {}
 
 }  // namespace dlm

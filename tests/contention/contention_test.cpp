@@ -267,7 +267,7 @@ class GrantEverythingStore final : public ForwardingStore {
     result.expiresAt = result.acquiredAt + r.ttl;
     return result;
   }
-  bool release(std::string_view, std::string_view) override { return true; }
+  bool release(const StoreKey&, std::string_view) override { return true; }
 
  private:
   std::atomic<std::int64_t> fencing_{0};

@@ -178,7 +178,7 @@ TEST(PostgresErrors, LockTimeoutIsATransientRetriesExhausted) {
   EXPECT_TRUE(contains(e.what(), "55P03")) << e.what();
   tx.abort();
   // The connection stays usable after a statement error.
-  EXPECT_TRUE(store.release(key.key, "t1"));
+  EXPECT_TRUE(store.release(key, "t1"));
 }
 
 TEST(PostgresErrors, MigratingIntoAMissingSchemaSaysItDoesNotExist) {
@@ -224,7 +224,7 @@ TEST(PostgresPrivileges, ClientRoleCanUseEveryStoreOperation) {
     ASSERT_TRUE(record.has_value());
     EXPECT_TRUE(record->held);
     EXPECT_EQ(store.listHeld("P#").size(), 1u);
-    EXPECT_TRUE(store.release(key.key, "tok-1"));
+    EXPECT_TRUE(store.release(key, "tok-1"));
     EXPECT_TRUE(acquire(store, root, "tok-3").acquired);
     EXPECT_TRUE(store.forceRelease(root.key));
     EXPECT_GT(store.now().time_since_epoch().count(), 0);
@@ -330,7 +330,7 @@ TEST(PostgresPool, NeverOpensMoreThanPoolSizeUnderLoad) {
         const std::string token = fmt::format("tok-{}-{}", t, i);
         if (acquire(store, key, token).acquired) {
           ++acquired;
-          store.release(key.key, token);
+          store.release(key, token);
         }
       }
     });
@@ -390,14 +390,14 @@ TEST_F(PostgresStoreTest,
 TEST_F(PostgresStoreTest, ReleaseIsRepeatableByItsTokenOnly) {
   const StoreKey key = pathKey("t#", "r");
   ASSERT_TRUE(acquire(store_, key, "tok-1").acquired);
-  EXPECT_FALSE(store_.release(key.key, "tok-other"));
-  EXPECT_TRUE(store_.release(key.key, "tok-1"));
-  EXPECT_TRUE(store_.release(key.key, "tok-1"));  // a retried release
+  EXPECT_FALSE(store_.release(key, "tok-other"));
+  EXPECT_TRUE(store_.release(key, "tok-1"));
+  EXPECT_TRUE(store_.release(key, "tok-1"));  // a retried release
   const AcquireResult second = acquire(store_, key, "tok-2");
   ASSERT_TRUE(second.acquired);
   EXPECT_EQ(second.fencingToken, 2);
-  EXPECT_FALSE(store_.release(key.key, "tok-1"));
-  EXPECT_FALSE(store_.release("t#never", "tok-1"));
+  EXPECT_FALSE(store_.release(key, "tok-1"));
+  EXPECT_FALSE(store_.release(StoreKey{"t#never", {}, {}, {}}, "tok-1"));
 }
 
 TEST_F(PostgresStoreTest,
@@ -450,7 +450,7 @@ TEST_F(PostgresStoreTest, ListHeldMatchesPrefixesByBytesInKeyOrder) {
   EXPECT_EQ(keys(store_.listHeld("L#")).size(), 6u);
   EXPECT_EQ(keys(store_.listHeld("")).size(), 6u);
   EXPECT_TRUE(store_.listHeld("L#zz").empty());
-  ASSERT_TRUE(store_.release("L#b", "tok-b"));
+  ASSERT_TRUE(store_.release(StoreKey{"L#b", {}, {}, {}}, "tok-b"));
   EXPECT_EQ(keys(store_.listHeld("L#")).size(), 5u);
 }
 
@@ -506,7 +506,7 @@ class RowLockProtocolTest : public ::testing::Test {
     for (const char* id : {"p.a", "p.b"}) {
       const StoreKey k = pathKey("t#", id);
       EXPECT_TRUE(acquire(store_, k, "setup").acquired);
-      EXPECT_TRUE(store_.release(k.key, "setup"));
+      EXPECT_TRUE(store_.release(k, "setup"));
     }
   }
 

@@ -49,7 +49,7 @@ TEST_F(SqliteStoreTest, TwoStoreObjectsOnOneFileSeeEachOthersLocks) {
   ASSERT_EQ(held.size(), 1U);
   EXPECT_EQ(held[0].key, key.key);
 
-  EXPECT_TRUE(a->release(key.key, token));
+  EXPECT_TRUE(a->release(key, token));
   EXPECT_FALSE(b->describe(key.key)->held);
   EXPECT_TRUE(b->listHeld(kScope).empty());
 }
@@ -75,7 +75,7 @@ TEST_F(SqliteStoreTest, ALockHeldThroughOneStoreObjectBlocksAnother) {
   EXPECT_EQ(child.blockedBy, key.key);
   EXPECT_TRUE(acquire(*b, pathKey(kScope, "jobs.hourly")).acquired);
 
-  ASSERT_TRUE(a->release(key.key, token));
+  ASSERT_TRUE(a->release(key, token));
   const AcquireResult after = acquire(*b, key);
   EXPECT_TRUE(after.acquired);
   EXPECT_EQ(after.fencingToken, 2);
@@ -217,7 +217,7 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
   for (const auto& call : std::vector<std::function<void()>>{
            [&] { store->initialize(false); },
            [&] { acquire(*store, pathKey(kScope, "x")); },
-           [&] { store->release(kScope + "x", "t"); },
+           [&] { store->release(StoreKey{kScope + "x", {}, {}, {}}, "t"); },
            [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
            [&] { store->describe(kScope + "x"); }, [&] { store->listHeld(""); },
            [&] { store->forceRelease(kScope + "x"); }, [&] { store->now(); }}) {
@@ -245,7 +245,7 @@ TEST_F(SqliteStoreTest, ThreadsSharingOneStoreNeverShareALock) {
         if (holders.fetch_add(1) != 0) ++overlaps;
         ++acquisitions;
         holders.fetch_sub(1);
-        EXPECT_TRUE(store->release(key.key, token));
+        EXPECT_TRUE(store->release(key, token));
       }
     });
   }
@@ -277,7 +277,7 @@ TEST_F(SqliteStoreTest, ProcessesSharingTheFileGetDistinctFencingTokens) {
               acquire(*store, key, std::chrono::seconds(30), &token);
           if (!r.acquired) continue;
           out << r.fencingToken << "\n";
-          if (!store->release(key.key, token)) status = 2;
+          if (!store->release(key, token)) status = 2;
         }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child %d: %s\n", p, e.what());

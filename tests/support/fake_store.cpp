@@ -1,6 +1,19 @@
 #include "support/fake_store.h"
 
+#include <algorithm>
+
+#include "dlm/error.h"
+
 namespace dlm::test {
+
+void FakeTransaction::commit() {
+  if (doomed_) {
+    throw DLMException(ErrorCode::INTERNAL_ERROR,
+                       "the transaction cannot commit: a lock was lost");
+  }
+  for (auto& f : pending_) f();
+  pending_.clear();
+}
 
 bool FakeStore::heldAt(const Row& row, StoreTime at) const {
   return row.record.statusHeld && row.record.expiresAt > at;
@@ -49,12 +62,44 @@ AcquireResult FakeStore::tryAcquire(const AcquireRequest& request) {
   return result;
 }
 
-bool FakeStore::release(std::string_view key, std::string_view token) {
-  std::lock_guard<std::mutex> lock(mutex_);
+bool FakeStore::freeRow(std::string_view key, std::string_view token) {
   auto it = rows_.find(key);
   if (it == rows_.end() || it->second.token != token) return false;
   it->second.record.statusHeld = false;
   return true;
+}
+
+void FakeStore::announce(std::string_view key) {
+  for (ReleaseListener* l : listeners_) l->released(key);
+}
+
+bool FakeStore::release(const StoreKey& key, std::string_view token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool freed = freeRow(key.key, token);
+  if (freed) announce(key.key);
+  return freed;
+}
+
+void FakeStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
+                              std::string_view token) {
+  auto* fake = dynamic_cast<FakeTransaction*>(&tx);
+  if (fake == nullptr) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "not a FakeTransaction");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = rows_.find(key.key);
+  if (it == rows_.end() || it->second.token != token ||
+      !it->second.record.statusHeld) {
+    fake->doomed_ = true;
+    throw DLMException(ErrorCode::LOCK_NOT_HELD,
+                       "the lock was taken over after it expired");
+  }
+  fake->pending_.push_back(
+      [this, k = key.key, t = std::string(token)] {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (freeRow(k, t)) announce(k);
+      });
 }
 
 std::optional<StoreTime> FakeStore::extend(std::string_view key,
@@ -102,6 +147,87 @@ bool FakeStore::forceRelease(std::string_view key) {
 StoreTime FakeStore::now() {
   std::lock_guard<std::mutex> lock(mutex_);
   return now_;
+}
+
+std::vector<std::pair<std::string, std::string>> FakeStore::blockers(
+    const StoreKey& key) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto consider = [&](const std::string& k) {
+    auto it = rows_.find(k);
+    if (it != rows_.end() && heldAt(it->second, now_)) {
+      out.emplace_back(it->second.record.owner, k);
+    }
+  };
+  consider(key.key);
+  for (const auto& a : key.ancestors) consider(a);
+  if (!key.descendantsBegin.empty()) {
+    for (auto it = rows_.lower_bound(key.descendantsBegin);
+         it != rows_.end() && it->first < key.descendantsEnd; ++it) {
+      consider(it->first);
+    }
+  }
+  return out;
+}
+
+WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    it = it->second.expiresAt <= now_ ? requests_.erase(it) : std::next(it);
+  }
+  // Breadth-first over owners; `via` remembers the key path to each.
+  std::map<std::string, std::vector<std::string>> via;
+  std::vector<std::pair<std::string, std::vector<std::string>>> frontier;
+  for (auto& [owner, held] : blockers(request.key)) {
+    (void)held;
+    frontier.push_back({owner, {request.key.key}});
+  }
+  const std::string me(request.owner);
+  while (!frontier.empty()) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> next;
+    for (auto& [owner, path] : frontier) {
+      if (owner == me) return WaitRegistration{path};
+      if (!via.emplace(owner, path).second) continue;
+      for (auto& [id, req] : requests_) {
+        if (id.first != owner) continue;
+        for (auto& [o, held] : blockers(req.key)) {
+          (void)held;
+          auto p = path;
+          p.push_back(req.key.key);
+          next.push_back({o, p});
+        }
+      }
+    }
+    frontier = std::move(next);
+  }
+  requests_[{me, request.key.key}] = Request{request.key,
+                                             now_ + request.maxWait};
+  return {};
+}
+
+void FakeStore::unregisterWait(std::string_view key, std::string_view owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  requests_.erase({std::string(owner), std::string(key)});
+}
+
+bool FakeStore::subscribeReleases(ReleaseListener* listener) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!notifies_) return false;
+  listeners_.insert(listener);
+  return true;
+}
+
+void FakeStore::unsubscribeReleases(ReleaseListener* listener) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  listeners_.erase(listener);
+}
+
+std::vector<std::pair<std::string, std::string>> FakeStore::requests() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [id, req] : requests_) {
+    if (req.expiresAt > now_) out.push_back(id);
+  }
+  return out;
 }
 
 void FakeStore::advance(std::chrono::milliseconds by) {

@@ -2,12 +2,29 @@
 // fencing, expiry) and a settable clock, for fast manager tests.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "dlm/lock_store.h"
 
 namespace dlm::test {
+
+// The FakeStore's application transaction: releases done through it apply
+// at commit() and vanish at rollback().
+class FakeTransaction final : public AppTransaction {
+ public:
+  void commit();
+  void rollback() { pending_.clear(); }
+  // Set when a commitLock found its lock taken over: commit() then throws.
+  bool doomed() const { return doomed_; }
+
+ private:
+  friend class FakeStore;
+  std::vector<std::function<void()>> pending_;
+  bool doomed_ = false;
+};
 
 class FakeStore final : public LockStore {
  public:
@@ -15,13 +32,24 @@ class FakeStore final : public LockStore {
   void initialize(bool) override {}
   void close() override {}
   AcquireResult tryAcquire(const AcquireRequest& request) override;
-  bool release(std::string_view key, std::string_view token) override;
+  bool release(const StoreKey& key, std::string_view token) override;
+  void releaseWithin(AppTransaction& tx, const StoreKey& key,
+                     std::string_view token) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view prefix) override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
+  WaitRegistration registerWait(const WaitRequest& request) override;
+  void unregisterWait(std::string_view key, std::string_view owner) override;
+  bool subscribeReleases(ReleaseListener* listener) override;
+  void unsubscribeReleases(ReleaseListener* listener) override;
+
+  // Live request rows, as "owner waits for key".
+  std::vector<std::pair<std::string, std::string>> requests();
+  // With false, subscribeReleases refuses (waiters poll).
+  void setNotifies(bool on) { notifies_ = on; }
 
   // Moves the store's clock forward.
   void advance(std::chrono::milliseconds by);
@@ -31,11 +59,24 @@ class FakeStore final : public LockStore {
     LockRecord record;
     std::string token;
   };
+  struct Request {
+    StoreKey key;
+    StoreTime expiresAt;
+  };
   bool heldAt(const Row& row, StoreTime at) const;
+  bool freeRow(std::string_view key, std::string_view token);
+  // Owners holding `key`, an ancestor or a descendant, with the held key.
+  std::vector<std::pair<std::string, std::string>> blockers(
+      const StoreKey& key);
+  void announce(std::string_view key);
 
   std::mutex mutex_;
   std::map<std::string, Row, std::less<>> rows_;
   StoreTime now_ = StoreTime(std::chrono::hours(24 * 365 * 50));
+  // (owner, key) -> request.
+  std::map<std::pair<std::string, std::string>, Request> requests_;
+  std::set<ReleaseListener*> listeners_;
+  bool notifies_ = true;
 };
 
 }  // namespace dlm::test

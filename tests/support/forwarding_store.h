@@ -25,8 +25,12 @@ class ForwardingStore : public LockStore {
   AcquireResult tryAcquire(const AcquireRequest& r) override {
     return target_->tryAcquire(r);
   }
-  bool release(std::string_view key, std::string_view token) override {
+  bool release(const StoreKey& key, std::string_view token) override {
     return target_->release(key, token);
+  }
+  void releaseWithin(AppTransaction& tx, const StoreKey& key,
+                     std::string_view token) override {
+    target_->releaseWithin(tx, key, token);
   }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl) override {
@@ -42,6 +46,18 @@ class ForwardingStore : public LockStore {
     return target_->forceRelease(key);
   }
   StoreTime now() override { return target_->now(); }
+  WaitRegistration registerWait(const WaitRequest& request) override {
+    return target_->registerWait(request);
+  }
+  void unregisterWait(std::string_view key, std::string_view owner) override {
+    target_->unregisterWait(key, owner);
+  }
+  bool subscribeReleases(ReleaseListener* listener) override {
+    return target_->subscribeReleases(listener);
+  }
+  void unsubscribeReleases(ReleaseListener* listener) override {
+    target_->unsubscribeReleases(listener);
+  }
 
  protected:
   std::shared_ptr<LockStore> target_;
@@ -71,7 +87,7 @@ class CountingStore final : public ForwardingStore {
     ++acquires;
     return ForwardingStore::tryAcquire(r);
   }
-  bool release(std::string_view key, std::string_view token) override {
+  bool release(const StoreKey& key, std::string_view token) override {
     count();
     ++releases;
     return ForwardingStore::release(key, token);
