@@ -13,6 +13,7 @@ Lock::Lock(Lock&& other) noexcept
       key_(std::move(other.key_)),
       manager_(other.manager_),
       acquired_(other.acquired_),
+      releasePending_(other.releasePending_),
       owner_(std::move(other.owner_)),
       token_(std::move(other.token_)),
       fencingToken_(other.fencingToken_),
@@ -32,6 +33,7 @@ Lock& Lock::operator=(Lock&& other) noexcept {
     key_ = std::move(other.key_);
     manager_ = other.manager_;
     acquired_ = other.acquired_;
+    releasePending_ = other.releasePending_;
     owner_ = std::move(other.owner_);
     token_ = std::move(other.token_);
     fencingToken_ = other.fencingToken_;
@@ -45,6 +47,7 @@ Lock& Lock::operator=(Lock&& other) noexcept {
 
 void Lock::clearAcquisition() {
   acquired_ = false;
+  releasePending_ = false;
   owner_.clear();
   token_.clear();
   fencingToken_ = 0;

@@ -14,6 +14,11 @@ void LockConfiguration::validate() const {
                        "storeRetries must not be negative");
   }
   internal::requirePositive("storeRetryBackoff", storeRetryBackoff);
+  // Written so that NaN fails too.
+  if (!(retryJitter >= 0.0 && retryJitter <= 0.5)) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "retryJitter must be between 0 and 0.5");
+  }
 }
 
 }  // namespace dlm

@@ -8,10 +8,12 @@
 #include <utility>
 
 #include "dlm/error.h"
+#include "keep_alive.h"
 #include "key_builder.h"
 #include "owner_id.h"
 #include "random_id.h"
 #include "validation.h"
+#include "wait_hub.h"
 
 namespace dlm {
 namespace {
@@ -24,7 +26,7 @@ std::string levelName(LockLevel level) {
   return level == LockLevel::DC ? "DC" : "XDC";
 }
 
-std::string describeLock(const Lock& lock) {
+std::string lockName(const Lock& lock) {
   return fmt::format("lock '{}' ({})", lock.lockId(),
                      levelName(lock.lockLevel()));
 }
@@ -100,6 +102,7 @@ std::unique_ptr<DistributedLockManager> Builder::build() {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        "separator must be printable ASCII other than '#'");
   }
+  // The constructor is private, so make_unique cannot reach it.
   std::unique_ptr<DistributedLockManager> m(new DistributedLockManager());
   m->clientId_ = clientId_;
   m->farmId_ = farmId_;
@@ -115,7 +118,15 @@ std::unique_ptr<DistributedLockManager> Builder::build() {
 
 // --- lifecycle ---------------------------------------------------------------
 
-DistributedLockManager::~DistributedLockManager() = default;
+DistributedLockManager::DistributedLockManager()
+    : hub_(std::make_unique<internal::WaitHub>()) {}
+
+DistributedLockManager::~DistributedLockManager() {
+  // Renewals and release announcements call into the store and the hub;
+  // stop both before the members go.
+  keepAlive_.reset();
+  stopWatchingReleases();
+}
 
 void DistributedLockManager::initialize() {
   if (state_.load() == kDestroyed) {
@@ -128,7 +139,45 @@ void DistributedLockManager::initialize() {
 }
 
 void DistributedLockManager::destroy() {
-  if (state_.exchange(kDestroyed) != kDestroyed) store_->close();
+  if (state_.exchange(kDestroyed) == kDestroyed) return;
+  {
+    std::lock_guard<std::mutex> lock(keepAliveMutex_);
+    keepAlive_.reset();
+  }
+  stopWatchingReleases();
+  store_->close();
+}
+
+void DistributedLockManager::watchReleases() {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  if (watchState_ != kUnwatched) return;
+  // A store that cannot announce releases (or fails to start) leaves the
+  // waiters to poll; that is always correct, only slower.
+  bool watching = false;
+  try {
+    watching = store_->subscribeReleases(hub_.get());
+  } catch (const DLMException&) {
+    watching = false;
+  }
+  watchState_ = watching ? kWatching : kPolling;
+}
+
+void DistributedLockManager::stopWatchingReleases() {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  if (watchState_ == kWatching) {
+    try {
+      store_->unsubscribeReleases(hub_.get());
+    } catch (const DLMException&) {
+      // Nothing to do: the store stops delivering when it closes.
+    }
+  }
+  watchState_ = kUnwatched;
+}
+
+internal::KeepAlive& DistributedLockManager::keepAlive() {
+  std::lock_guard<std::mutex> lock(keepAliveMutex_);
+  if (!keepAlive_) keepAlive_ = std::make_unique<internal::KeepAlive>(*store_);
+  return *keepAlive_;
 }
 
 void DistributedLockManager::requireInitialized() const {
@@ -153,7 +202,7 @@ void DistributedLockManager::checkOwnLock(const Lock& lock) const {
   if (lock.manager_ != this) {
     throw DLMException(
         ErrorCode::INVALID_ARGUMENT,
-        fmt::format("{} was made by another lock manager", describeLock(lock)));
+        fmt::format("{} was made by another lock manager", lockName(lock)));
   }
 }
 
@@ -202,9 +251,8 @@ auto DistributedLockManager::withStoreRetries(const Lock& lock, Fn&& fn) {
                                    ? ErrorCode::CONNECTION_ERROR
                                    : ErrorCode::RETRIES_EXHAUSTED;
         throw DLMException(
-            code,
-            fmt::format("{}: {} store call failed after {} retries: {}",
-                        describeLock(lock), store_->name(), retry, e.what()));
+            code, fmt::format("{}: {} store call failed after {} retries: {}",
+                              lockName(lock), store_->name(), retry, e.what()));
       }
     }
     clock_->sleepFor(backoff);
@@ -240,14 +288,14 @@ namespace {
       ErrorCode::LOCK_UNAVAILABLE,
       fmt::format("{} is already held through this Lock (locks are not "
                   "re-entrant)",
-                  describeLock(lock)));
+                  lockName(lock)));
 }
 
 std::string blockedMessage(const Lock& lock, const std::string& blockedBy) {
   if (blockedBy.empty() || blockedBy == lock.storeKey()) {
-    return fmt::format("{} is held by someone else", describeLock(lock));
+    return fmt::format("{} is held by someone else", lockName(lock));
   }
-  return fmt::format("{} is blocked by the held lock '{}'", describeLock(lock),
+  return fmt::format("{} is blocked by the held lock '{}'", lockName(lock),
                      blockedBy);
 }
 
@@ -293,28 +341,179 @@ void DistributedLockManager::acquireLock(Lock& lock, milliseconds ttl,
           ? Clock::TimePoint::max()
           : start + timeout;
   std::string blockedBy;
-  while (!attempt(lock, ttl, &blockedBy)) {
-    const Clock::TimePoint now = clock_->now();
-    if (now >= deadline) {
-      throw DLMException(
-          ErrorCode::LOCK_UNAVAILABLE,
-          fmt::format("{} (gave up after {} ms)",
-                      blockedMessage(lock, blockedBy), timeout.count()));
+  if (attempt(lock, ttl, &blockedBy)) return;
+  waitForLock(lock, ttl, deadline, timeout, blockedBy);
+}
+
+namespace {
+
+// Deletes the waiter's request row however the wait ends. A failure here is
+// harmless: the row expires at the waiter's deadline and is then ignored.
+class RequestRow {
+ public:
+  RequestRow(LockStore& store, const std::string& key, std::string owner)
+      : store_(store), key_(key), owner_(std::move(owner)) {}
+  ~RequestRow() {
+    try {
+      store_.unregisterWait(key_, owner_);
+    } catch (const DLMException&) {
     }
+  }
+  RequestRow(const RequestRow&) = delete;
+  RequestRow& operator=(const RequestRow&) = delete;
+
+ private:
+  LockStore& store_;
+  const std::string& key_;
+  std::string owner_;
+};
+
+std::string describeCycle(const std::vector<std::string>& cycle) {
+  std::string out;
+  for (const auto& key : cycle) {
+    out += fmt::format("'{}' (whose holder waits for) ", key);
+  }
+  return out + "a lock this thread's owner holds";
+}
+
+// The longest jitter added to the attempt of a waiter woken together with
+// others.
+constexpr milliseconds kWakeJitter{2};
+
+}  // namespace
+
+void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
+                                         Clock::TimePoint deadline,
+                                         milliseconds timeout,
+                                         std::string& blockedBy) {
+  auto timedOut = [&] {
+    return DLMException(
+        ErrorCode::LOCK_UNAVAILABLE,
+        fmt::format("{} (gave up after {} ms)", blockedMessage(lock, blockedBy),
+                    timeout.count()));
+  };
+  if (clock_->now() >= deadline) throw timedOut();
+
+  // Listen for releases before the next attempt, so a release between that
+  // attempt and the sleep still ends the sleep.
+  watchReleases();
+  internal::WaitHub::Waiter waiter(lock.key_);
+  internal::WaitHub::Registration registration(*hub_, waiter);
+
+  const std::string owner = internal::currentThreadOwner();
+  const auto left = [&] {
+    return std::chrono::ceil<milliseconds>(deadline - clock_->now());
+  };
+  const milliseconds maxWait =
+      std::clamp(left() + milliseconds(1000), milliseconds(1), kMaxTtl);
+  const WaitRegistration registered = withStoreRetries(lock, [&] {
+    return store_->registerWait(WaitRequest{lock.key_, owner, maxWait});
+  });
+  if (!registered.deadlockCycle.empty()) {
+    throw DLMException(
+        ErrorCode::DEADLOCK_DETECTED,
+        fmt::format("{}: waiting would deadlock: {}", lockName(lock),
+                    describeCycle(registered.deadlockCycle)));
+  }
+  RequestRow requestRow(*store_, lock.key_.key, owner);
+
+  for (;;) {
+    waiter.signal.reset();
+    if (attempt(lock, ttl, &blockedBy)) return;
+    if (clock_->now() >= deadline) throw timedOut();
     // Never sleep past the deadline; the loop makes a last attempt there.
-    const auto left = std::chrono::ceil<milliseconds>(deadline - now);
-    clock_->sleepFor(std::min(config_.sleepBetweenRetries, left));
+    milliseconds sleep = config_.sleepBetweenRetries;
+    if (config_.retryJitter > 0) {
+      sleep -= std::chrono::duration_cast<milliseconds>(
+          sleep * (config_.retryJitter * internal::randomFraction()));
+    }
+    const bool woken =
+        clock_->sleepUntilSignalled(std::min(sleep, left()), waiter.signal);
+    if (woken && config_.retryJitter > 0 && hub_->rankOf(waiter) > 0) {
+      // Others were woken by the same release; the longest waiter goes first.
+      clock_->sleepFor(std::min(std::chrono::duration_cast<milliseconds>(
+                                    kWakeJitter * internal::randomFraction()) +
+                                    milliseconds(1),
+                                std::max(milliseconds(0), left())));
+    }
   }
 }
 
-bool DistributedLockManager::releaseLock(Lock& lock) {
-  checkOwnLock(lock);
-  if (!lock.isAcquired()) return false;
+bool DistributedLockManager::releaseByToken(Lock& lock) {
   requireInitialized();
   const bool freed = withStoreRetries(
       lock, [&] { return store_->release(lock.key_, lock.token_); });
   lock.clearAcquisition();
   return freed;
+}
+
+bool DistributedLockManager::releaseLock(Lock& lock) {
+  checkOwnLock(lock);
+  if (!lock.isAcquired() && !lock.isReleasePending()) return false;
+  return releaseByToken(lock);
+}
+
+bool DistributedLockManager::rollbackLock(Lock& lock) {
+  return releaseLock(lock);
+}
+
+void DistributedLockManager::commitLock(Lock& lock, AppTransaction& tx) {
+  checkOwnLock(lock);
+  requireInitialized();
+  if (!lock.isAcquired()) {
+    throw DLMException(
+        ErrorCode::LOCK_NOT_HELD,
+        fmt::format("{} is not held through this Lock", lockName(lock)));
+  }
+  try {
+    // No retries: the statement runs in the application's transaction, which
+    // a failure has already spoiled.
+    store_->releaseWithin(tx, lock.key_, lock.token_);
+  } catch (const DLMException& e) {
+    if (e.code() != ErrorCode::LOCK_NOT_HELD) throw;
+    lock.clearAcquisition();
+    throw DLMException(
+        ErrorCode::LOCK_NOT_HELD,
+        fmt::format("{} expired and was taken over; the application "
+                    "transaction cannot commit: {}",
+                    lockName(lock), e.what()));
+  }
+  lock.acquired_ = false;
+  lock.releasePending_ = true;
+}
+
+void DistributedLockManager::extendLock(Lock& lock) {
+  extendLock(lock, config_.lockTtl);
+}
+
+void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
+  checkOwnLock(lock);
+  validateTtl(ttl);
+  requireInitialized();
+  if (!lock.isAcquired()) {
+    throw DLMException(
+        ErrorCode::LOCK_NOT_HELD,
+        fmt::format("{} is not held through this Lock", lockName(lock)));
+  }
+  const std::optional<StoreTime> expires = withStoreRetries(
+      lock, [&] { return store_->extend(lock.key_.key, lock.token_, ttl); });
+  if (!expires) {
+    lock.clearAcquisition();
+    throw DLMException(
+        ErrorCode::LOCK_NOT_HELD,
+        fmt::format("{} expired and was taken over", lockName(lock)));
+  }
+  lock.expiresAt_ = *expires;
+}
+
+std::optional<LockRecord> DistributedLockManager::describeLock(
+    const Lock& lock) {
+  checkOwnLock(lock);
+  requireInitialized();
+  std::optional<LockRecord> row =
+      withStoreRetries(lock, [&] { return store_->describe(lock.key_.key); });
+  if (row && !row->held) return std::nullopt;
+  return row;
 }
 
 }  // namespace dlm

@@ -14,18 +14,27 @@ std::mt19937_64 freshGenerator() {
   return std::mt19937_64(seq);
 }
 
-}  // namespace
-
-std::string randomUuid() {
-  // One generator per thread (no lock). A fork()ed child inherits its
-  // parent's generator state, so re-seed when the pid changed: otherwise
-  // parent and child would hand out the same tokens.
+// One generator per thread (no lock). A fork()ed child inherits its parent's
+// generator state, so re-seed when the pid changed: otherwise parent and
+// child would hand out the same tokens.
+std::mt19937_64& threadGenerator() {
   thread_local std::mt19937_64 gen = freshGenerator();
   thread_local pid_t seededIn = getpid();
   if (pid_t pid = getpid(); pid != seededIn) {
     gen = freshGenerator();
     seededIn = pid;
   }
+  return gen;
+}
+
+}  // namespace
+
+double randomFraction() {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(threadGenerator());
+}
+
+std::string randomUuid() {
+  std::mt19937_64& gen = threadGenerator();
   std::uint64_t hi = gen();
   std::uint64_t lo = gen();
   hi = (hi & 0xFFFFFFFFFFFF0FFFULL) | 0x0000000000004000ULL;  // version 4

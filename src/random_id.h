@@ -9,4 +9,7 @@ namespace dlm::internal {
 // thread draws from its own generator seeded from std::random_device.
 std::string randomUuid();
 
+// Uniform in [0, 1), from the same per-thread generator (for jitter).
+double randomFraction();
+
 }  // namespace dlm::internal

@@ -2,9 +2,13 @@
 // headers (dlm/postgres_store.h, dlm/sqlite_store.h).
 #pragma once
 
+#include "dlm/app_transaction.h"
 #include "dlm/clock.h"
+#include "dlm/clustered_lock_service.h"
 #include "dlm/error.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"
+#include "dlm/lock_guard.h"
 #include "dlm/lock_manager.h"
 #include "dlm/lock_store.h"
+#include "dlm/owner.h"

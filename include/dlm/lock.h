@@ -22,6 +22,8 @@ enum class LockMode { EXCLUSIVE, SHARED };
 // copyable; a Lock is used by one thread at a time. A moved-from Lock holds
 // nothing. isAcquired() is this handle's own view: a lock that expired and was
 // taken by someone else still reads as acquired until releaseLock says false.
+class LockGuard;
+
 class Lock {
  public:
   Lock(Lock&& other) noexcept;
@@ -43,8 +45,19 @@ class Lock {
   const std::string& storeKey() const { return key_.key; }
 
   bool isAcquired() const { return acquired_; }
+  // After commitLock: the release waits for the application transaction's
+  // commit. rollbackLock (or releaseLock) frees the lock if that transaction
+  // rolled back. isAcquired() is false meanwhile.
+  bool isReleasePending() const { return releasePending_; }
   // Valid while isAcquired(): the owner GUID recorded on the row, the
-  // acquisition's fencing token, and the store-clock instants.
+  // acquisition's fencing token, and the store-clock instants (expiresAt
+  // follows extendLock; a LockGuard's keep-alive renewals show in
+  // LockGuard::expiresAt instead).
+  //
+  // The fencing token grows by one with every acquisition of the key, so a
+  // downstream system can refuse writes from a holder whose lock expired and
+  // was taken over: send the token with each write and have the system keep
+  // the highest token it has seen, rejecting smaller ones (see README).
   const std::string& owner() const { return owner_; }
   std::int64_t fencingToken() const { return fencingToken_; }
   StoreTime acquiredAt() const { return acquiredAt_; }
@@ -52,6 +65,7 @@ class Lock {
 
  private:
   friend class DistributedLockManager;
+  friend class LockGuard;
   Lock() = default;
 
   void clearAcquisition();
@@ -65,6 +79,7 @@ class Lock {
   const void* manager_ = nullptr;  // identity of the creating manager
 
   bool acquired_ = false;
+  bool releasePending_ = false;
   std::string owner_;
   std::string token_;
   std::int64_t fencingToken_ = 0;

@@ -11,7 +11,14 @@ struct LockConfiguration {
   // How long acquireLock waits by default. >= 0 (0: exactly one attempt).
   std::chrono::milliseconds waitForLock{std::chrono::seconds(90)};
   // The longest sleep between two attempts of a waiting acquireLock. > 0.
+  // A release of the awaited lock ends the sleep at once where the store
+  // can announce releases; an expiry never does.
   std::chrono::milliseconds sleepBetweenRetries{std::chrono::seconds(1)};
+  // So that waiters do not attempt in lock-step: each sleep between attempts
+  // is shortened by a random fraction of up to this, and of the waiters of
+  // one manager woken by the same release, all but the longest-waiting one
+  // start their attempt up to 2 ms later. 0 (exact schedule) to 0.5.
+  double retryJitter = 0.1;
   // How many times one store call is retried after a transient failure
   // (connection lost, serialization failure, busy) before the manager gives
   // up with CONNECTION_ERROR or RETRIES_EXHAUSTED. >= 0.

@@ -4,16 +4,26 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dlm/clock.h"
+#include "dlm/error.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"
+#include "dlm/lock_guard.h"
 #include "dlm/lock_store.h"
 
 namespace dlm {
+
+namespace internal {
+class KeepAlive;
+class WaitHub;
+}  // namespace internal
 
 // Thread-safe; share one manager between threads (each thread uses its own
 // Lock objects). Build with DistributedLockManager::builder().
@@ -55,8 +65,17 @@ class DistributedLockManager {
   void tryAcquireLock(Lock& lock, std::chrono::milliseconds ttl);
 
   // Attempts until held or until `timeout` (default waitForLock) has passed:
-  // sleeps min(sleepBetweenRetries, time left) between attempts and makes a
-  // last attempt at the deadline; a timeout of 0 is exactly one attempt.
+  // sleeps min(sleepBetweenRetries, time left) between attempts (shortened by
+  // the configured jitter) and makes a last attempt at the deadline; a
+  // timeout of 0 is exactly one attempt. Before the first sleep it records a
+  // request row (removed when the call returns, whatever the outcome) and
+  // follows the wait-for graph: if the lock's holder waits, directly or
+  // through others, for a lock held under the calling thread's owner (see
+  // owner.h), it throws DEADLOCK_DETECTED at once, naming the cycle. A
+  // release of the awaited lock (or of the ancestor or descendant blocking
+  // it) ends the sleep at once when the store announces releases
+  // (PostgreSQL: LISTEN/NOTIFY, any process; SQLite: this process);
+  // otherwise, and always for expiry, the next attempt comes after the sleep.
   // Throws LOCK_UNAVAILABLE on timeout; every other error at once.
   // INVALID_ARGUMENT for a negative timeout.
   void acquireLock(Lock& lock);
@@ -72,6 +91,55 @@ class DistributedLockManager {
   // may be repeated.
   bool releaseLock(Lock& lock);
 
+  // Releases `lock` inside the application's own open transaction `tx` (a
+  // PostgresTransaction or SqliteTransaction adapter from the store header),
+  // so the release becomes visible only if that transaction commits.
+  // Afterwards lock.isReleasePending(); if the transaction rolls back, call
+  // rollbackLock(lock) to free the lock. Throws LOCK_NOT_HELD when the handle
+  // holds nothing, or when the lock expired and was taken over: then the
+  // application transaction is made unable to commit (PostgreSQL: the
+  // statement fails inside it; SQLite: it is rolled back), so work done
+  // without the lock is not committed. INVALID_ARGUMENT for an adapter of
+  // another store kind or a transaction that is not open; CONNECTION_ERROR
+  // when the statement could not run (not retried: the transaction is the
+  // application's).
+  void commitLock(Lock& lock, AppTransaction& tx);
+
+  // Releases `lock` in a new transaction of the library's own: for after the
+  // application's transaction failed (following commitLock) or instead of
+  // commitLock. Same result and errors as releaseLock.
+  bool rollbackLock(Lock& lock);
+
+  // Extends the held lock to expire `ttl` from now by the store's clock
+  // (default lockTtl) and updates lock.expiresAt(). Throws LOCK_NOT_HELD when
+  // the handle holds nothing, or when the lock expired and was taken over
+  // (the handle then holds nothing); a lock that expired but was not taken is
+  // extended. INVALID_ARGUMENT for a bad ttl; CONNECTION_ERROR /
+  // RETRIES_EXHAUSTED as for acquiring.
+  void extendLock(Lock& lock);
+  void extendLock(Lock& lock, std::chrono::milliseconds ttl);
+
+  // The lock table's row for `lock`'s key while someone (anyone) holds it
+  // unexpired: owner GUID, holder host and pid, fencing token, times.
+  // nullopt when nobody holds it. Throws CONNECTION_ERROR /
+  // RETRIES_EXHAUSTED.
+  std::optional<LockRecord> describeLock(const Lock& lock);
+
+  // Runs fn under the lock `id` at `level`: acquireLock with the default
+  // ttl and timeout, a LockGuard with keep-alive while fn runs, released on
+  // every exit path. fn takes no argument or `const Lock&` (for its fencing
+  // token); returns what fn returns. Throws LOCK_UNAVAILABLE when the lock
+  // cannot be had in time (DEADLOCK_DETECTED, ... as acquireLock), fn's own
+  // exceptions unchanged, and LOCK_NOT_HELD when fn returned normally but the
+  // lock had been lost meanwhile (work ran partly unprotected).
+  template <typename Fn>
+  decltype(auto) withLock(const std::string& id, LockLevel level, Fn&& fn);
+
+  // Like withLock with one attempt (tryAcquireLock): when the lock is held
+  // elsewhere, skips fn and returns false; true when fn ran.
+  template <typename Fn>
+  bool tryWithLock(const std::string& id, LockLevel level, Fn&& fn);
+
   const std::string& clientId() const { return clientId_; }
   const std::string& farmId() const { return farmId_; }
   const LockConfiguration& configuration() const { return config_; }
@@ -79,7 +147,21 @@ class DistributedLockManager {
 
  private:
   friend class Builder;
-  DistributedLockManager() = default;
+  friend class LockGuard;
+  DistributedLockManager();
+
+  // Runs fn with a LockGuard on `lock` (acquired); see withLock.
+  template <typename Fn>
+  decltype(auto) runGuarded(Lock lock, Fn&& fn);
+  // Subscribes the wait hub to the store's release announcements once.
+  void watchReleases();
+  void stopWatchingReleases();
+  internal::KeepAlive& keepAlive();
+  // Waits after a failed first attempt; see acquireLock.
+  void waitForLock(Lock& lock, std::chrono::milliseconds ttl,
+                   Clock::TimePoint deadline, std::chrono::milliseconds timeout,
+                   std::string& blockedBy);
+  bool releaseByToken(Lock& lock);
 
   void requireInitialized() const;
   void checkOwnLock(const Lock& lock) const;
@@ -98,6 +180,13 @@ class DistributedLockManager {
   std::shared_ptr<LockStore> store_;
   std::shared_ptr<Clock> clock_;
   Holder holder_;
+
+  std::unique_ptr<internal::WaitHub> hub_;
+  std::mutex watchMutex_;  // guards watchState_
+  enum WatchState { kUnwatched, kWatching, kPolling };
+  WatchState watchState_ = kUnwatched;
+  std::mutex keepAliveMutex_;  // guards creating keepAlive_
+  std::unique_ptr<internal::KeepAlive> keepAlive_;
 
   enum State { kNew, kReady, kDestroyed };
   std::atomic<int> state_{kNew};
@@ -135,5 +224,62 @@ class DistributedLockManager::Builder {
   bool applyMigrations_ = false;
   std::shared_ptr<Clock> clock_;
 };
+
+// --- templates ---------------------------------------------------------------
+
+template <typename Fn>
+decltype(auto) DistributedLockManager::runGuarded(Lock lock, Fn&& fn) {
+  LockGuard guard(*this, std::move(lock));
+  auto finish = [&guard] {
+    if (guard.lost() || !guard.release()) {
+      throw DLMException(ErrorCode::LOCK_NOT_HELD,
+                         "the lock '" + guard.lock().lockId() +
+                             "' was lost while the guarded code ran");
+    }
+  };
+  if constexpr (std::is_invocable_v<Fn, const Lock&>) {
+    using Result = std::invoke_result_t<Fn, const Lock&>;
+    if constexpr (std::is_void_v<Result>) {
+      std::forward<Fn>(fn)(guard.lock());
+      finish();
+    } else {
+      Result result = std::forward<Fn>(fn)(guard.lock());
+      finish();
+      return result;
+    }
+  } else {
+    using Result = std::invoke_result_t<Fn>;
+    if constexpr (std::is_void_v<Result>) {
+      std::forward<Fn>(fn)();
+      finish();
+    } else {
+      Result result = std::forward<Fn>(fn)();
+      finish();
+      return result;
+    }
+  }
+}
+
+template <typename Fn>
+decltype(auto) DistributedLockManager::withLock(const std::string& id,
+                                                LockLevel level, Fn&& fn) {
+  Lock lock = getLockInstance(id, level);
+  acquireLock(lock);
+  return runGuarded(std::move(lock), std::forward<Fn>(fn));
+}
+
+template <typename Fn>
+bool DistributedLockManager::tryWithLock(const std::string& id, LockLevel level,
+                                         Fn&& fn) {
+  Lock lock = getLockInstance(id, level);
+  try {
+    tryAcquireLock(lock);
+  } catch (const DLMException& e) {
+    if (e.code() == ErrorCode::LOCK_UNAVAILABLE) return false;
+    throw;
+  }
+  runGuarded(std::move(lock), std::forward<Fn>(fn));
+  return true;
+}
 
 }  // namespace dlm

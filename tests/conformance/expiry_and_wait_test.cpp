@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "conformance/store_fixture.h"
+#include "support/owners.h"
 
 namespace dlm::test {
 namespace {
@@ -69,7 +70,7 @@ TEST_P(ExpiryAndWait, AcquireLockTimesOutCloseToItsTimeout) {
   auto holder = manager();
   auto waiter = manager();
   Lock held = holder->getLockInstance("busy", LockLevel::DC);
-  holder->tryAcquireLock(held);
+  asOwner("holder", [&] { holder->tryAcquireLock(held); });
   Lock wanted = waiter->getLockInstance("busy", LockLevel::DC);
   const auto start = steady_clock::now();
   EXPECT_EQ(codeOf([&] {
@@ -88,7 +89,7 @@ TEST_P(ExpiryAndWait, TimeoutZeroIsOneAttempt) {
   auto holder = manager();
   auto waiter = manager();
   Lock held = holder->getLockInstance("z", LockLevel::DC);
-  holder->tryAcquireLock(held);
+  asOwner("holder", [&] { holder->tryAcquireLock(held); });
   Lock wanted = waiter->getLockInstance("z", LockLevel::DC);
   EXPECT_EQ(codeOf([&] {
               waiter->acquireLock(wanted, milliseconds(1000), milliseconds(0));
@@ -103,7 +104,7 @@ TEST_P(ExpiryAndWait, AcquireLockSucceedsSoonAfterARelease) {
   auto holder = manager();
   auto waiter = manager();  // sleepBetweenRetries = 20 ms
   Lock held = holder->getLockInstance("handoff", LockLevel::DC);
-  holder->tryAcquireLock(held);
+  asOwner("holder", [&] { holder->tryAcquireLock(held); });
   steady_clock::time_point released;
   std::thread releaser([&] {
     std::this_thread::sleep_for(milliseconds(200));
@@ -123,7 +124,7 @@ TEST_P(ExpiryAndWait, WaiterTakesALockWhoseHolderCrashedOnceItExpires) {
   auto crashed = manager();
   auto waiter = manager();
   Lock held = crashed->getLockInstance("orphan", LockLevel::DC);
-  crashed->tryAcquireLock(held, milliseconds(300));
+  asOwner("crashed", [&] { crashed->tryAcquireLock(held, milliseconds(300)); });
   crashed.reset();  // never released
   Lock wanted = waiter->getLockInstance("orphan", LockLevel::DC);
   waiter->acquireLock(wanted, milliseconds(1000), milliseconds(5000));

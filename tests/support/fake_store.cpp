@@ -84,8 +84,7 @@ void FakeStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
                               std::string_view token) {
   auto* fake = dynamic_cast<FakeTransaction*>(&tx);
   if (fake == nullptr) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       "not a FakeTransaction");
+    throw DLMException(ErrorCode::INVALID_ARGUMENT, "not a FakeTransaction");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = rows_.find(key.key);
@@ -95,11 +94,10 @@ void FakeStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
     throw DLMException(ErrorCode::LOCK_NOT_HELD,
                        "the lock was taken over after it expired");
   }
-  fake->pending_.push_back(
-      [this, k = key.key, t = std::string(token)] {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (freeRow(k, t)) announce(k);
-      });
+  fake->pending_.push_back([this, k = key.key, t = std::string(token)] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (freeRow(k, t)) announce(k);
+  });
 }
 
 std::optional<StoreTime> FakeStore::extend(std::string_view key,
@@ -199,8 +197,8 @@ WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
     }
     frontier = std::move(next);
   }
-  requests_[{me, request.key.key}] = Request{request.key,
-                                             now_ + request.maxWait};
+  requests_[{me, request.key.key}] =
+      Request{request.key, now_ + request.maxWait};
   return {};
 }
 

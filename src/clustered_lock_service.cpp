@@ -1,0 +1,126 @@
+#include "dlm/clustered_lock_service.h"
+
+#include <cstdio>
+
+#include "dlm/owner.h"
+
+namespace dlm {
+
+using std::chrono::milliseconds;
+
+ClusteredLockService::ClusteredLockService(DistributedLockManager& manager,
+                                           LockLevel level)
+    : manager_(manager), level_(level) {}
+
+ClusteredLockService::~ClusteredLockService() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [id, held] : locks_) {
+    try {
+      manager_.releaseLock(held);
+    } catch (const std::exception& e) {
+      // The lock expires by its TTL; a destructor must not throw.
+      std::fprintf(stderr, "dlm: releasing '%s' failed: %s\n",
+                   id.second.c_str(), e.what());
+    }
+  }
+}
+
+bool ClusteredLockService::take(const Id& id, Lock& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = locks_.find(id);
+  if (it == locks_.end()) return false;
+  out = std::move(it->second);
+  locks_.erase(it);
+  return true;
+}
+
+void ClusteredLockService::put(const Id& id, Lock lock) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  locks_.insert_or_assign(id, std::move(lock));
+}
+
+bool ClusteredLockService::acquire(const std::string& resource,
+                                   milliseconds ttl,
+                                   const milliseconds* waitTime) {
+  const Id id{currentOwner(), resource};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = locks_.find(id);
+    if (it != locks_.end() && it->second.isAcquired()) return true;
+  }
+  // A handle left pending by commitLock is done with once a new lock is
+  // asked for: its transaction has ended one way or the other.
+  Lock lock = manager_.getLockInstance(resource, level_);
+  try {
+    if (waitTime == nullptr) {
+      manager_.tryAcquireLock(lock, ttl);
+    } else {
+      manager_.acquireLock(lock, ttl, *waitTime);
+    }
+  } catch (const DLMException& e) {
+    if (e.code() == ErrorCode::LOCK_UNAVAILABLE) return false;
+    throw;
+  }
+  put(id, std::move(lock));
+  return true;
+}
+
+bool ClusteredLockService::getLock(const std::string& resource,
+                                   milliseconds ttl) {
+  return acquire(resource, ttl, nullptr);
+}
+
+bool ClusteredLockService::getLock(const std::string& resource,
+                                   milliseconds ttl, milliseconds waitTime) {
+  return acquire(resource, ttl, &waitTime);
+}
+
+bool ClusteredLockService::releaseLock(const std::string& resource) {
+  const Id id{currentOwner(), resource};
+  Lock lock = manager_.getLockInstance(resource, level_);
+  if (!take(id, lock)) return false;
+  try {
+    return manager_.releaseLock(lock);
+  } catch (...) {
+    put(id, std::move(lock));  // still held: the call may be repeated
+    throw;
+  }
+}
+
+bool ClusteredLockService::rollbackLock(const std::string& resource) {
+  const Id id{currentOwner(), resource};
+  Lock lock = manager_.getLockInstance(resource, level_);
+  if (!take(id, lock)) return false;
+  try {
+    return manager_.rollbackLock(lock);
+  } catch (...) {
+    put(id, std::move(lock));
+    throw;
+  }
+}
+
+void ClusteredLockService::commitLock(const std::string& resource,
+                                      AppTransaction& tx) {
+  const Id id{currentOwner(), resource};
+  Lock lock = manager_.getLockInstance(resource, level_);
+  if (!take(id, lock)) {
+    throw DLMException(ErrorCode::LOCK_NOT_HELD,
+                       "'" + resource + "' is not held by this owner");
+  }
+  try {
+    manager_.commitLock(lock, tx);
+  } catch (...) {
+    if (lock.isAcquired()) put(id, std::move(lock));
+    throw;
+  }
+  // Kept (release pending) so rollbackLock can free it if tx rolls back.
+  put(id, std::move(lock));
+}
+
+bool ClusteredLockService::holdsLock(const std::string& resource) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = locks_.find({currentOwner(), resource});
+  return it != locks_.end() && it->second.isAcquired();
+}
+
+}  // namespace dlm

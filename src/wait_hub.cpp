@@ -1,0 +1,49 @@
+#include "wait_hub.h"
+
+namespace dlm::internal {
+
+bool mayUnblock(const StoreKey& waiting, std::string_view released) {
+  if (released == waiting.key) return true;
+  for (const auto& a : waiting.ancestors) {
+    if (released == a) return true;
+  }
+  return !waiting.descendantsBegin.empty() &&
+         released >= waiting.descendantsBegin &&
+         released < waiting.descendantsEnd;
+}
+
+WaitHub::Registration::Registration(WaitHub& hub, Waiter& waiter) : hub_(hub) {
+  std::lock_guard<std::mutex> lock(hub_.mutex_);
+  it_ = hub_.waiters_.insert(hub_.waiters_.end(), &waiter);
+}
+
+WaitHub::Registration::~Registration() {
+  std::lock_guard<std::mutex> lock(hub_.mutex_);
+  hub_.waiters_.erase(it_);
+}
+
+int WaitHub::rankOf(const Waiter& waiter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waiter.rank;
+}
+
+void WaitHub::released(std::string_view key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int rank = 0;
+  for (Waiter* w : waiters_) {
+    if (!mayUnblock(w->key, key)) continue;
+    w->rank = rank++;
+    w->signal.notify();
+  }
+}
+
+void WaitHub::missedReleases() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int rank = 0;
+  for (Waiter* w : waiters_) {
+    w->rank = rank++;
+    w->signal.notify();
+  }
+}
+
+}  // namespace dlm::internal

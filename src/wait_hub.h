@@ -1,0 +1,53 @@
+// Wakes a manager's waiting acquireLock calls when a lock that blocks them is
+// released (the store delivers released keys through ReleaseListener).
+#pragma once
+
+#include <list>
+#include <mutex>
+#include <string_view>
+
+#include "dlm/clock.h"
+#include "dlm/lock_store.h"
+
+namespace dlm::internal {
+
+// True when freeing `released` may unblock a waiter for `waiting`: it is the
+// same key, an ancestor or a descendant of it.
+bool mayUnblock(const StoreKey& waiting, std::string_view released);
+
+class WaitHub final : public ReleaseListener {
+ public:
+  struct Waiter {
+    explicit Waiter(const StoreKey& k) : key(k) {}
+    const StoreKey& key;
+    WakeSignal signal;
+    // Set before each wake: 0 for the longest-waiting matching waiter of
+    // this hub, 1, 2, ... for the others.
+    int rank = 0;
+  };
+
+  // Registers `waiter` (in arrival order) for the lifetime of the object.
+  class Registration {
+   public:
+    Registration(WaitHub& hub, Waiter& waiter);
+    ~Registration();
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+
+   private:
+    WaitHub& hub_;
+    std::list<Waiter*>::iterator it_;
+  };
+
+  // The rank the last wake of `waiter` gave it.
+  int rankOf(const Waiter& waiter);
+
+  void released(std::string_view key) override;
+  void missedReleases() override;
+
+ private:
+  std::mutex mutex_;
+  std::list<Waiter*> waiters_;
+};
+
+}  // namespace dlm::internal
