@@ -155,17 +155,17 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
               static_cast<long long>(acquisitions), report.keys.size());
 }
 
-pid_t spawnWorker(const std::vector<std::string>& args) {
+pid_t spawnWorker(const std::vector<std::string>& args,
+                  const char* program = DLM_CONTENTION_WORKER) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = 0;
   // The worker inherits the environment: PG* variables name the server.
-  const int rc = posix_spawn(&pid, DLM_CONTENTION_WORKER, nullptr, nullptr,
-                             argv.data(), environ);
+  const int rc =
+      posix_spawn(&pid, program, nullptr, nullptr, argv.data(), environ);
   if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << DLM_CONTENTION_WORKER << ": "
-                  << std::strerror(rc);
+    ADD_FAILURE() << "posix_spawn " << program << ": " << std::strerror(rc);
     return -1;
   }
   return pid;
@@ -236,6 +236,70 @@ TEST_P(Contention, FourProcessesNeverOverlap) {
   ASSERT_EQ(static_cast<int>(results.size()), kProcesses);
   auto manager = makeManager(env->newStore());
   expectMutualExclusion(results, *manager, kMinAcquisitions);
+}
+
+int waitForExit(pid_t pid) {
+  int status = 0;
+  // EINTR: keep waiting.
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// Two processes each hold one lock and ask for the other's: exactly one is
+// told DEADLOCK_DETECTED at once, releases, and the other then acquires.
+TEST_P(Contention, TwoProcessesInADeadlockOneIsToldAndTheOtherAcquires) {
+  auto env = makeEnvironment(GetParam());
+  cli::TempDir dir("dlm-deadlock");
+  const std::int64_t startAt =
+      cli::steadyNowNs() +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(1500ms).count();
+  const char* holds[2] = {"left", "right"};
+  std::vector<pid_t> pids;
+  std::vector<std::string> outs;
+  for (int w = 0; w < 2; ++w) {
+    outs.push_back((dir.path() / ("side-" + std::to_string(w))).string());
+    std::vector<std::string> args{"dlm_deadlock_worker",
+                                  "--url",
+                                  env->url(),
+                                  "--hold",
+                                  holds[w],
+                                  "--want",
+                                  holds[1 - w],
+                                  "--start-at-ns",
+                                  std::to_string(startAt),
+                                  "--out",
+                                  outs.back()};
+    if (!env->postgresSchema().empty()) {
+      args.push_back("--schema");
+      args.push_back(env->postgresSchema());
+    }
+    pids.push_back(spawnWorker(args, DLM_DEADLOCK_WORKER));
+  }
+  std::vector<std::pair<std::string, long>> outcomes;
+  for (int w = 0; w < 2; ++w) {
+    if (pids[static_cast<std::size_t>(w)] <= 0) continue;
+    const int status = waitForExit(pids[static_cast<std::size_t>(w)]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "side " << w << " ended with status " << status;
+    std::ifstream in(outs[static_cast<std::size_t>(w)]);
+    std::string outcome;
+    long ms = -1;
+    in >> outcome >> ms;
+    outcomes.emplace_back(outcome, ms);
+  }
+  ASSERT_EQ(outcomes.size(), 2U);
+  const std::string deadlock =
+      std::to_string(static_cast<int>(ErrorCode::DEADLOCK_DETECTED));
+  const int told =
+      (outcomes[0].first == deadlock) + (outcomes[1].first == deadlock);
+  ASSERT_EQ(told, 1) << outcomes[0].first << " / " << outcomes[1].first;
+  const auto& loser = outcomes[0].first == deadlock ? outcomes[0] : outcomes[1];
+  const auto& winner =
+      outcomes[0].first == deadlock ? outcomes[1] : outcomes[0];
+  EXPECT_LT(loser.second, 1000) << "told within a second";
+  EXPECT_EQ(winner.first, "acquired");
+  EXPECT_LT(winner.second, 10000) << "well before its 20 s timeout";
 }
 
 // A build with neither store has nothing to instantiate.

@@ -14,6 +14,8 @@
 #include "support/pg_test_support.h"
 #endif
 #ifdef DLM_WITH_SQLITE
+#include <sqlite3.h>
+
 #include "dlm/sqlite_store.h"
 #endif
 
@@ -21,6 +23,61 @@ namespace dlm::test {
 namespace {
 
 #ifdef DLM_WITH_SQLITE
+void sqliteExec(sqlite3* db, const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error(sql + ": " + message);
+  }
+}
+
+struct SqliteCloser {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+using SqliteHandle = std::unique_ptr<sqlite3, SqliteCloser>;
+
+SqliteHandle openSqlite(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open(path.c_str(), &db);
+  SqliteHandle handle(db);
+  if (rc != SQLITE_OK) throw std::runtime_error("cannot open " + path);
+  sqlite3_busy_timeout(db, 5000);
+  return handle;
+}
+
+class SqliteAppSession final : public AppSession {
+ public:
+  explicit SqliteAppSession(const std::string& path)
+      : db_(openSqlite(path)), adapter_(db_.get()) {
+    sqliteExec(db_.get(), "BEGIN IMMEDIATE");
+  }
+  ~SqliteAppSession() override {
+    if (sqlite3_get_autocommit(db_.get()) == 0) {
+      sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+  AppTransaction& adapter() override { return adapter_; }
+  void write(const std::string& marker) override {
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v2(db_.get(), "INSERT INTO app_work VALUES (?1)", -1,
+                           &raw, nullptr) != SQLITE_OK) {
+      throw std::runtime_error(sqlite3_errmsg(db_.get()));
+    }
+    sqlite3_bind_text(raw, 1, marker.data(), static_cast<int>(marker.size()),
+                      SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(raw);
+    sqlite3_finalize(raw);
+    if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_.get()));
+  }
+  void commit() override { sqliteExec(db_.get(), "COMMIT"); }
+  void rollback() override { sqliteExec(db_.get(), "ROLLBACK"); }
+
+ private:
+  SqliteHandle db_;
+  SqliteTransaction adapter_;
+};
+
 class SqliteEnvironment final : public StoreEnvironment {
  public:
   SqliteEnvironment() : dir_("dlm-test"), path_(dir_.file("locks.sqlite")) {
@@ -39,6 +96,23 @@ class SqliteEnvironment final : public StoreEnvironment {
   }
   std::string url() const override { return "sqlite:" + path_; }
   std::string postgresSchema() const override { return ""; }
+  std::unique_ptr<AppSession> beginAppTransaction() override {
+    sqliteExec(openSqlite(path_).get(),
+               "CREATE TABLE IF NOT EXISTS app_work (marker TEXT)");
+    return std::make_unique<SqliteAppSession>(path_);
+  }
+  bool appRowExists(const std::string& marker) override {
+    SqliteHandle db = openSqlite(path_);
+    sqliteExec(db.get(), "CREATE TABLE IF NOT EXISTS app_work (marker TEXT)");
+    sqlite3_stmt* raw = nullptr;
+    sqlite3_prepare_v2(db.get(), "SELECT 1 FROM app_work WHERE marker = ?1", -1,
+                       &raw, nullptr);
+    sqlite3_bind_text(raw, 1, marker.data(), static_cast<int>(marker.size()),
+                      SQLITE_TRANSIENT);
+    const bool found = sqlite3_step(raw) == SQLITE_ROW;
+    sqlite3_finalize(raw);
+    return found;
+  }
 
  private:
   cli::TempDir dir_;
@@ -47,6 +121,27 @@ class SqliteEnvironment final : public StoreEnvironment {
 #endif
 
 #ifdef DLM_WITH_POSTGRES
+class PostgresAppSession final : public AppSession {
+ public:
+  PostgresAppSession(const std::string& conninfo, std::string table)
+      : conn_(conninfo),
+        tx_(std::make_unique<pqxx::work>(conn_)),
+        adapter_(*tx_),
+        table_(std::move(table)) {}
+  AppTransaction& adapter() override { return adapter_; }
+  void write(const std::string& marker) override {
+    tx_->exec_params("INSERT INTO " + table_ + " VALUES ($1)", marker);
+  }
+  void commit() override { tx_->commit(); }
+  void rollback() override { tx_->abort(); }
+
+ private:
+  pqxx::connection conn_;
+  std::unique_ptr<pqxx::work> tx_;
+  PostgresTransaction adapter_;
+  std::string table_;
+};
+
 // A fresh schema with dlm's migrations applied by the admin role, used
 // through a login role that has only dlm_client: a privilege the library
 // needs but the schema does not grant fails the suite.
@@ -70,8 +165,32 @@ class PostgresEnvironment final : public StoreEnvironment {
     return fmt::format("postgresql://{}@", role_.name());
   }
   std::string postgresSchema() const override { return schema_.name(); }
+  std::unique_ptr<AppSession> beginAppTransaction() override {
+    return std::make_unique<PostgresAppSession>(
+        fmt::format("user={}", role_.name()), appTable());
+  }
+  bool appRowExists(const std::string& marker) override {
+    pqxx::work tx(schema_.admin());
+    return !tx.exec_params("SELECT 1 FROM " + appTable() + " WHERE marker = $1",
+                           marker)
+                .empty();
+  }
 
  private:
+  // The application's own table, in dlm's schema but always named with it.
+  std::string appTable() {
+    if (!appTableMade_) {
+      pqxx::connection& admin = schema_.admin();
+      const std::string table = admin.quote_name(schema_.name()) + ".app_work";
+      execSql(admin, "CREATE TABLE " + table + " (marker text)");
+      execSql(admin, "GRANT SELECT, INSERT ON " + table + " TO " +
+                         admin.quote_name(role_.name()));
+      appTableMade_ = true;
+    }
+    return schema_.admin().quote_name(schema_.name()) + ".app_work";
+  }
+  bool appTableMade_ = false;
+
   static FreshSchema& migrated(FreshSchema& schema) {
     PostgresStore(schema.options()).initialize(/*applyMigrations=*/true);
     return schema;

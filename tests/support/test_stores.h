@@ -8,9 +8,24 @@
 #include <string>
 #include <vector>
 
+#include "dlm/app_transaction.h"
 #include "dlm/lock_store.h"
 
 namespace dlm::test {
+
+// The application's own open transaction on a store environment's database,
+// as commitLock receives it. Rolled back on destruction if still open.
+class AppSession {
+ public:
+  virtual ~AppSession() = default;
+  // The store adapter (PostgresTransaction / SqliteTransaction) for it.
+  virtual AppTransaction& adapter() = 0;
+  // Inserts `marker` into the application's own table in this transaction.
+  virtual void write(const std::string& marker) = 0;
+  // Throws (any std::exception) when the commit fails.
+  virtual void commit() = 0;
+  virtual void rollback() = 0;
+};
 
 class StoreEnvironment {
  public:
@@ -28,6 +43,12 @@ class StoreEnvironment {
   virtual std::string url() const = 0;
   // The PostgreSQL schema ("" for SQLite).
   virtual std::string postgresSchema() const = 0;
+  // Opens a transaction of the application's own (its own connection; on
+  // PostgreSQL with the default search_path, which does not name dlm's
+  // schema) on this database.
+  virtual std::unique_ptr<AppSession> beginAppTransaction() = 0;
+  // Whether a committed application row holds `marker`.
+  virtual bool appRowExists(const std::string& marker) = 0;
 };
 
 // "<prefix>_<pid>_<8 random hex digits>": unique across concurrent runs.

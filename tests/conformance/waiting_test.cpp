@@ -1,0 +1,229 @@
+// Owners, request rows, deadlock detection and wake-up on release.
+#include <atomic>
+#include <thread>
+
+#include "conformance/store_fixture.h"
+#include "support/joining_thread.h"
+#include "support/owners.h"
+
+namespace dlm::test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+using Waiting = StoreConformance;
+
+TEST_P(Waiting, HolderDetailsAreReadableForAHeldLock) {
+  auto m = manager();
+  auto observer = manager();
+  Lock lock = m->getLockInstance("report", LockLevel::DC);
+  EXPECT_FALSE(m->describeLock(lock).has_value());
+  asOwner("billing-job-7", [&] { m->tryAcquireLock(lock); });
+  EXPECT_EQ(lock.owner(), "billing-job-7");
+  Lock same = observer->getLockInstance("report", LockLevel::DC);
+  // Same client id, so the same key: anyone can read who holds it.
+  auto row = observer->describeLock(same);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->owner, "billing-job-7");
+  EXPECT_EQ(row->holder.pid, static_cast<std::int64_t>(getpid()));
+  EXPECT_FALSE(row->holder.host.empty());
+  EXPECT_EQ(row->fencingToken, lock.fencingToken());
+  ASSERT_TRUE(m->releaseLock(lock));
+  EXPECT_FALSE(observer->describeLock(same).has_value());
+}
+
+TEST_P(Waiting, EveryThreadHasItsOwnOwnerUnlessAScopeSetsOne) {
+  auto m = manager();
+  Lock mine = m->getLockInstance("mine", LockLevel::DC);
+  m->tryAcquireLock(mine);
+  EXPECT_EQ(mine.owner(), currentOwner());
+  std::string otherOwner;
+  std::thread([&] {
+    Lock theirs = m->getLockInstance("theirs", LockLevel::DC);
+    m->tryAcquireLock(theirs);
+    otherOwner = theirs.owner();
+  }).join();
+  EXPECT_NE(otherOwner, mine.owner());
+  EXPECT_EQ(otherOwner.size(), 36U);  // a GUID
+  {
+    OwnerScope outer("outer");
+    {
+      OwnerScope inner("inner");
+      EXPECT_EQ(currentOwner(), "inner");
+    }
+    EXPECT_EQ(currentOwner(), "outer");
+  }
+  EXPECT_EQ(currentOwner(), mine.owner());
+  EXPECT_EQ(codeOf([] { OwnerScope bad(""); }), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([] { OwnerScope bad(std::string(129, 'o')); }),
+            ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST_P(Waiting, TwoThreadsWaitingForEachOthersLockOneGetsDeadlockDetected) {
+  LockConfiguration config = fastConfig();
+  config.waitForLock = std::chrono::seconds(20);
+  auto m1 = manager("", "farm1", config);
+  auto m2 = manager("", "farm1", config);
+  struct Outcome {
+    ErrorCode code = ErrorCode::INTERNAL_ERROR;
+    bool acquired = false;
+    milliseconds took{0};
+  };
+  Outcome out[2];
+  std::atomic<int> ready{0};
+  auto side = [&](DistributedLockManager& m, const char* mine,
+                  const char* theirs, Outcome& o) {
+    Lock held = m.getLockInstance(mine, LockLevel::DC);
+    m.tryAcquireLock(held);
+    ++ready;
+    while (ready.load() < 2) std::this_thread::yield();
+    Lock wanted = m.getLockInstance(theirs, LockLevel::DC);
+    const auto start = steady_clock::now();
+    try {
+      m.acquireLock(wanted);
+      o.acquired = true;
+      m.releaseLock(wanted);
+    } catch (const DLMException& e) {
+      o.code = e.code();
+    }
+    o.took =
+        std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
+    m.releaseLock(held);  // lets the other side through
+  };
+  JoiningThread a(side, std::ref(*m1), "left", "right", std::ref(out[0]));
+  JoiningThread b(side, std::ref(*m2), "right", "left", std::ref(out[1]));
+  a.join();
+  b.join();
+  const int deadlocks = (out[0].code == ErrorCode::DEADLOCK_DETECTED) +
+                        (out[1].code == ErrorCode::DEADLOCK_DETECTED);
+  ASSERT_EQ(deadlocks, 1) << "exactly one side is told";
+  const Outcome& loser =
+      out[0].code == ErrorCode::DEADLOCK_DETECTED ? out[0] : out[1];
+  const Outcome& winner =
+      out[0].code == ErrorCode::DEADLOCK_DETECTED ? out[1] : out[0];
+  EXPECT_LT(loser.took, milliseconds(1000));
+  EXPECT_FALSE(loser.acquired);
+  EXPECT_TRUE(winner.acquired);
+  EXPECT_LT(winner.took, milliseconds(10000)) << "not after its 20 s timeout";
+}
+
+TEST_P(Waiting, WaitingForALockHeldUnderTheSameOwnerIsADeadlock) {
+  auto m = manager();
+  auto other = manager();
+  Lock child = m->getLockInstance("tree.leaf", LockLevel::DC);
+  m->tryAcquireLock(child);
+  Lock parent = other->getLockInstance("tree", LockLevel::DC);
+  const auto start = steady_clock::now();
+  try {
+    other->acquireLock(parent, milliseconds(1000), std::chrono::seconds(10));
+    ADD_FAILURE() << "acquired a lock blocked by its own owner";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::DEADLOCK_DETECTED);
+    EXPECT_NE(std::string(e.what()).find("tree"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST_P(Waiting, AWaitThatEndedLeavesNoRequestBehind) {
+  auto m = manager();
+  Lock x = m->getLockInstance("x", LockLevel::DC);
+  Lock y = m->getLockInstance("y", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(x); });
+  asOwner("b", [&] {
+    Lock wantX = m->getLockInstance("x", LockLevel::DC);
+    EXPECT_EQ(codeOf([&] {
+                m->acquireLock(wantX, milliseconds(1000), milliseconds(100));
+              }),
+              ErrorCode::LOCK_UNAVAILABLE);
+    m->tryAcquireLock(y);
+  });
+  // Had b's request for x stayed, a waiting for y (held by b) would close
+  // a cycle.
+  asOwner("a", [&] {
+    Lock wantY = m->getLockInstance("y", LockLevel::DC);
+    EXPECT_EQ(codeOf([&] {
+                m->acquireLock(wantY, milliseconds(1000), milliseconds(100));
+              }),
+              ErrorCode::LOCK_UNAVAILABLE);
+  });
+}
+
+TEST_P(Waiting, ARequestOfACrashedWaiterIsIgnoredAfterItsDeadline) {
+  auto m = manager();
+  Lock x = m->getLockInstance("x", LockLevel::DC);
+  Lock y = m->getLockInstance("y", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(x); });
+  asOwner("crashed", [&] { m->tryAcquireLock(y); });
+  // "crashed" recorded that it waits for x, with a 200 ms deadline, and died.
+  Lock probe = m->getLockInstance("x", LockLevel::DC);
+  const WaitRegistration r = m->store().registerWait(WaitRequest{
+      StoreKey{
+          probe.storeKey(), {}, probe.storeKey() + ".", probe.storeKey() + "/"},
+      "crashed", milliseconds(200)});
+  ASSERT_TRUE(r.deadlockCycle.empty());
+  asOwner("a", [&] {
+    Lock wantY = m->getLockInstance("y", LockLevel::DC);
+    EXPECT_EQ(codeOf([&] {
+                m->acquireLock(wantY, milliseconds(1000), milliseconds(50));
+              }),
+              ErrorCode::DEADLOCK_DETECTED)
+        << "the live request closes the cycle";
+  });
+  std::this_thread::sleep_for(milliseconds(400));
+  asOwner("a", [&] {
+    Lock wantY = m->getLockInstance("y", LockLevel::DC);
+    EXPECT_EQ(codeOf([&] {
+                m->acquireLock(wantY, milliseconds(1000), milliseconds(50));
+              }),
+              ErrorCode::LOCK_UNAVAILABLE)
+        << "past its deadline the request no longer counts";
+  });
+}
+
+TEST_P(Waiting, AReleaseWakesAWaiterLongBeforeItsNextPoll) {
+  LockConfiguration slow = fastConfig();
+  slow.sleepBetweenRetries = std::chrono::seconds(30);
+  auto holder = manager();
+  auto waiterManager = manager("", "farm1", slow);
+  Lock held = holder->getLockInstance("handoff", LockLevel::DC);
+  asOwner("holder", [&] { holder->tryAcquireLock(held); });
+  Lock wanted = waiterManager->getLockInstance("handoff", LockLevel::DC);
+  JoiningThread waiter([&] {
+    waiterManager->acquireLock(wanted, milliseconds(5000),
+                               std::chrono::seconds(25));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto released = steady_clock::now();
+  ASSERT_TRUE(holder->releaseLock(held));
+  waiter.join();
+  EXPECT_TRUE(wanted.isAcquired());
+  EXPECT_LT(steady_clock::now() - released, std::chrono::seconds(10))
+      << "woken by the release, not by the 30 s poll";
+}
+
+TEST_P(Waiting, ReleasingADescendantWakesAWaiterForItsAncestor) {
+  LockConfiguration slow = fastConfig();
+  slow.sleepBetweenRetries = std::chrono::seconds(30);
+  auto holder = manager();
+  auto waiterManager = manager("", "farm1", slow);
+  Lock leaf = holder->getLockInstance("jobs.nightly.part1", LockLevel::DC);
+  asOwner("holder", [&] { holder->tryAcquireLock(leaf); });
+  Lock root = waiterManager->getLockInstance("jobs", LockLevel::DC);
+  JoiningThread waiter([&] {
+    waiterManager->acquireLock(root, milliseconds(5000),
+                               std::chrono::seconds(25));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto released = steady_clock::now();
+  ASSERT_TRUE(holder->releaseLock(leaf));
+  waiter.join();
+  EXPECT_TRUE(root.isAcquired());
+  EXPECT_LT(steady_clock::now() - released, std::chrono::seconds(10));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Waiting, ::testing::ValuesIn(compiledStores()),
+                         storeParamName);
+
+}  // namespace
+}  // namespace dlm::test
