@@ -231,9 +231,10 @@ template <typename Fn>
 decltype(auto) DistributedLockManager::runGuarded(Lock lock, Fn&& fn) {
   LockGuard guard(*this, std::move(lock));
   auto finish = [&guard] {
+    const std::string lockId = guard.lock().lockId();
     if (guard.lost() || !guard.release()) {
       throw DLMException(ErrorCode::LOCK_NOT_HELD,
-                         "the lock '" + guard.lock().lockId() +
+                         "the lock '" + lockId +
                              "' was lost while the guarded code ran");
     }
   };

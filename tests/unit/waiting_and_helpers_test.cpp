@@ -1,0 +1,215 @@
+// The manager's issue-3 policy against the in-memory store: request rows,
+// deadlock detection before any sleep, wake-up, jitter, commitLock, guards.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "dlm/dlm.h"
+#include "support/error_code.h"
+#include "support/fake_clock.h"
+#include "support/fake_store.h"
+#include "support/forwarding_store.h"
+#include "support/joining_thread.h"
+#include "support/owners.h"
+
+namespace dlm {
+namespace {
+
+using std::chrono::milliseconds;
+using test::asOwner;
+using test::codeOf;
+using test::FakeClock;
+using test::FakeStore;
+using test::FakeTransaction;
+
+class WaitingTest : public ::testing::Test {
+ protected:
+  WaitingTest()
+      : fake_(std::make_shared<FakeStore>()),
+        clock_(std::make_shared<FakeClock>()) {
+    config_.sleepBetweenRetries = milliseconds(1000);
+    config_.waitForLock = milliseconds(2500);
+    config_.retryJitter = 0;
+  }
+
+  std::unique_ptr<DistributedLockManager> manager(bool fakeClock = true) {
+    auto b = DistributedLockManager::builder()
+                 .clientId("svc")
+                 .farmId("farm1")
+                 .store(fake_)
+                 .configuration(config_);
+    if (fakeClock) b.clock(clock_);
+    auto m = b.build();
+    m->initialize();
+    return m;
+  }
+
+  std::shared_ptr<FakeStore> fake_;
+  std::shared_ptr<FakeClock> clock_;
+  LockConfiguration config_;
+};
+
+TEST_F(WaitingTest, DeadlockIsThrownBeforeAnySleepAndLeavesNoRequest) {
+  auto m = manager();
+  Lock x = m->getLockInstance("x", LockLevel::DC);
+  Lock y = m->getLockInstance("y", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(x); });
+  m->tryAcquireLock(y);  // this thread's owner holds y
+  // "a" waits for y (its request row is live).
+  ASSERT_TRUE(fake_
+                  ->registerWait(WaitRequest{StoreKey{y.storeKey(), {}, "", ""},
+                                             "a", std::chrono::seconds(60)})
+                  .deadlockCycle.empty());
+  Lock wantX = m->getLockInstance("x", LockLevel::DC);
+  try {
+    m->acquireLock(wantX);
+    ADD_FAILURE() << "no deadlock reported";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::DEADLOCK_DETECTED);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(x.storeKey()), std::string::npos) << what;
+    EXPECT_NE(what.find(y.storeKey()), std::string::npos) << what;
+  }
+  EXPECT_TRUE(clock_->sleeps().empty());
+  EXPECT_EQ(fake_->requests().size(), 1U) << "only a's request is left";
+}
+
+TEST_F(WaitingTest, TheRequestRowLivesExactlyAsLongAsTheWait) {
+  auto m = manager();
+  Lock held = m->getLockInstance("x", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
+  std::vector<std::size_t> seen;
+  clock_->onSleep(
+      [&](milliseconds) { seen.push_back(fake_->requests().size()); });
+  Lock wanted = m->getLockInstance("x", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { m->acquireLock(wanted); }),
+            ErrorCode::LOCK_UNAVAILABLE);
+  EXPECT_EQ(seen, (std::vector<std::size_t>{1, 1, 1}));
+  EXPECT_TRUE(fake_->requests().empty());
+  // And after a successful wait.
+  clock_->onSleep([&](milliseconds) {
+    if (held.isAcquired()) asOwner("a", [&] { m->releaseLock(held); });
+  });
+  m->acquireLock(wanted);
+  EXPECT_TRUE(wanted.isAcquired());
+  EXPECT_TRUE(fake_->requests().empty());
+}
+
+TEST_F(WaitingTest, JitterShortensSleepsButNeverLengthensThem) {
+  config_.retryJitter = 0.2;
+  config_.waitForLock = milliseconds(20000);
+  auto m = manager();
+  Lock held = m->getLockInstance("x", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
+  Lock wanted = m->getLockInstance("x", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { m->acquireLock(wanted); }),
+            ErrorCode::LOCK_UNAVAILABLE);
+  const auto sleeps = clock_->sleeps();
+  ASSERT_GE(sleeps.size(), 20U);
+  bool varied = false;
+  for (std::size_t i = 0; i + 1 < sleeps.size(); ++i) {  // the last is cut
+    EXPECT_GE(sleeps[i], milliseconds(800));
+    EXPECT_LE(sleeps[i], milliseconds(1000));
+    varied = varied || sleeps[i] != sleeps[0];
+  }
+  EXPECT_TRUE(varied) << "every sleep the same: no jitter";
+}
+
+TEST_F(WaitingTest, RetryJitterMustBeBetweenZeroAndAHalf) {
+  for (double bad : {-0.1, 0.6, std::nan("")}) {
+    config_.retryJitter = bad;
+    EXPECT_EQ(codeOf([&] { manager(); }), ErrorCode::INVALID_ARGUMENT) << bad;
+  }
+}
+
+TEST_F(WaitingTest, AReleaseEndsTheSleepAndPollingRemainsTheFallback) {
+  config_.sleepBetweenRetries = std::chrono::seconds(60);
+  config_.waitForLock = std::chrono::seconds(120);
+  for (bool notifies : {true, false}) {
+    fake_->setNotifies(notifies);
+    if (!notifies) config_.sleepBetweenRetries = milliseconds(50);
+    auto m = manager(/*fakeClock=*/false);
+    Lock held = m->getLockInstance("x", LockLevel::DC);
+    asOwner("a", [&] { m->tryAcquireLock(held); });
+    Lock wanted = m->getLockInstance("x", LockLevel::DC);
+    const auto start = std::chrono::steady_clock::now();
+    {
+      test::JoiningThread waiter([&] { m->acquireLock(wanted); });
+      std::this_thread::sleep_for(milliseconds(100));
+      ASSERT_TRUE(m->releaseLock(held));
+    }
+    EXPECT_TRUE(wanted.isAcquired()) << notifies;
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(30))
+        << "notifies=" << notifies;
+    m->releaseLock(wanted);
+  }
+}
+
+TEST_F(WaitingTest, CommitLockReleasesOnlyWhenTheTransactionCommits) {
+  auto m = manager();
+  Lock lock = m->getLockInstance("x", LockLevel::DC);
+  m->tryAcquireLock(lock);
+  FakeTransaction rolledBack;
+  m->commitLock(lock, rolledBack);
+  EXPECT_TRUE(lock.isReleasePending());
+  rolledBack.rollback();
+  EXPECT_TRUE(fake_->describe(lock.storeKey())->held);
+  EXPECT_TRUE(m->rollbackLock(lock));
+  EXPECT_FALSE(fake_->describe(lock.storeKey())->held);
+
+  m->tryAcquireLock(lock);
+  FakeTransaction committed;
+  m->commitLock(lock, committed);
+  EXPECT_TRUE(fake_->describe(lock.storeKey())->held);
+  committed.commit();
+  EXPECT_FALSE(fake_->describe(lock.storeKey())->held);
+}
+
+TEST_F(WaitingTest, CommitLockAfterTakeoverDoomsTheTransaction) {
+  auto m = manager();
+  Lock lock = m->getLockInstance("x", LockLevel::DC);
+  m->tryAcquireLock(lock, milliseconds(100));
+  fake_->advance(milliseconds(200));
+  Lock taker = m->getLockInstance("x", LockLevel::DC);
+  asOwner("b", [&] { m->tryAcquireLock(taker); });
+  FakeTransaction tx;
+  EXPECT_EQ(codeOf([&] { m->commitLock(lock, tx); }), ErrorCode::LOCK_NOT_HELD);
+  EXPECT_TRUE(tx.doomed());
+  EXPECT_FALSE(lock.isAcquired());
+  EXPECT_FALSE(lock.isReleasePending());
+}
+
+TEST_F(WaitingTest, WithLockReportsALockLostWhileTheBodyRan) {
+  auto m = manager();
+  EXPECT_EQ(codeOf([&] {
+              m->withLock("x", LockLevel::DC, [&](const Lock& lock) {
+                // An operator frees it and someone else takes it.
+                fake_->forceRelease(lock.storeKey());
+                Lock taker = m->getLockInstance("x", LockLevel::DC);
+                asOwner("b", [&] { m->tryAcquireLock(taker); });
+              });
+            }),
+            ErrorCode::LOCK_NOT_HELD);
+}
+
+TEST_F(WaitingTest, LockGuardMoveAssignmentReleasesWhatItHeld) {
+  auto m = manager();
+  Lock a = m->getLockInstance("a", LockLevel::DC);
+  Lock b = m->getLockInstance("b", LockLevel::DC);
+  m->tryAcquireLock(a);
+  m->tryAcquireLock(b);
+  const std::string keyA = a.storeKey();
+  LockGuard ga(*m, std::move(a), KeepAliveOptions{false, {}});
+  LockGuard gb(*m, std::move(b), KeepAliveOptions{false, {}});
+  ga = std::move(gb);
+  EXPECT_FALSE(fake_->describe(keyA)->held);
+  EXPECT_TRUE(ga.holdsLock());
+  EXPECT_TRUE(ga.release());
+  EXPECT_FALSE(ga.holdsLock());
+  EXPECT_FALSE(ga.release()) << "an empty guard releases nothing";
+}
+
+}  // namespace
+}  // namespace dlm
