@@ -41,6 +41,9 @@ class ClusteredLockService {
   // released only if `tx` commits. LOCK_NOT_HELD when this owner holds no
   // such lock or it was taken over (then `tx` cannot commit).
   void commitLock(const std::string& resource, AppTransaction& tx);
+  void commitLock(const std::string& resource, AppTransaction&& tx) {
+    commitLock(resource, tx);
+  }
   // Frees the lock in the library's own transaction (after `tx` rolled back,
   // or instead of commitLock). Result as releaseLock.
   bool rollbackLock(const std::string& resource);

@@ -64,6 +64,7 @@ class LockGuard {
   // (DistributedLockManager::commitLock). If that transaction rolls back, the
   // guard's destructor (or release()) frees the lock in its own transaction.
   void commit(AppTransaction& tx);
+  void commit(AppTransaction&& tx) { commit(tx); }
 
  private:
   void stopKeepAlive() noexcept;

@@ -104,6 +104,8 @@ class DistributedLockManager {
   // when the statement could not run (not retried: the transaction is the
   // application's).
   void commitLock(Lock& lock, AppTransaction& tx);
+  // For a temporary adapter: commitLock(lock, PostgresTransaction(tx)).
+  void commitLock(Lock& lock, AppTransaction&& tx) { commitLock(lock, tx); }
 
   // Releases `lock` in a new transaction of the library's own: for after the
   // application's transaction failed (following commitLock) or instead of
