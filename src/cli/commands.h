@@ -16,6 +16,7 @@ int runMigrate(const GlobalOptions& global, Args& args);
 int runDemo(const GlobalOptions& global, Args& args);
 int runList(const GlobalOptions& global, Args& args);
 int runRelease(const GlobalOptions& global, Args& args);
+int runExec(const GlobalOptions& global, Args& args);
 
 // The usage text of one command ("" for an unknown one), and of dlmctl.
 std::string commandUsage(const std::string& command);

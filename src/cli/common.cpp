@@ -18,6 +18,7 @@ commands:
               no two holders ever overlapped
   list        list held locks
   release     force-release a lock (operator override)
+  exec        run a command while holding a lock
   help [CMD]  this text, or a command's usage
 
 global options (anywhere on the line):
@@ -81,6 +82,25 @@ that is gone; the holder is not told). KEY is a store key as `list` prints
 it ("DC#default#dlmctl#demo.key-1"), or a lock id ("demo.key-1") taken in
 the scope of --client and --farm (a DC lock, or XDC with --xdc). Prints
 whether the lock was held.
+)";
+  }
+  if (command == "exec") {
+    return R"(usage: dlmctl [global options] exec --lock ID [--xdc] [--ttl S]
+                  [--wait S] -- COMMAND [ARG...]
+
+Takes the lock ID (a DC lock in the scope of --client and --farm, or XDC with
+--xdc), runs COMMAND while holding it, renewing the lease every third of the
+TTL, and releases it when COMMAND ends. COMMAND sees DLM_FENCING_TOKEN (send
+it with writes downstream) and DLM_LOCK_KEY in its environment. If a renewal
+finds the lock lost, COMMAND is sent SIGTERM. The schema must be in place
+(dlmctl migrate).
+
+  --ttl S    lease length in seconds (default 60)
+  --wait S   how long to wait for the lock (default 0: one attempt)
+
+Exit status: COMMAND's (128+N when killed by signal N); 75 when the lock is
+held elsewhere (COMMAND not run); 1 when the lock was lost while COMMAND ran
+or a library error; 127 when COMMAND cannot be started.
 )";
   }
   return "";

@@ -19,6 +19,7 @@ int dispatch(const std::string& command, const dlm::cli::GlobalOptions& global,
   if (command == "demo") return dlm::cli::runDemo(global, args);
   if (command == "list") return dlm::cli::runList(global, args);
   if (command == "release") return dlm::cli::runRelease(global, args);
+  if (command == "exec") return dlm::cli::runExec(global, args);
   throw dlm::cli::UsageError("unknown command '" + command + "'");
 }
 
