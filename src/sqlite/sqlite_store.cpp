@@ -426,25 +426,36 @@ AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
 
 bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
   const std::string_view key = storeKey.key;
-  const bool freed = impl_->withConnection([&](Connection& c) {
+  // {true when this token's acquisition is released, true when this call
+  // freed it (and must announce it)}.
+  const auto [released, freed] = impl_->withConnection([&](Connection& c) {
     Transaction tx(c, Durability::kLazy);
     // Conditional on the acquisition's token: a holder whose lock expired
-    // and was taken over cannot free the new holder's lock. The token stays
-    // on the row so a retried release of the same acquisition is true again.
+    // and was taken over cannot free the new holder's lock.
     c.statement(
          "UPDATE dlm_locks SET status = 'FREE' "
-         "WHERE resource = ?1 AND token = ?2")
+         "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
         .bind(1, key)
         .bind(2, token)
         .run();
     const bool changed = sqlite3_changes(c.handle()) > 0;
+    bool already = false;
+    if (!changed) {
+      // The token stays on the row after a release, so a retried release of
+      // the same acquisition (its reply was lost) is true again; it frees
+      // nothing, so wakes no one.
+      Statement row = c.statement(
+          "SELECT 1 FROM dlm_locks WHERE resource = ?1 AND token = ?2");
+      row.bind(1, key).bind(2, token);
+      already = row.step();
+    }
     tx.commit();
-    return changed;
+    return std::make_pair(changed || already, changed);
   });
   // After COMMIT and outside the connection mutex: a woken waiter's attempt
   // sees the row free and does not wait for this store.
   if (freed) impl_->announce(key);
-  return freed;
+  return released;
 }
 
 std::optional<StoreTime> SqliteStore::extend(std::string_view key,
