@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -165,9 +166,11 @@ class SqliteStore::Impl {
   }
 
   // The release channel of this store's file (its canonical path, or a
-  // private name for an in-memory database); opens the connection to learn
-  // it.
+  // private name for an in-memory database). Takes the connection mutex (and
+  // opens the connection) only when no connection was ever opened.
   std::string channel() {
+    std::string known = knownChannel();
+    if (!known.empty()) return known;
     withConnection([](Connection&) { return 0; });
     return knownChannel();
   }
@@ -189,7 +192,6 @@ class SqliteStore::Impl {
   ReleaseBus& bus() { return *bus_; }
   const std::string& path() const { return options_.path; }
 
- private:
   void throwIfClosed() const {
     if (closed_) {
       throw DLMException(
@@ -198,11 +200,13 @@ class SqliteStore::Impl {
     }
   }
 
+ private:
   const SqliteStoreOptions options_;
   // Kept so the process-wide bus outlives this store.
   const std::shared_ptr<ReleaseBus> bus_;
   std::mutex mutex_;
-  bool closed_ = false;
+  // Atomic so releaseWithin can check it without the connection mutex.
+  std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
   // Set once, when the first connection opens; guarded apart from mutex_ so
   // unsubscribing and announcing never wait for a transaction.
@@ -574,6 +578,7 @@ struct AppStatementFinalizer {
 void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
                                 std::string_view token) {
   const std::string& path = impl_->path();
+  impl_->throwIfClosed();
   auto* app = dynamic_cast<SqliteTransaction*>(&tx);
   if (app == nullptr) {
     invalidTransaction(path,
@@ -591,6 +596,10 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
   }
   // The release must land in the store's own file, whatever path spelling
   // either side used.
+  // Without the connection mutex once the store has opened its connection
+  // (it has: the lock was acquired through it). Waiting for that mutex here
+  // could stall: another thread of this store may hold it while its BEGIN
+  // IMMEDIATE waits for the application's write lock.
   const std::string storeFile = impl_->channel();
   const std::string appFile = internal::sqlite::canonicalFile(db);
   if (appFile != storeFile) {

@@ -205,6 +205,44 @@ TEST_F(SqliteReleaseWithinTest, TheSameFileSpelledAnotherWayIsAccepted) {
   EXPECT_FALSE(held());
 }
 
+TEST_F(SqliteReleaseWithinTest, AClosedStoreRefusesIt) {
+  hold();
+  store_->close();
+  app_.exec("BEGIN IMMEDIATE");
+  SqliteTransaction tx(app_.handle());
+  EXPECT_EQ(codeOf([&] { store_->releaseWithin(tx, key_, token_); }),
+            ErrorCode::INTERNAL_ERROR);
+  app_.exec("ROLLBACK");
+}
+
+// Another thread of the same store waits (inside its BEGIN IMMEDIATE, with
+// the store's connection) for the application's write lock; releaseWithin
+// must not wait for that thread, or both would wait out the busy timeout.
+TEST_F(SqliteReleaseWithinTest, DoesNotWaitForAStoreCallBlockedByTheApp) {
+  hold();
+  app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
+  std::promise<AcquireResult> waiter;
+  auto result = waiter.get_future();
+  std::thread t([&] {
+    try {
+      waiter.set_value(
+          acquire(*store_, key_, std::chrono::seconds(30), nullptr, "owner-2"));
+    } catch (...) {
+      waiter.set_exception(std::current_exception());
+    }
+  });
+  // Give the thread time to reach its busy wait (the test passes either
+  // way when it has not; it then just does not exercise the case).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  SqliteTransaction tx(app_.handle());
+  store_->releaseWithin(tx, key_, token_);
+  app_.exec("COMMIT");
+  t.join();
+  // The waiting attempt ran after the commit and took the freed lock
+  // (instead of failing with RETRIES_EXHAUSTED).
+  EXPECT_TRUE(result.get().acquired);
+}
+
 // --- Release delivery between store objects ----------------------------------
 
 class SqliteReleaseBusTest : public ::testing::Test {
