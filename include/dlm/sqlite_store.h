@@ -26,7 +26,11 @@ namespace dlm {
 // when another connection wrote since, and only a new transaction helps. If
 // the lock was taken over after expiry (or force-released), commitLock rolls
 // that transaction back (so the COMMIT fails with "no transaction is
-// active") and throws LOCK_NOT_HELD.
+// active") and throws LOCK_NOT_HELD. While the application's transaction
+// holds the file's write lock (from BEGIN IMMEDIATE or its first write on),
+// every other dlm write on the file waits for it (any thread or process, this
+// thread's own acquireLock/releaseLock included) and fails with
+// RETRIES_EXHAUSTED after busyTimeout: commit soon after commitLock.
 class SqliteTransaction final : public AppTransaction {
  public:
   explicit SqliteTransaction(sqlite3* db) : db_(db) {}

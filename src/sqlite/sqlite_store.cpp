@@ -595,11 +595,11 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
                        "(BEGIN IMMEDIATE first)");
   }
   // The release must land in the store's own file, whatever path spelling
-  // either side used.
-  // Without the connection mutex once the store has opened its connection
-  // (it has: the lock was acquired through it). Waiting for that mutex here
-  // could stall: another thread of this store may hold it while its BEGIN
-  // IMMEDIATE waits for the application's write lock.
+  // either side used. channel() does not take the connection mutex once the
+  // store has opened its connection (it has: the lock was acquired through
+  // it); waiting for that mutex could stall, as another thread of this store
+  // may hold it while its BEGIN IMMEDIATE waits for the application's write
+  // lock.
   const std::string storeFile = impl_->channel();
   const std::string appFile = internal::sqlite::canonicalFile(db);
   if (appFile != storeFile) {
@@ -623,8 +623,9 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
   sqlite3_stmt* raw = nullptr;
   int rc = sqlite3_prepare_v2(db, kRelease, -1, &raw, nullptr);
   std::unique_ptr<sqlite3_stmt, AppStatementFinalizer> stmt(raw);
-  if (rc != SQLITE_OK)
+  if (rc != SQLITE_OK) {
     fail(rc, "preparing the release in the application's transaction");
+  }
   rc = sqlite3_bind_text64(stmt.get(), 1, key.key.data(), key.key.size(),
                            SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc == SQLITE_OK) {
@@ -668,8 +669,7 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
   impl_->announce(key.key);
 }
 
-// --- Waits and deadlock detection
-// ----------------------------------------------
+// --- Waits and deadlock detection --------------------------------------------
 
 namespace {
 
@@ -834,8 +834,7 @@ void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
   });
 }
 
-// --- Release notifications
-// -----------------------------------------------------
+// --- Release notifications ---------------------------------------------------
 
 bool SqliteStore::subscribeReleases(ReleaseListener* listener) {
   if (listener == nullptr) {
