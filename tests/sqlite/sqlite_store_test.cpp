@@ -217,9 +217,7 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
   for (const auto& call : std::vector<std::function<void()>>{
            [&] { store->initialize(false); },
            [&] { acquire(*store, pathKey(kScope, "x")); },
-           [&] {
-             store->release(StoreKey{kScope + "x", {}, {}, {}}, "t");
-           },
+           [&] { store->release(StoreKey{kScope + "x", {}, {}, {}}, "t"); },
            [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
            [&] { store->describe(kScope + "x"); }, [&] { store->listHeld(""); },
            [&] { store->forceRelease(kScope + "x"); }, [&] { store->now(); }}) {
