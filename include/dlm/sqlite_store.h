@@ -17,9 +17,20 @@ namespace dlm {
 //   ... the application's writes ...
 //   manager.commitLock(lock, dlm::SqliteTransaction(db));
 //   sqlite3_exec(db, "COMMIT", ...);
-// `db` must be a connection to the manager's SqliteStore file with a
-// transaction open. If the lock was taken over, commitLock rolls that
-// transaction back (so the COMMIT fails) and throws LOCK_NOT_HELD.
+// `db` must be a connection to the manager's SqliteStore file (any path
+// spelling: files are compared after resolving links) with a transaction
+// open; otherwise commitLock throws INVALID_ARGUMENT and changes nothing. The
+// release is an UPDATE run on `db`, so it commits or rolls back with the
+// application's work. Prefer BEGIN IMMEDIATE: in a deferred transaction that
+// has only read, the UPDATE may fail with RETRIES_EXHAUSTED (SQLITE_BUSY)
+// when another connection wrote since, and only a new transaction helps. If
+// the lock was taken over after expiry (or force-released), commitLock rolls
+// that transaction back (so the COMMIT fails with "no transaction is
+// active") and throws LOCK_NOT_HELD. While the application's transaction
+// holds the file's write lock (from BEGIN IMMEDIATE or its first write on),
+// every other dlm write on the file waits for it (any thread or process, this
+// thread's own acquireLock/releaseLock included) and fails with
+// RETRIES_EXHAUSTED after busyTimeout: commit soon after commitLock.
 class SqliteTransaction final : public AppTransaction {
  public:
   explicit SqliteTransaction(sqlite3* db) : db_(db) {}
@@ -42,9 +53,23 @@ struct SqliteStoreOptions {
 // Thread-safe: one connection guarded by a mutex. Every write runs in a
 // BEGIN IMMEDIATE transaction (the file's write lock takes the place of
 // SELECT ... FOR UPDATE); the file is in WAL mode. Expiry is judged by this
-// process's wall clock (std::chrono::system_clock). A release wakes the
-// waiters of every SqliteStore on the same file in this process at once;
-// waiters in other processes notice by polling.
+// process's wall clock (std::chrono::system_clock).
+//
+// Release notifications (subscribeReleases, which always returns true) are
+// in-process only: release, forceRelease and releaseWithin on any SqliteStore
+// object in this process on the same file (the same canonical path) are
+// delivered to the listeners subscribed on every such object, on the
+// releasing thread, before the call returns. Releases by other processes are
+// not delivered: their waiters notice by polling (sleepBetweenRetries). A
+// ":memory:" store only hears its own releases. releaseWithin announces at
+// once, before the application commits (SQLite cannot say when it does): a
+// woken waiter's attempt waits for the application's transaction to end (the
+// write lock) and then sees the row free if it committed; if it rolled back,
+// the lock is still held and waiters find out at their next poll. A store
+// destroyed with listeners still subscribed drops them.
+//
+// registerWait runs under BEGIN IMMEDIATE, which serialises it with every
+// other registration on the file, across processes.
 class SqliteStore final : public LockStore {
  public:
   // Opens no connection yet; the first call (usually initialize) does.

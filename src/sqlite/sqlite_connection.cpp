@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "dlm/error.h"
@@ -16,6 +18,62 @@ void DatabaseCloser::operator()(sqlite3* db) const noexcept {
 
 void StatementFinalizer::operator()(sqlite3_stmt* stmt) const noexcept {
   sqlite3_finalize(stmt);
+}
+
+void throwError(sqlite3* db, std::string_view path, int rc,
+                std::string_view what,
+                std::optional<std::chrono::milliseconds> busyTimeout) {
+  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const std::string detail =
+      fmt::format("sqlite store '{}': {} failed: {} (SQLite code {}: {})", path,
+                  what, message, rc, sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
+      // Another connection kept the write lock longer than the busy
+      // timeout; the manager may retry the whole call.
+      throw DLMException(
+          ErrorCode::RETRIES_EXHAUSTED,
+          busyTimeout ? fmt::format("{}; waited {} ms for the database write "
+                                    "lock",
+                                    detail, busyTimeout->count())
+                      : detail,
+          /*transient=*/true);
+    case SQLITE_CANTOPEN:
+      // A missing directory or a permission problem does not go away within
+      // a retry's backoff.
+      throw DLMException(ErrorCode::CONNECTION_ERROR, detail);
+    case SQLITE_IOERR:
+      // An I/O error may be passing (e.g. a file system hiccup); every store
+      // call is safe to repeat.
+      throw DLMException(ErrorCode::CONNECTION_ERROR, detail,
+                         /*transient=*/true);
+    default:
+      break;
+  }
+  if (std::string_view(message).find("no such table") !=
+      std::string_view::npos) {
+    throw DLMException(
+        ErrorCode::SCHEMA_MISMATCH,
+        fmt::format("{}; the dlm schema is missing: apply "
+                    "migrations/sqlite/ (`dlmctl migrate --db {}`)",
+                    detail, path));
+  }
+  throw DLMException(ErrorCode::INTERNAL_ERROR, detail);
+}
+
+std::string canonicalFile(sqlite3* db) {
+  // SQLite reports the main file's absolute name; "" for ":memory:" and
+  // temporary databases.
+  const char* name = sqlite3_db_filename(db, "main");
+  if (name == nullptr || *name == '\0') return {};
+  std::error_code error;
+  const std::filesystem::path resolved =
+      std::filesystem::canonical(name, error);
+  // The file exists while it is open; should resolving fail anyway (a
+  // directory renamed meanwhile), SQLite's absolute name is the best guess.
+  return error ? std::string(name) : resolved.string();
 }
 
 // --- Statement ---------------------------------------------------------------
@@ -114,43 +172,7 @@ Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout)
 Connection::~Connection() = default;
 
 void Connection::fail(int rc, std::string_view what) const {
-  const char* message =
-      db_ != nullptr ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc);
-  const std::string detail =
-      fmt::format("sqlite store '{}': {} failed: {} (SQLite code {}: {})",
-                  path_, what, message, rc, sqlite3_errstr(rc));
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_PROTOCOL:
-      // Another connection kept the write lock longer than busyTimeout; the
-      // manager may retry the whole call.
-      throw DLMException(
-          ErrorCode::RETRIES_EXHAUSTED,
-          fmt::format("{}; waited {} ms for the database write lock", detail,
-                      busy_.timeout().count()),
-          /*transient=*/true);
-    case SQLITE_CANTOPEN:
-      // A missing directory or a permission problem does not go away within
-      // a retry's backoff.
-      throw DLMException(ErrorCode::CONNECTION_ERROR, detail);
-    case SQLITE_IOERR:
-      // An I/O error may be passing (e.g. a file system hiccup); every store
-      // call is safe to repeat.
-      throw DLMException(ErrorCode::CONNECTION_ERROR, detail,
-                         /*transient=*/true);
-    default:
-      break;
-  }
-  if (std::string_view(message).find("no such table") !=
-      std::string_view::npos) {
-    throw DLMException(
-        ErrorCode::SCHEMA_MISMATCH,
-        fmt::format("{}; the dlm schema is missing: apply "
-                    "migrations/sqlite/ (`dlmctl migrate --db {}`)",
-                    detail, path_));
-  }
-  throw DLMException(ErrorCode::INTERNAL_ERROR, detail);
+  throwError(db_.get(), path_, rc, what, busy_.timeout());
 }
 
 Statement Connection::statement(const char* sql) {

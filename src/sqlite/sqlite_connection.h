@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,6 +41,25 @@ enum class Durability {
 };
 
 class Connection;
+
+// The one translation of SQLite failures into DLMException (Connection::fail
+// uses it for the store's own handle; releaseWithin for the application's):
+//   SQLITE_BUSY / SQLITE_LOCKED / SQLITE_PROTOCOL (after the busy handler
+//     gave up)                       -> RETRIES_EXHAUSTED, transient
+//   SQLITE_CANTOPEN                  -> CONNECTION_ERROR
+//   SQLITE_IOERR                     -> CONNECTION_ERROR, transient
+//   "no such table"                  -> SCHEMA_MISMATCH
+//   anything else                    -> INTERNAL_ERROR
+// The message carries the path, what was being done, the extended result
+// code and db's errmsg (db may be null), and the busy timeout when known.
+[[noreturn]] void throwError(
+    sqlite3* db, std::string_view path, int rc, std::string_view what,
+    std::optional<std::chrono::milliseconds> busyTimeout);
+
+// The file `db` has open as its main database, with symbolic links and
+// relative parts resolved, so that two connections on one file give the same
+// string; empty for an in-memory or temporary database.
+std::string canonicalFile(sqlite3* db);
 
 // A cached prepared statement in use. Resets the statement when destroyed,
 // so a cached statement never keeps a read transaction open between calls.
@@ -91,14 +111,7 @@ class Connection {
       fail(rc, what);
     }
   }
-  // The one translation of SQLite failures into DLMException:
-  //   SQLITE_BUSY / SQLITE_LOCKED / SQLITE_PROTOCOL (after the busy handler
-  //     gave up)                       -> RETRIES_EXHAUSTED, transient
-  //   SQLITE_CANTOPEN                  -> CONNECTION_ERROR
-  //   SQLITE_IOERR                     -> CONNECTION_ERROR, transient
-  //   "no such table"                  -> SCHEMA_MISMATCH
-  //   anything else                    -> INTERNAL_ERROR
-  // The message carries the path, the extended result code and errmsg.
+  // throwError for this connection.
   [[noreturn]] void fail(int rc, std::string_view what) const;
 
   // A statement prepared on first use and reused afterwards. `sql` must be a

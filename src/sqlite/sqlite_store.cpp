@@ -26,21 +26,27 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "crc32.h"
 #include "dlm/error.h"
 #include "migration.h"
+#include "sqlite/release_bus.h"
 #include "sqlite/sqlite_connection.h"
 
 namespace dlm {
 
 using internal::sqlite::Connection;
 using internal::sqlite::Durability;
+using internal::sqlite::ReleaseBus;
 using internal::sqlite::Statement;
 using internal::sqlite::Transaction;
 using std::chrono::milliseconds;
@@ -115,7 +121,15 @@ LockRecord readRecord(const Statement& row, std::int64_t now) {
 
 class SqliteStore::Impl {
  public:
-  explicit Impl(SqliteStoreOptions options) : options_(std::move(options)) {}
+  explicit Impl(SqliteStoreOptions options)
+      : options_(std::move(options)), bus_(ReleaseBus::shared()) {}
+
+  ~Impl() {
+    // Listeners left subscribed (the owner forgot to unsubscribe) must not
+    // be called after the store is gone.
+    const std::string channel = knownChannel();
+    if (!channel.empty()) bus_->unsubscribeAll(channel, this);
+  }
 
   // Runs fn(connection) with the store's mutex held, opening the connection
   // on first use.
@@ -127,6 +141,14 @@ class SqliteStore::Impl {
       // Not kept when opening fails, so the next call tries again.
       connection_ =
           std::make_unique<Connection>(options_.path, options_.busyTimeout);
+      std::lock_guard<std::mutex> channelGuard(channelMutex_);
+      if (channel_.empty()) {
+        // Named once, by the first connection: every store object on the
+        // same file gets the same name, however its path was spelled.
+        const std::string file =
+            internal::sqlite::canonicalFile(connection_->handle());
+        channel_ = file.empty() ? ReleaseBus::privateChannel() : file;
+      }
     }
     return fn(*connection_);
   }
@@ -143,7 +165,33 @@ class SqliteStore::Impl {
     connection_.reset();
   }
 
- private:
+  // The release channel of this store's file (its canonical path, or a
+  // private name for an in-memory database). Takes the connection mutex (and
+  // opens the connection) only when no connection was ever opened.
+  std::string channel() {
+    std::string known = knownChannel();
+    if (!known.empty()) return known;
+    withConnection([](Connection&) { return 0; });
+    return knownChannel();
+  }
+
+  // The channel if a connection was ever opened, else empty. Takes only the
+  // channel's own mutex, never the connection's.
+  std::string knownChannel() {
+    std::lock_guard<std::mutex> guard(channelMutex_);
+    return channel_;
+  }
+
+  // Tells this process's listeners on the file that `key` was freed. Called
+  // without the connection mutex: listeners never wait for a store call.
+  void announce(std::string_view key) {
+    const std::string channel = knownChannel();
+    if (!channel.empty()) bus_->publish(channel, key);
+  }
+
+  ReleaseBus& bus() { return *bus_; }
+  const std::string& path() const { return options_.path; }
+
   void throwIfClosed() const {
     if (closed_) {
       throw DLMException(
@@ -152,10 +200,18 @@ class SqliteStore::Impl {
     }
   }
 
+ private:
   const SqliteStoreOptions options_;
+  // Kept so the process-wide bus outlives this store.
+  const std::shared_ptr<ReleaseBus> bus_;
   std::mutex mutex_;
-  bool closed_ = false;
+  // Atomic so releaseWithin can check it without the connection mutex.
+  std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
+  // Set once, when the first connection opens; guarded apart from mutex_ so
+  // unsubscribing and announcing never wait for a transaction.
+  std::mutex channelMutex_;
+  std::string channel_;
 };
 
 namespace {
@@ -374,21 +430,36 @@ AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
 
 bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
   const std::string_view key = storeKey.key;
-  return impl_->withConnection([&](Connection& c) {
+  // {true when this token's acquisition is released, true when this call
+  // freed it (and must announce it)}.
+  const auto [released, freed] = impl_->withConnection([&](Connection& c) {
     Transaction tx(c, Durability::kLazy);
     // Conditional on the acquisition's token: a holder whose lock expired
-    // and was taken over cannot free the new holder's lock. The token stays
-    // on the row so a retried release of the same acquisition is true again.
+    // and was taken over cannot free the new holder's lock.
     c.statement(
          "UPDATE dlm_locks SET status = 'FREE' "
-         "WHERE resource = ?1 AND token = ?2")
+         "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
         .bind(1, key)
         .bind(2, token)
         .run();
-    const bool freed = sqlite3_changes(c.handle()) > 0;
+    const bool changed = sqlite3_changes(c.handle()) > 0;
+    bool already = false;
+    if (!changed) {
+      // The token stays on the row after a release, so a retried release of
+      // the same acquisition (its reply was lost) is true again; it frees
+      // nothing, so wakes no one.
+      Statement row = c.statement(
+          "SELECT 1 FROM dlm_locks WHERE resource = ?1 AND token = ?2");
+      row.bind(1, key).bind(2, token);
+      already = row.step();
+    }
     tx.commit();
-    return freed;
+    return std::make_pair(changed || already, changed);
   });
+  // After COMMIT and outside the connection mutex: a woken waiter's attempt
+  // sees the row free and does not wait for this store.
+  if (freed) impl_->announce(key);
+  return released;
 }
 
 std::optional<StoreTime> SqliteStore::extend(std::string_view key,
@@ -460,7 +531,7 @@ std::vector<LockRecord> SqliteStore::listHeld(std::string_view keyPrefix) {
 }
 
 bool SqliteStore::forceRelease(std::string_view key) {
-  return impl_->withConnection([&](Connection& c) {
+  const bool freed = impl_->withConnection([&](Connection& c) {
     // Lazy like release: a lost force-release leaves the lock to its TTL.
     Transaction tx(c, Durability::kLazy);
     // Whoever holds it. The token stays, so a later takeover still makes the
@@ -470,10 +541,12 @@ bool SqliteStore::forceRelease(std::string_view key) {
          "WHERE resource = ?1 AND status = 'HELD'")
         .bind(1, key)
         .run();
-    const bool freed = sqlite3_changes(c.handle()) > 0;
+    const bool changed = sqlite3_changes(c.handle()) > 0;
     tx.commit();
-    return freed;
+    return changed;
   });
+  if (freed) impl_->announce(key);
+  return freed;
 }
 
 StoreTime SqliteStore::now() {
@@ -485,13 +558,301 @@ StoreTime SqliteStore::now() {
 
 #undef DLM_RECORD_COLUMNS
 
-// TODO(issue 3): interim stubs until the store implements them.
-void SqliteStore::releaseWithin(AppTransaction&, const StoreKey&, std::string_view) {
-  throw DLMException(ErrorCode::INTERNAL_ERROR, "releaseWithin: not implemented yet");
+// --- Transactional release ---------------------------------------------------
+
+namespace {
+
+[[noreturn]] void invalidTransaction(const std::string& path,
+                                     std::string_view why) {
+  throw DLMException(
+      ErrorCode::INVALID_ARGUMENT,
+      fmt::format("sqlite store '{}': commitLock needs {}", path, why));
 }
-WaitRegistration SqliteStore::registerWait(const WaitRequest&) { return {}; }
-void SqliteStore::unregisterWait(std::string_view, std::string_view) {}
-bool SqliteStore::subscribeReleases(ReleaseListener*) { return false; }
-void SqliteStore::unsubscribeReleases(ReleaseListener*) {}
+
+struct AppStatementFinalizer {
+  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
+};
+
+}  // namespace
+
+void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
+                                std::string_view token) {
+  const std::string& path = impl_->path();
+  impl_->throwIfClosed();
+  auto* app = dynamic_cast<SqliteTransaction*>(&tx);
+  if (app == nullptr) {
+    invalidTransaction(path,
+                       "a dlm::SqliteTransaction (the application's "
+                       "transaction belongs to another kind of store)");
+  }
+  sqlite3* db = app->handle();
+  if (db == nullptr) invalidTransaction(path, "a sqlite3 connection, not null");
+  // Autocommit mode means no BEGIN is open: the UPDATE would commit at once,
+  // outside the application's work.
+  if (sqlite3_get_autocommit(db) != 0) {
+    invalidTransaction(path,
+                       "an open transaction on the application's connection "
+                       "(BEGIN IMMEDIATE first)");
+  }
+  // The release must land in the store's own file, whatever path spelling
+  // either side used. channel() does not take the connection mutex once the
+  // store has opened its connection (it has: the lock was acquired through
+  // it); waiting for that mutex could stall, as another thread of this store
+  // may hold it while its BEGIN IMMEDIATE waits for the application's write
+  // lock.
+  const std::string storeFile = impl_->channel();
+  const std::string appFile = internal::sqlite::canonicalFile(db);
+  if (appFile != storeFile) {
+    invalidTransaction(
+        path, fmt::format("a connection to the store's file '{}', not to '{}'",
+                          storeFile,
+                          appFile.empty() ? "an in-memory database" : appFile));
+  }
+
+  // On the application's handle, so the release commits or rolls back with
+  // its work. Prepared and finalized here: the handle is not ours to keep
+  // statements on. Held means status HELD with this token (expired but not
+  // taken over counts, as for release); a row already FREE was force-released
+  // and is no longer protecting anything either.
+  static const char kRelease[] =
+      "UPDATE dlm_locks SET status = 'FREE' "
+      "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'";
+  auto fail = [&](int rc, std::string_view what) {
+    internal::sqlite::throwError(db, appFile, rc, what, std::nullopt);
+  };
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db, kRelease, -1, &raw, nullptr);
+  std::unique_ptr<sqlite3_stmt, AppStatementFinalizer> stmt(raw);
+  if (rc != SQLITE_OK) {
+    fail(rc, "preparing the release in the application's transaction");
+  }
+  rc = sqlite3_bind_text64(stmt.get(), 1, key.key.data(), key.key.size(),
+                           SQLITE_TRANSIENT, SQLITE_UTF8);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_bind_text64(stmt.get(), 2, token.data(), token.size(),
+                             SQLITE_TRANSIENT, SQLITE_UTF8);
+  }
+  if (rc != SQLITE_OK) fail(rc, "binding the release's parameters");
+  rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_DONE) {
+    fail(rc, "releasing the lock in the application's transaction");
+  }
+  const bool released = sqlite3_changes(db) > 0;
+  stmt.reset();
+
+  if (!released) {
+    // Taken over after expiry (or force-released): the application's work
+    // ran unprotected. Roll its transaction back so its COMMIT fails ("no
+    // transaction is active") instead of committing that work.
+    const int rollback =
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    std::string tail;
+    if (rollback != SQLITE_OK && sqlite3_get_autocommit(db) == 0) {
+      tail = fmt::format(
+          "; rolling the application's transaction back failed too ({}): do "
+          "not commit it",
+          sqlite3_errmsg(db));
+    } else {
+      tail = "; the application's transaction was rolled back";
+    }
+    throw DLMException(
+        ErrorCode::LOCK_NOT_HELD,
+        fmt::format("sqlite store '{}': lock '{}' is no longer held by this "
+                    "acquisition (it expired and was taken over, or was "
+                    "force-released){}",
+                    path, key.key, tail));
+  }
+  // The application commits later, and SQLite cannot tell us when. Announce
+  // now: a woken waiter's BEGIN IMMEDIATE waits (busy handler) until the
+  // application's transaction ends, then sees the row free if it committed;
+  // after a rollback it finds the lock still held and polls.
+  impl_->announce(key.key);
+}
+
+// --- Waits and deadlock detection --------------------------------------------
+
+namespace {
+
+// An edge of the wait-for graph: `owner` holds `key`, which blocks a key
+// someone waits for.
+struct Blocker {
+  std::string owner;
+  std::string key;
+};
+
+// A waited-for key with what can block it, as a request row stores it.
+struct Waited {
+  std::string key;
+  std::string ancestors;  // JSON array of strings
+  std::string descendantsBegin;
+  std::string descendantsEnd;
+};
+
+// The ancestors as a JSON array built by SQLite itself, so that json_each
+// reads back exactly the same strings (quotes, backslashes and control
+// characters escaped by the same code that unescapes them).
+std::string ancestorsJson(Connection& c, const std::vector<std::string>& keys) {
+  std::string json = "[]";
+  for (const auto& key : keys) {
+    Statement append = c.statement("SELECT json_insert(?1, '$[#]', ?2)");
+    append.bind(1, json).bind(2, key);
+    if (!append.step()) c.fail(SQLITE_INTERNAL, "building the ancestors list");
+    json = append.text(0);
+  }
+  return json;
+}
+
+// Owners holding (HELD and unexpired at `now`) the key, one of its ancestors
+// or one of its descendants. Three primary-key lookups: the key, each
+// ancestor (IN over the JSON array) and the descendant range.
+std::vector<Blocker> blockersOf(Connection& c, const Waited& waited,
+                                std::int64_t now) {
+  Statement rows = c.statement(
+      "SELECT owner_id, resource FROM dlm_locks "
+      "WHERE resource = ?1 AND status = 'HELD' AND expires_at_ms > ?2 "
+      "UNION ALL "
+      "SELECT owner_id, resource FROM dlm_locks "
+      "WHERE resource IN (SELECT value FROM json_each(?3)) "
+      "AND status = 'HELD' AND expires_at_ms > ?2 "
+      "UNION ALL "
+      "SELECT owner_id, resource FROM dlm_locks "
+      "WHERE resource >= ?4 AND resource < ?5 "
+      "AND status = 'HELD' AND expires_at_ms > ?2");
+  rows.bind(1, waited.key).bind(2, now).bind(3, waited.ancestors);
+  // Hierarchy off: both bounds empty, an empty range.
+  rows.bind(4, waited.descendantsBegin).bind(5, waited.descendantsEnd);
+  std::vector<Blocker> out;
+  while (rows.step()) out.push_back(Blocker{rows.text(0), rows.text(1)});
+  return out;
+}
+
+// The keys `owner` waits for (unexpired rows only: expired ones were deleted
+// by this transaction).
+std::vector<Waited> waitsOf(Connection& c, const std::string& owner) {
+  Statement rows = c.statement(
+      "SELECT resource, ancestors, descendants_begin, descendants_end "
+      "FROM dlm_lock_requests WHERE owner_id = ?1");
+  rows.bind(1, owner);
+  std::vector<Waited> out;
+  while (rows.step()) {
+    out.push_back(
+        Waited{rows.text(0), rows.text(1), rows.text(2), rows.text(3)});
+  }
+  return out;
+}
+
+// Breadth-first over owners from the holders of `start`: the keys along the
+// shortest path that leads back to `me`, or empty. The same walk as the
+// in-memory reference (tests/support/fake_store.cpp).
+std::vector<std::string> findCycle(Connection& c, const Waited& start,
+                                   const std::string& me, std::int64_t now) {
+  struct Step {
+    std::string owner;
+    std::vector<std::string> path;  // the waited-for keys that led here
+  };
+  std::set<std::string> expanded;
+  std::vector<Step> frontier;
+  for (auto& b : blockersOf(c, start, now)) {
+    frontier.push_back(Step{std::move(b.owner), {start.key}});
+  }
+  while (!frontier.empty()) {
+    std::vector<Step> next;
+    for (auto& step : frontier) {
+      // Includes me holding a blocker of the requested key myself: a cycle
+      // of length one.
+      if (step.owner == me) return step.path;
+      if (!expanded.insert(step.owner).second) continue;
+      for (const auto& waited : waitsOf(c, step.owner)) {
+        for (auto& b : blockersOf(c, waited, now)) {
+          if (b.owner != me && expanded.count(b.owner) != 0) continue;
+          auto path = step.path;
+          path.push_back(waited.key);
+          next.push_back(Step{std::move(b.owner), std::move(path)});
+        }
+      }
+    }
+    frontier = std::move(next);
+  }
+  return {};
+}
+
+}  // namespace
+
+WaitRegistration SqliteStore::registerWait(const WaitRequest& request) {
+  return impl_->withConnection([&](Connection& c) {
+    // BEGIN IMMEDIATE: the file's write lock serialises this walk with every
+    // other registration (threads and processes), so two owners waiting for
+    // each other's keys at once cannot both miss the cycle. Lazy: a request
+    // row lost on power loss only hides one wait from detection.
+    Transaction tx(c, Durability::kLazy);
+    const std::int64_t now = nowMs();
+    // Rows of waiters that are past their deadline (crashed, or gone without
+    // unregistering) leave the graph.
+    c.statement("DELETE FROM dlm_lock_requests WHERE expires_at_ms <= ?1")
+        .bind(1, now)
+        .run();
+
+    const Waited waited{
+        request.key.key, ancestorsJson(c, request.key.ancestors),
+        request.key.descendantsBegin, request.key.descendantsEnd};
+    WaitRegistration result;
+    result.deadlockCycle =
+        findCycle(c, waited, std::string(request.owner), now);
+    if (result.deadlockCycle.empty()) {
+      // Replaces the owner's earlier row for the key. NULL bounds when
+      // hierarchy is off (the schema's documented form).
+      Statement insert = c.statement(
+          "INSERT OR REPLACE INTO dlm_lock_requests (resource, owner_id, "
+          "requested_at_ms, expires_at_ms, ancestors, descendants_begin, "
+          "descendants_end) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+      insert.bind(1, waited.key)
+          .bind(2, request.owner)
+          .bind(3, now)
+          .bind(4, expiryMs(now, request.maxWait))
+          .bind(5, waited.ancestors);
+      if (waited.descendantsBegin.empty() && waited.descendantsEnd.empty()) {
+        insert.bindNull(6).bindNull(7);
+      } else {
+        insert.bind(6, waited.descendantsBegin).bind(7, waited.descendantsEnd);
+      }
+      insert.run();
+    }
+    tx.commit();
+    return result;
+  });
+}
+
+void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
+  impl_->withConnection([&](Connection& c) {
+    Transaction tx(c, Durability::kLazy);
+    c.statement(
+         "DELETE FROM dlm_lock_requests WHERE resource = ?1 AND owner_id = ?2")
+        .bind(1, key)
+        .bind(2, owner)
+        .run();
+    tx.commit();
+  });
+}
+
+// --- Release notifications ---------------------------------------------------
+
+bool SqliteStore::subscribeReleases(ReleaseListener* listener) {
+  if (listener == nullptr) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "subscribeReleases: the listener is null");
+  }
+  // Opens the connection (if not yet) to learn the file's canonical name.
+  // Delivery is active once subscribe returns: every announce after this
+  // finds the listener.
+  impl_->bus().subscribe(impl_->channel(), impl_.get(), listener);
+  return true;
+}
+
+void SqliteStore::unsubscribeReleases(ReleaseListener* listener) {
+  // Works after close() too; waits for a delivery to `listener` in progress.
+  const std::string channel = impl_->knownChannel();
+  if (!channel.empty())
+    impl_->bus().unsubscribe(channel, impl_.get(), listener);
+}
 
 }  // namespace dlm

@@ -89,6 +89,32 @@ TEST_F(SqliteSchemaTest, SchemaFileAndAllMigrationsGiveTheSameSchema) {
       std::to_string(internal::latestVersion(internal::sqliteMigrations())));
 }
 
+TEST_F(SqliteSchemaTest, UpgradingAVersion1FileKeepsItsLocks) {
+  const std::string path = dir_.file("v1.sqlite");
+  {
+    RawDb v1(path);
+    v1.exec("BEGIN;" + std::string(internal::sqliteMigrations().front().sql) +
+            ";COMMIT;");
+    v1.exec(
+        "INSERT INTO dlm_locks (resource, resource_crc, status, owner_id, "
+        "token, fencing_token, acquired_at_ms, ttl_ms, expires_at_ms) "
+        "VALUES ('DC#f#c#old', 0, 'HELD', 'A', 't', 7, 0, 1, 9000000000000)");
+  }
+  auto store = openStore(path);  // applies the later migrations
+  const auto row = store->describe("DC#f#c#old");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_TRUE(row->held);
+  EXPECT_EQ(row->fencingToken, 7);
+  // The request table of the new version works.
+  const StoreKey key = pathKey("DC#f#c#", "old");
+  EXPECT_EQ(store->registerWait(WaitRequest{key, "A", std::chrono::seconds(5)})
+                .deadlockCycle,
+            std::vector<std::string>{"DC#f#c#old"});
+  EXPECT_TRUE(
+      store->registerWait(WaitRequest{key, "B", std::chrono::seconds(5)})
+          .deadlockCycle.empty());
+}
+
 TEST_F(SqliteSchemaTest, TheStoreAcceptsAFileMadeFromTheSchemaFile) {
   const std::string path = dir_.file("locks.sqlite");
   RawDb(path).exec(std::string(internal::sqliteSchemaSql()));

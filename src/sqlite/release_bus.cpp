@@ -1,0 +1,87 @@
+#include "sqlite/release_bus.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace dlm::internal::sqlite {
+
+std::shared_ptr<ReleaseBus> ReleaseBus::shared() {
+  static const std::shared_ptr<ReleaseBus> bus = std::make_shared<ReleaseBus>();
+  return bus;
+}
+
+std::string ReleaseBus::privateChannel() {
+  // Canonical file paths start with '/', so this names no file.
+  static std::atomic<std::uint64_t> next{0};
+  return ":memory:#" + std::to_string(++next);
+}
+
+void ReleaseBus::subscribe(const std::string& channel, const void* subscriber,
+                           ReleaseListener* listener) {
+  std::lock_guard<std::mutex> registry(mutex_);
+  auto& slot = channels_[channel];
+  if (!slot) slot = std::make_shared<Channel>();
+  std::lock_guard<std::mutex> guard(slot->mutex);
+  const std::pair<const void*, ReleaseListener*> entry{subscriber, listener};
+  if (std::find(slot->listeners.begin(), slot->listeners.end(), entry) ==
+      slot->listeners.end()) {
+    slot->listeners.push_back(entry);
+  }
+}
+
+void ReleaseBus::unsubscribe(const std::string& channel, const void* subscriber,
+                             ReleaseListener* listener) {
+  remove(channel, [&](const auto& entry) {
+    return entry.first == subscriber && entry.second == listener;
+  });
+}
+
+void ReleaseBus::unsubscribeAll(const std::string& channel,
+                                const void* subscriber) {
+  remove(channel, [&](const auto& entry) { return entry.first == subscriber; });
+}
+
+void ReleaseBus::remove(
+    const std::string& channel,
+    const std::function<bool(const std::pair<const void*, ReleaseListener*>&)>&
+        match) {
+  std::lock_guard<std::mutex> registry(mutex_);
+  const auto it = channels_.find(channel);
+  if (it == channels_.end()) return;
+  // A reference of our own: erasing the map entry below must not destroy
+  // the mutex we hold.
+  const std::shared_ptr<Channel> target = it->second;
+  // Taking the channel's mutex waits for a delivery in progress, so none is
+  // running once this returns.
+  std::lock_guard<std::mutex> guard(target->mutex);
+  auto& listeners = target->listeners;
+  listeners.erase(std::remove_if(listeners.begin(), listeners.end(), match),
+                  listeners.end());
+  if (listeners.empty()) channels_.erase(it);
+}
+
+void ReleaseBus::publish(const std::string& channel, std::string_view key) {
+  std::shared_ptr<Channel> target;
+  {
+    // The registry's mutex only for the lookup: deliveries on different
+    // files do not wait for each other.
+    std::lock_guard<std::mutex> registry(mutex_);
+    const auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    target = it->second;
+  }
+  std::lock_guard<std::mutex> guard(target->mutex);
+  for (const auto& [subscriber, listener] : target->listeners) {
+    (void)subscriber;
+    try {
+      listener->released(key);
+    } catch (...) {
+      // The release has committed; a listener's failure must neither undo
+      // the report of it nor keep the other listeners from hearing it.
+    }
+  }
+}
+
+}  // namespace dlm::internal::sqlite

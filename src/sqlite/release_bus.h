@@ -1,0 +1,79 @@
+// The in-process delivery of released keys between SqliteStore objects.
+//
+// SQLite has no LISTEN/NOTIFY: a process cannot hear another's commits. What
+// it can do is tell every store object in this process that uses the same
+// database file, so a waiter woken by a release on another SqliteStore (a
+// second manager on the file, a dlmctl in the same process, ...) tries again
+// at once. Waiters in other processes keep polling (sleepBetweenRetries).
+//
+// Channels are named by the database file's canonical path; a store on
+// ":memory:" gets a channel of its own (no other connection sees its data).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlm/lock_store.h"
+
+namespace dlm::internal::sqlite {
+
+class ReleaseBus {
+ public:
+  // The process-wide bus. Stores keep the pointer, so the bus outlives every
+  // store even when one is destroyed during static destruction.
+  static std::shared_ptr<ReleaseBus> shared();
+
+  // A channel name no file can have, for one ":memory:" store.
+  static std::string privateChannel();
+
+  ReleaseBus() = default;
+  ReleaseBus(const ReleaseBus&) = delete;
+  ReleaseBus& operator=(const ReleaseBus&) = delete;
+
+  // Delivers the keys published on `channel` to `listener` from now on, as
+  // a subscription of `subscriber` (one store object; the same listener may
+  // be subscribed through several). Subscribing again is a no-op.
+  void subscribe(const std::string& channel, const void* subscriber,
+                 ReleaseListener* listener);
+
+  // Ends that subscription. When this returns, no call to `listener` made
+  // for it is running (it waits for a delivery in progress) or will be made.
+  // Must not be called from inside a listener callback (it would wait for
+  // itself).
+  void unsubscribe(const std::string& channel, const void* subscriber,
+                   ReleaseListener* listener);
+
+  // Ends every subscription of `subscriber` (a store object going away).
+  void unsubscribeAll(const std::string& channel, const void* subscriber);
+
+  // Calls released(key) on every listener subscribed to `channel`, on the
+  // calling thread, with the channel's mutex held. Callers hold no store
+  // mutex (a delivery may wait for another delivery to finish).
+  void publish(const std::string& channel, std::string_view key);
+
+ private:
+  struct Channel {
+    // Held while delivering and while changing `listeners`, which is what
+    // makes unsubscribe wait for a delivery in progress.
+    std::mutex mutex;
+    std::vector<std::pair<const void*, ReleaseListener*>> listeners;
+  };
+
+  // Removes the subscriptions `match` selects; drops the channel when none
+  // is left.
+  void remove(const std::string& channel,
+              const std::function<bool(
+                  const std::pair<const void*, ReleaseListener*>&)>& match);
+
+  // Guards `channels_` only; always taken before a channel's mutex.
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Channel>, std::less<>> channels_;
+};
+
+}  // namespace dlm::internal::sqlite
