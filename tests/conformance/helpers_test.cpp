@@ -120,7 +120,7 @@ TEST_P(Helpers, WithLockThrowsLockUnavailableAndTryWithLockSkipsTheBody) {
 
 TEST_P(Helpers, ClusteredLockServiceHoldsLocksPerOwner) {
   auto m = manager();
-  ClusteredLockService service(*m);
+  ClusteredLockService service(*m);  // XDC locks
   EXPECT_TRUE(service.getLock("import", std::chrono::seconds(30)));
   EXPECT_TRUE(service.holdsLock("import"));
   EXPECT_TRUE(service.getLock("import", std::chrono::seconds(30)))
@@ -145,7 +145,7 @@ TEST_P(Helpers, ClusteredLockServiceHoldsLocksPerOwner) {
 
 TEST_P(Helpers, ClusteredLockServiceCommitsAndRollsBackWithTheApplication) {
   auto m = manager();
-  ClusteredLockService service(*m);
+  ClusteredLockService service(*m, LockLevel::DC);
   ASSERT_TRUE(service.getLock("invoice", std::chrono::seconds(30)));
   {
     auto app = env().beginAppTransaction();
