@@ -13,7 +13,8 @@
 # 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
 #    both stores;
 # 5. an address+undefined sanitizer build (build/asan) runs every test again;
-# 6. a thread sanitizer build (build/tsan) runs the contention tests.
+# 6. a thread sanitizer build (build/tsan) runs the contention, unit and
+#    conformance tests (the ones with threads).
 # --no-sanitizers stops after step 4 (for a quick local run).
 #
 # Prints PASS/FAIL per stage and overall with the elapsed time; exits 1 if
@@ -161,16 +162,18 @@ if ((sanitizers)); then
     skip "ctest under address+undefined sanitizers" "build failed"
   fi
 
-  # Only what the thread sanitizer run needs: the contention tests and their
-  # worker (and what they link).
+  # Only what the thread sanitizer run needs: the tests with threads of their
+  # own or the library's (contention, the manager's wait hub and keep-alive,
+  # the stores' release listeners) and the contention workers.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
   if stage "build with thread sanitizer -> build/tsan" \
     build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -- \
-    dlm_contention_tests dlm_contention_worker; then
-    stage "contention tests under thread sanitizer" \
-      run_ctest "$root/build/tsan" -R '^contention_'
+    dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
+    dlm_unit_tests dlm_conformance_tests; then
+    stage "concurrency tests under thread sanitizer" \
+      run_ctest "$root/build/tsan" -R '^(contention_|unit$|conformance_)'
   else
-    skip "contention tests under thread sanitizer" "build failed"
+    skip "concurrency tests under thread sanitizer" "build failed"
   fi
 fi
 
