@@ -293,6 +293,11 @@ class PostgresStore::Impl {
                       "pqxx::nontransaction is not an open transaction",
                       key.key));
     }
+    // Limitation: libpqxx 6.4 sends exec_params on a transaction object
+    // that was already committed or aborted, in autocommit, and offers no
+    // way to ask whether it is open without a round trip. Such a call then
+    // releases at once (what rollbackLock would do) instead of failing
+    // with INVALID_ARGUMENT.
     const std::string schema = functionSchema();
     const Hierarchy h(key);
     const std::string t(token);
@@ -304,7 +309,7 @@ class PostgresStore::Impl {
                          ".dlm_release_within($1, $2, $3::text[], $4, $5)",
                      key.key, t, h.ancestors, h.descBegin, h.descEnd);
     } catch (const pqxx::usage_error& e) {
-      // libpqxx refuses statements on a committed or aborted transaction.
+      // libpqxx refused the statement (a transaction it knows is closed).
       throw DLMException(
           ErrorCode::INVALID_ARGUMENT,
           fmt::format("PostgreSQL store: releaseWithin {}: the application "
