@@ -316,10 +316,20 @@ class PostgresStore::Impl {
                       "transaction is not open: {}",
                       key.key, e.what()));
     } catch (...) {
-      // DLM01 (lock lost) becomes LOCK_NOT_HELD; the raise has aborted the
-      // application's transaction, so its COMMIT rolls back.
-      throw internal::translatePgError(
+      // DLM01 (lock lost) becomes LOCK_NOT_HELD. Any error has aborted the
+      // application's transaction in the server, so its COMMIT would roll
+      // back, but silently: libpqxx 6.4 does not count a failed exec_params
+      // against the transaction object and its commit() would return
+      // normally. A failed exec() does count (libpqxx aborts the
+      // transaction), so after this the application's commit() throws.
+      DLMException error = internal::translatePgError(
           fmt::format("PostgreSQL store: releaseWithin {}", key.key));
+      try {
+        tx.exec("SELECT 1", "dlm: the transaction failed in commitLock");
+      } catch (...) {
+        // Expected: "current transaction is aborted" (25P02).
+      }
+      throw error;
     }
   }
 
