@@ -52,6 +52,10 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
   if (state.rfind("40", 0) == 0 || state == "55P03") {
     return DLMException(ErrorCode::RETRIES_EXHAUSTED, text, true);
   }
+  if (state == kLockNotHeldState) {
+    // Raised by dlm_release_within: the lock was lost before commitLock.
+    return DLMException(ErrorCode::LOCK_NOT_HELD, text);
+  }
   if (state == "42P01" || state == "42883") {
     return DLMException(
         ErrorCode::SCHEMA_MISMATCH,

@@ -7,6 +7,10 @@
 
 namespace dlm::internal {
 
+// The SQLSTATE dlm_release_within raises when the releasing token no longer
+// holds the row (schema/postgres.sql).
+inline constexpr std::string_view kLockNotHeldState = "DLM01";
+
 // Translates the exception being handled (call it only inside a catch
 // block) into the DLMException the store throws. `context` says what was
 // being done and on which key ("acquire DC#f#c#a.b"); it starts the message.
@@ -16,6 +20,8 @@ namespace dlm::internal {
 //     class 08, 57P01-57P03, 53300
 //   serialization failure / deadlock   RETRIES_EXHAUSTED, transient
 //     (40001, 40P01, class 40), lock not available (55P03)
+//   DLM01 (dlm_release_within: the     LOCK_NOT_HELD
+//     token no longer holds the row)
 //   undefined table / function         SCHEMA_MISMATCH, naming the migration
 //     (42P01, 42883)                     and `dlmctl migrate`
 //   anything else                      INTERNAL_ERROR, SQLSTATE in the message

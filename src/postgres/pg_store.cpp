@@ -1,9 +1,12 @@
 // dlm::PostgresStore: each operation is one prepared statement in autocommit
 // (pqxx::nontransaction), calling a server function from
 // schema/postgres.sql, so the function call is the whole transaction and one
-// round trip: no BEGIN, no COMMIT.
+// round trip: no BEGIN, no COMMIT. releaseWithin is the exception: it runs
+// in the application's own transaction. Release notifications come from a
+// ReleaseChannel (its own connection and thread).
 #include <fmt/format.h>
 
+#include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -19,6 +22,7 @@
 #include "postgres/pg_errors.h"
 #include "postgres/pg_keys.h"
 #include "postgres/pg_migrate.h"
+#include "postgres/release_channel.h"
 
 namespace dlm {
 namespace {
@@ -42,8 +46,23 @@ const std::vector<std::pair<std::string, std::string>>& statements() {
        "SELECT acquired, fencing_token, acquired_at_ms, expires_at_ms, "
        "blocked_by FROM dlm_acquire($1::text[], $2::bigint[], $3, $4, $5, $6, "
        "$7, $8, $9)"},
-      // Token-conditional release, committed lazily (see the function).
-      {"dlm_release", "SELECT dlm_release($1, $2)"},
+      // Token-conditional release, committed lazily; NOTIFYs when someone
+      // waits (see the function).
+      {"dlm_release", "SELECT dlm_release($1, $2, $3::text[], $4, $5)"},
+      // Deadlock check + request row, serialised server side. One row per
+      // key of the cycle, in order (none when registered), so no array
+      // literal has to be parsed.
+      {"dlm_register_wait",
+       "SELECT u.k FROM unnest(dlm_register_wait($1, $2::text[], $3, $4, $5, "
+       "$6)) WITH ORDINALITY AS u (k, i) ORDER BY u.i"},
+      {"dlm_unregister_wait", "SELECT dlm_unregister_wait($1, $2)"},
+      // Where dlm_release_within lives, for calling it schema-qualified on
+      // the application's connection when no schema was configured.
+      {"dlm_function_schema",
+       "SELECT n.nspname FROM pg_catalog.pg_proc p JOIN pg_catalog."
+       "pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = "
+       "to_regprocedure('dlm_release_within(text, text, text[], text, "
+       "text)')"},
       // Token-conditional lease extension.
       {"dlm_extend", "SELECT dlm_extend($1, $2, $3)"},
       // Operator override.
@@ -110,6 +129,23 @@ pqxx::field single(const pqxx::result& r, const char* what) {
   return r[0][0];
 }
 
+// A key's hierarchy as the dlm_* functions take it: the ancestors as a
+// text[] literal, the descendant range as two nullable bounds (NULL: the
+// hierarchy is off).
+struct Hierarchy {
+  explicit Hierarchy(const StoreKey& key) {
+    std::vector<std::string_view> items(key.ancestors.begin(),
+                                        key.ancestors.end());
+    ancestors = internal::textArrayLiteral(items);
+    descBegin =
+        key.descendantsBegin.empty() ? nullptr : key.descendantsBegin.c_str();
+    descEnd = key.descendantsEnd.empty() ? nullptr : key.descendantsEnd.c_str();
+  }
+  std::string ancestors;
+  const char* descBegin;  // borrowed from the StoreKey
+  const char* descEnd;
+};
+
 }  // namespace
 
 class PostgresStore::Impl {
@@ -174,7 +210,10 @@ class PostgresStore::Impl {
     }
   }
 
-  void close() { pool_.close(); }
+  void close() {
+    releases_.close();
+    pool_.close();
+  }
 
   AcquireResult tryAcquire(const AcquireRequest& request) {
     const StoreKey& key = request.key;
@@ -222,13 +261,110 @@ class PostgresStore::Impl {
     });
   }
 
-  bool release(std::string_view key, std::string_view token) {
-    const std::string k(key), t(token);
-    return run("release", key, [&](pqxx::connection& c) {
+  bool release(const StoreKey& key, std::string_view token) {
+    const Hierarchy h(key);
+    const std::string t(token);
+    return run("release", key.key, [&](pqxx::connection& c) {
       pqxx::nontransaction tx(c);
-      return single(tx.exec_prepared("dlm_release", k, t), "dlm_release")
+      return single(tx.exec_prepared("dlm_release", key.key, t, h.ancestors,
+                                     h.descBegin, h.descEnd),
+                    "dlm_release")
           .as<bool>();
     });
+  }
+
+  void releaseWithin(AppTransaction& appTx, const StoreKey& key,
+                     std::string_view token) {
+    auto* adapter = dynamic_cast<PostgresTransaction*>(&appTx);
+    if (adapter == nullptr) {
+      throw DLMException(
+          ErrorCode::INVALID_ARGUMENT,
+          fmt::format("PostgreSQL store: releaseWithin {}: the application "
+                      "transaction must be a dlm::PostgresTransaction",
+                      key.key));
+    }
+    pqxx::transaction_base& tx = adapter->transaction();
+    // A nontransaction commits each statement at once: there is no
+    // transaction for the release to be part of.
+    if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {
+      throw DLMException(
+          ErrorCode::INVALID_ARGUMENT,
+          fmt::format("PostgreSQL store: releaseWithin {}: a "
+                      "pqxx::nontransaction is not an open transaction",
+                      key.key));
+    }
+    // Limitation: libpqxx 6.4 sends exec_params on a transaction object
+    // that was already committed or aborted, in autocommit, and offers no
+    // way to ask whether it is open without a round trip. Such a call then
+    // releases at once (what rollbackLock would do) instead of failing
+    // with INVALID_ARGUMENT.
+    const std::string schema = functionSchema();
+    const Hierarchy h(key);
+    const std::string t(token);
+    try {
+      // Not prepared: that would leave a statement behind on the
+      // application's connection. Schema-qualified because that connection's
+      // search_path need not name dlm's schema (the function pins its own).
+      tx.exec_params("SELECT " + tx.conn().quote_name(schema) +
+                         ".dlm_release_within($1, $2, $3::text[], $4, $5)",
+                     key.key, t, h.ancestors, h.descBegin, h.descEnd);
+    } catch (const pqxx::usage_error& e) {
+      // libpqxx refused the statement (a transaction it knows is closed).
+      throw DLMException(
+          ErrorCode::INVALID_ARGUMENT,
+          fmt::format("PostgreSQL store: releaseWithin {}: the application "
+                      "transaction is not open: {}",
+                      key.key, e.what()));
+    } catch (...) {
+      // DLM01 (lock lost) becomes LOCK_NOT_HELD. Any error has aborted the
+      // application's transaction in the server, so its COMMIT would roll
+      // back, but silently: libpqxx 6.4 does not count a failed exec_params
+      // against the transaction object and its commit() would return
+      // normally. A failed exec() does count (libpqxx aborts the
+      // transaction), so after this the application's commit() throws.
+      DLMException error = internal::translatePgError(
+          fmt::format("PostgreSQL store: releaseWithin {}", key.key));
+      try {
+        tx.exec("SELECT 1", "dlm: the transaction failed in commitLock");
+      } catch (...) {
+        // Expected: "current transaction is aborted" (25P02).
+      }
+      throw error;
+    }
+  }
+
+  WaitRegistration registerWait(const WaitRequest& request) {
+    const Hierarchy h(request.key);
+    const std::string owner(request.owner);
+    const std::int64_t maxWait = request.maxWait.count();
+    return run("registerWait", request.key.key, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      const pqxx::result r =
+          tx.exec_prepared("dlm_register_wait", request.key.key, h.ancestors,
+                           h.descBegin, h.descEnd, owner, maxWait);
+      WaitRegistration registration;
+      registration.deadlockCycle.reserve(r.size());
+      for (const auto& row : r) {
+        registration.deadlockCycle.push_back(row[0].as<std::string>());
+      }
+      return registration;
+    });
+  }
+
+  void unregisterWait(std::string_view key, std::string_view owner) {
+    const std::string k(key), o(owner);
+    run("unregisterWait", key, [&](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      tx.exec_prepared("dlm_unregister_wait", k, o);
+    });
+  }
+
+  bool subscribeReleases(ReleaseListener* listener) {
+    return releases_.subscribe(listener);
+  }
+
+  void unsubscribeReleases(ReleaseListener* listener) {
+    releases_.unsubscribe(listener);
   }
 
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
@@ -301,6 +437,28 @@ class PostgresStore::Impl {
     for (const auto& [name, sql] : statements()) c.prepare(name, sql);
   }
 
+  // The schema holding the dlm functions: the configured one, else where
+  // the search_path of the store's connections finds dlm_release_within
+  // (looked up once).
+  std::string functionSchema() {
+    if (!options_.schema.empty()) return options_.schema;
+    std::lock_guard<std::mutex> lock(schemaMu_);
+    if (!resolvedSchema_) {
+      const pqxx::result r = run("releaseWithin", "", [](pqxx::connection& c) {
+        pqxx::nontransaction tx(c);
+        return tx.exec_prepared("dlm_function_schema");
+      });
+      if (r.empty() || r[0][0].is_null()) {
+        throw DLMException(ErrorCode::SCHEMA_MISMATCH,
+                           "PostgreSQL store: releaseWithin: no function "
+                           "dlm_release_within on the search_path; apply "
+                           "migrations/postgres/ or run `dlmctl migrate`");
+      }
+      resolvedSchema_ = r[0][0].as<std::string>();
+    }
+    return *resolvedSchema_;
+  }
+
   // Leases a connection, runs `fn` on it and translates every failure; a
   // connection that failed at the connection level is dropped, not pooled.
   template <typename Fn>
@@ -324,6 +482,9 @@ class PostgresStore::Impl {
 
   const PostgresStoreOptions options_;
   ConnectionPool pool_;
+  internal::ReleaseChannel releases_{options_.connection};
+  std::mutex schemaMu_;
+  std::optional<std::string> resolvedSchema_;  // guarded by schemaMu_
 };
 
 PostgresStore::PostgresStore(PostgresStoreOptions options) {
@@ -349,7 +510,11 @@ AcquireResult PostgresStore::tryAcquire(const AcquireRequest& request) {
   return impl_->tryAcquire(request);
 }
 bool PostgresStore::release(const StoreKey& key, std::string_view token) {
-  return impl_->release(key.key, token);
+  return impl_->release(key, token);
+}
+void PostgresStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
+                                  std::string_view token) {
+  impl_->releaseWithin(tx, key, token);
 }
 std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                std::string_view token,
@@ -367,13 +532,18 @@ bool PostgresStore::forceRelease(std::string_view key) {
 }
 StoreTime PostgresStore::now() { return impl_->now(); }
 
-// TODO(issue 3): interim stubs until the store implements them.
-void PostgresStore::releaseWithin(AppTransaction&, const StoreKey&, std::string_view) {
-  throw DLMException(ErrorCode::INTERNAL_ERROR, "releaseWithin: not implemented yet");
+WaitRegistration PostgresStore::registerWait(const WaitRequest& request) {
+  return impl_->registerWait(request);
 }
-WaitRegistration PostgresStore::registerWait(const WaitRequest&) { return {}; }
-void PostgresStore::unregisterWait(std::string_view, std::string_view) {}
-bool PostgresStore::subscribeReleases(ReleaseListener*) { return false; }
-void PostgresStore::unsubscribeReleases(ReleaseListener*) {}
+void PostgresStore::unregisterWait(std::string_view key,
+                                   std::string_view owner) {
+  impl_->unregisterWait(key, owner);
+}
+bool PostgresStore::subscribeReleases(ReleaseListener* listener) {
+  return impl_->subscribeReleases(listener);
+}
+void PostgresStore::unsubscribeReleases(ReleaseListener* listener) {
+  impl_->unsubscribeReleases(listener);
+}
 
 }  // namespace dlm

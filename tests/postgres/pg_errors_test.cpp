@@ -83,6 +83,12 @@ TEST(TranslatePgError, EverythingElseIsInternalWithTheSqlState) {
   expectClass(translated(42), ErrorCode::INTERNAL_ERROR, false, "unknown");
 }
 
+TEST(TranslatePgError, LockLostInReleaseWithinIsLockNotHeld) {
+  expectClass(
+      translated(pqxx::sql_error("lock k is no longer held", "q", "DLM01")),
+      ErrorCode::LOCK_NOT_HELD, false, "SQLSTATE DLM01");
+}
+
 TEST(TranslatePgError, KeepsTheClassOfTheStoresOwnErrors) {
   expectClass(
       translated(DLMException(ErrorCode::CONNECTION_ERROR, "pool empty", true)),

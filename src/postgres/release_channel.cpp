@@ -1,0 +1,274 @@
+#include "postgres/release_channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <pqxx/pqxx>
+#include <utility>
+#include <vector>
+
+#include "dlm/error.h"
+
+namespace dlm::internal {
+namespace {
+
+// Collects the payloads (freed keys) that get_notifs() hands over, so that
+// they are dispatched outside libpqxx (which swallows a receiver's
+// exceptions) and under the listener mutex.
+class KeyCollector final : public pqxx::notification_receiver {
+ public:
+  KeyCollector(pqxx::connection_base& conn, std::vector<std::string>& sink)
+      : pqxx::notification_receiver(conn, kReleaseChannel), sink_(sink) {}
+  void operator()(const std::string& payload, int) override {
+    sink_.push_back(payload);
+  }
+
+ private:
+  std::vector<std::string>& sink_;
+};
+
+// The listening connection and its receiver (whose constructor runs LISTEN).
+class Listening {
+ public:
+  // Connects and LISTENs; throws what libpqxx throws.
+  Listening(const std::string& conninfo, std::vector<std::string>& sink)
+      : conn_(std::make_unique<pqxx::connection>(conninfo)),
+        collector_(std::make_unique<KeyCollector>(*conn_, sink)) {
+    // libpqxx swallows a connection that broke during LISTEN; an open
+    // connection after it means the LISTEN succeeded.
+    if (!conn_->is_open()) {
+      throw pqxx::broken_connection("connection lost while running LISTEN");
+    }
+  }
+  ~Listening() {
+    // Disconnect first: the receiver's destructor would otherwise send
+    // UNLISTEN, and on a broken connection libpqxx would quietly reconnect
+    // to send it.
+    conn_->disconnect();
+    collector_.reset();
+    conn_.reset();
+  }
+  Listening(const Listening&) = delete;
+  Listening& operator=(const Listening&) = delete;
+
+  pqxx::connection& conn() { return *conn_; }
+
+ private:
+  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<KeyCollector> collector_;
+};
+
+// Both ends of a non-blocking, close-on-exec pipe; writing a byte wakes a
+// poll() on the read end.
+class WakePipe {
+ public:
+  WakePipe() {
+    if (::pipe(fds_) != 0) {
+      throw DLMException(ErrorCode::INTERNAL_ERROR,
+                         "release notifications: cannot create a pipe");
+    }
+    for (int fd : fds_) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+  }
+  ~WakePipe() {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  WakePipe(const WakePipe&) = delete;
+  WakePipe& operator=(const WakePipe&) = delete;
+
+  int readEnd() const { return fds_[0]; }
+  void wake() noexcept {
+    const char byte = 1;
+    // Full pipe (EAGAIN): a wake-up is already pending, which is enough.
+    [[maybe_unused]] const ssize_t n = ::write(fds_[1], &byte, 1);
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+}  // namespace
+
+// The thread and what only it touches (the connection, once started).
+class ReleaseChannel::Worker {
+ public:
+  Worker(ReleaseChannel& channel, std::unique_ptr<Listening> listening,
+         std::unique_ptr<std::vector<std::string>> sink)
+      : channel_(channel),
+        sink_(std::move(sink)),
+        listening_(std::move(listening)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  // Stops the thread (promptly: it waits in poll() on the pipe as well) and
+  // closes the connection.
+  ~Worker() {
+    stop_ = true;
+    pipe_.wake();
+    thread_.join();
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+ private:
+  void run() noexcept {
+    std::chrono::milliseconds pause{0};
+    while (!stop_) {
+      if (!listening_) {
+        // Reconnect: right away the first time, then with doubling pauses.
+        if (pause.count() > 0 && !sleepUnlessWoken(pause)) break;
+        pause = std::clamp(pause * 2, std::chrono::milliseconds(100),
+                           kMaxReconnectPause);
+        try {
+          listening_ = std::make_unique<Listening>(channel_.conninfo_, *sink_);
+        } catch (...) {
+          // Server down or refusing: try again after the pause.
+          continue;
+        }
+        pause = std::chrono::milliseconds(0);
+        // LISTEN is active again; whatever was released while it was not
+        // went unheard.
+        missed();
+      }
+      // Deliver what libpq has already read (the LISTEN's reply may have
+      // carried notifications), then wait for more.
+      if (!drain()) {
+        listening_.reset();
+        continue;
+      }
+      const int sock = listening_->conn().sock();
+      if (sock < 0) {
+        listening_.reset();
+        continue;
+      }
+      pollfd fds[2] = {{sock, POLLIN, 0}, {pipe_.readEnd(), POLLIN, 0}};
+      const int rc = ::poll(fds, 2, -1);
+      if (rc < 0 && errno != EINTR) {
+        // Should not happen; treat the connection as unusable.
+        listening_.reset();
+      }
+      // The socket's readiness is acted on by the next drain().
+    }
+    listening_.reset();
+  }
+
+  // Reads the socket and dispatches the notifications. False when the
+  // connection broke.
+  bool drain() {
+    bool ok = true;
+    try {
+      listening_->conn().get_notifs();
+      ok = listening_->conn().is_open();
+    } catch (...) {
+      // broken_connection: the backend went away (terminated, restart).
+      ok = false;
+    }
+    if (!sink_->empty()) {
+      std::lock_guard<std::mutex> lock(channel_.listenersMu_);
+      for (const std::string& key : *sink_) {
+        for (ReleaseListener* l : channel_.listeners_) {
+          try {
+            l->released(key);
+          } catch (...) {
+            // A listener's failure must not stop delivery to the others.
+          }
+        }
+      }
+      sink_->clear();
+    }
+    return ok;
+  }
+
+  void missed() {
+    std::lock_guard<std::mutex> lock(channel_.listenersMu_);
+    for (ReleaseListener* l : channel_.listeners_) {
+      try {
+        l->missedReleases();
+      } catch (...) {
+        // As in drain().
+      }
+    }
+  }
+
+  // Waits `pause` unless stop() wakes it first. False when stopping.
+  bool sleepUnlessWoken(std::chrono::milliseconds pause) {
+    pollfd fd = {pipe_.readEnd(), POLLIN, 0};
+    ::poll(&fd, 1, static_cast<int>(pause.count()));
+    return !stop_;
+  }
+
+  ReleaseChannel& channel_;
+  // Filled by the connection's KeyCollector inside get_notifs().
+  std::unique_ptr<std::vector<std::string>> sink_;
+  std::unique_ptr<Listening> listening_;  // null while reconnecting
+  WakePipe pipe_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+ReleaseChannel::ReleaseChannel(std::string conninfo)
+    : conninfo_(std::move(conninfo)) {}
+
+ReleaseChannel::~ReleaseChannel() { close(); }
+
+bool ReleaseChannel::subscribe(ReleaseListener* listener) {
+  std::lock_guard<std::mutex> life(lifecycleMu_);
+  if (closed_) {
+    throw DLMException(ErrorCode::INTERNAL_ERROR,
+                       "PostgreSQL store: subscribeReleases: store closed");
+  }
+  if (!worker_) {
+    auto sink = std::make_unique<std::vector<std::string>>();
+    std::unique_ptr<Listening> listening;
+    try {
+      // Connect and LISTEN here, so delivery is active when we return.
+      listening = std::make_unique<Listening>(conninfo_, *sink);
+    } catch (...) {
+      // Unreachable server, or LISTEN refused: the caller polls instead.
+      return false;
+    }
+    worker_ =
+        std::make_unique<Worker>(*this, std::move(listening), std::move(sink));
+  }
+  std::lock_guard<std::mutex> lock(listenersMu_);
+  listeners_.insert(listener);
+  return true;
+}
+
+void ReleaseChannel::unsubscribe(ReleaseListener* listener) noexcept {
+  std::lock_guard<std::mutex> life(lifecycleMu_);
+  bool none;
+  {
+    // Waits for a dispatch in progress; after this no callback reaches
+    // `listener`.
+    std::lock_guard<std::mutex> lock(listenersMu_);
+    listeners_.erase(listener);
+    none = listeners_.empty();
+  }
+  if (none) stopWorker();
+}
+
+void ReleaseChannel::close() noexcept {
+  std::lock_guard<std::mutex> life(lifecycleMu_);
+  closed_ = true;
+  {
+    std::lock_guard<std::mutex> lock(listenersMu_);
+    listeners_.clear();
+  }
+  stopWorker();
+}
+
+bool ReleaseChannel::running() const {
+  std::lock_guard<std::mutex> life(lifecycleMu_);
+  return worker_ != nullptr;
+}
+
+void ReleaseChannel::stopWorker() noexcept { worker_.reset(); }
+
+}  // namespace dlm::internal

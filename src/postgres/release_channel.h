@@ -1,0 +1,90 @@
+// The PostgreSQL store's release notifications: LISTEN dlm_release on one
+// connection of its own, and one thread delivering the freed keys to the
+// subscribed ReleaseListeners.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "dlm/lock_store.h"
+
+namespace dlm::internal {
+
+// The channel the dlm_* functions NOTIFY on; the payload is the freed key.
+// Channels are per database, not per schema: a store also hears releases
+// from other dlm schemas in the same database (a spurious wake-up at worst).
+inline constexpr const char* kReleaseChannel = "dlm_release";
+
+// One listening connection and one thread, both started by the first
+// subscribe() and stopped when the last listener unsubscribes or on close().
+//
+// The thread sleeps in poll() on the connection's socket and on a self-pipe
+// (so stopping is prompt), and dispatches each notification's payload to
+// every listener, holding the listener mutex: once unsubscribe() returns, no
+// callback on that listener is running or will run. When the connection
+// breaks, the thread opens a new one (with growing pauses, up to
+// kMaxReconnectPause), LISTENs again and then calls missedReleases() on
+// every listener, since releases in between went unheard.
+//
+// A connection that dies silently (no FIN/RST from a lost host) is noticed
+// only by TCP keepalive; set keepalives_idle etc. in the connection string
+// where that matters. Waiters poll in any case (sleepBetweenRetries).
+//
+// Thread-safe. Listeners' callbacks must not call back into the channel.
+class ReleaseChannel {
+ public:
+  // The longest pause between two reconnection attempts.
+  static constexpr std::chrono::milliseconds kMaxReconnectPause{5000};
+
+  // `conninfo`: a libpq connection string or URI ("" = PG* variables).
+  // Opens nothing yet.
+  explicit ReleaseChannel(std::string conninfo);
+  // close().
+  ~ReleaseChannel();
+  ReleaseChannel(const ReleaseChannel&) = delete;
+  ReleaseChannel& operator=(const ReleaseChannel&) = delete;
+
+  // Adds `listener` (borrowed until unsubscribe returns). The first one
+  // opens the connection and runs LISTEN before this returns, so a release
+  // committed after it returns is delivered. False, and nothing kept, when
+  // the connection cannot be opened or the server refuses LISTEN (a hot
+  // standby, an engine without LISTEN): the caller polls, and may try again
+  // later. Throws DLMException INTERNAL_ERROR after close(). Blocks for the
+  // connection set-up (the connect timeout of `conninfo` at worst).
+  bool subscribe(ReleaseListener* listener);
+
+  // Removes `listener`; no call to it is running or made after this returns.
+  // The last one stops the thread and closes the connection (waiting for a
+  // reconnection attempt in progress, if any). Never throws.
+  void unsubscribe(ReleaseListener* listener) noexcept;
+
+  // Drops every listener, stops the thread, closes the connection; later
+  // subscribes throw. Idempotent.
+  void close() noexcept;
+
+  // Whether the listening thread runs (tests).
+  bool running() const;
+
+ private:
+  class Worker;
+
+  void stopWorker() noexcept;  // needs lifecycleMu_
+
+  const std::string conninfo_;
+
+  // Serialises subscribe / unsubscribe / close (starting and stopping the
+  // worker). Never taken by the worker thread.
+  mutable std::mutex lifecycleMu_;
+  std::unique_ptr<Worker> worker_;  // guarded by lifecycleMu_
+  bool closed_ = false;             // guarded by lifecycleMu_
+
+  // Held by the worker while it calls listeners.
+  std::mutex listenersMu_;
+  std::set<ReleaseListener*> listeners_;  // guarded by listenersMu_
+};
+
+}  // namespace dlm::internal
