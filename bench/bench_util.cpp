@@ -63,7 +63,8 @@ std::vector<T> numberList(const std::string& s) {
                       procs       SQLite: --procs processes (fork) cycling on one file
   --store=LIST        postgres,sqlite (default: both)
   --threads=LIST      cycle thread counts (default 1,4,16)
-  --seconds=S         measured seconds per run (default 3); --warmup=S (0.5)
+  --seconds=S         measured seconds per workload (default 3); --warmup=S (0.5)
+  --rounds=N          compared variants run interleaved in N slices (default 3)
   --rows=LIST         scale pre-fill sizes (default 1000,100000,1000000)
   --depths=LIST       scale hierarchy depths (default 1,4,8)
   --waiters=LIST      handoff waiter counts (default 1,4,16)
@@ -113,6 +114,8 @@ Flags parseFlags(int argc, char** argv) {
         f.seconds = std::stod(v);
       } else if (name == "warmup") {
         f.warmup = std::stod(v);
+      } else if (name == "rounds") {
+        f.rounds = std::stoi(v);
       } else if (name == "rows") {
         f.rows = numberList<long>(v);
       } else if (name == "depths") {
@@ -151,7 +154,7 @@ Flags parseFlags(int argc, char** argv) {
       usage(2);
     }
   }
-  if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 ||
+  if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 || f.rounds < 1 ||
       f.sleepMs < 1 || f.holdMs < 0) {
     std::cerr << "dlm_bench: --keys, --seconds, --procs, --sleep_ms must be "
                  "positive\n";
@@ -247,6 +250,25 @@ RunStats timedRun(int threads, double seconds, double warmup,
     }
   }
   return stats;
+}
+
+void merge(RunStats& into, const RunStats& from) {
+  into.seconds += from.seconds;
+  into.ops += from.ops;
+  for (int i = 0; i < 4; ++i) into.byTag[i] += from.byTag[i];
+  into.latency.append(from.latency);
+}
+
+std::vector<RunStats> interleaved(
+    int variants, int rounds, double seconds, double warmup,
+    const std::function<RunStats(int, double, double)>& run) {
+  std::vector<RunStats> out(variants);
+  for (int r = 0; r < rounds; ++r) {
+    for (int v = 0; v < variants; ++v) {
+      merge(out[v], run(v, seconds / rounds, warmup));
+    }
+  }
+  return out;
 }
 
 // --- report ------------------------------------------------------------------

@@ -28,6 +28,7 @@ struct Flags {
   std::vector<int> threads{1, 4, 16};
   double seconds = 3;
   double warmup = 0.5;
+  int rounds = 3;  // interleaved rounds of compared variants
   std::vector<long> rows{1000, 100000, 1000000};
   std::vector<int> depths{1, 4, 8};
   std::vector<int> waiters{1, 4, 16};
@@ -86,6 +87,17 @@ using Operation = std::function<int()>;
 // the window count. Exceptions in a worker end the run and are rethrown.
 RunStats timedRun(int threads, double seconds, double warmup,
                   const std::function<Operation(int)>& makeWorker);
+
+// Adds `from` to `into` (ops, seconds, samples).
+void merge(RunStats& into, const RunStats& from);
+
+// Runs `variants` measurements in `rounds` rounds: each round runs every
+// variant in turn for seconds / rounds (after `warmup`), so slow phases of a
+// shared machine hit all variants alike. Returns the merged stats per variant.
+std::vector<RunStats> interleaved(
+    int variants, int rounds, double seconds, double warmup,
+    const std::function<RunStats(int variant, double seconds, double warmup)>&
+        run);
 
 // One printed line / table row.
 struct Result {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -36,10 +37,12 @@ dlm::LockConfiguration cycleConfiguration(const Flags& flags) {
 
 std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
-    const dlm::LockConfiguration& config, bool migrate = false) {
+    const dlm::LockConfiguration& config, bool migrate = false,
+    const std::string& schema = "") {
   dlm::PostgresStoreOptions o;
   o.connection = conninfo;
   o.poolSize = pool;
+  o.schema = schema;
   auto store = std::make_shared<dlm::PostgresStore>(o);
   auto m = dlm::DistributedLockManager::builder()
                .clientId(client)
@@ -131,7 +134,7 @@ class RawSelectForUpdate {
         "take",
         "UPDATE dlm_locks SET status = 'HELD', owner_id = $2, token = $3, "
         "fencing_token = fencing_token + 1, acquired_at = clock_timestamp(), "
-        "ttl_ms = $4, expires_at = clock_timestamp() + $4 * interval '1 "
+        "ttl_ms = $4::bigint, expires_at = clock_timestamp() + $4::bigint * interval '1 "
         "millisecond' WHERE resource = $1");
     conn_.prepare("free",
                   "UPDATE dlm_locks SET status = 'FREE' WHERE resource = $1 "
@@ -201,7 +204,7 @@ class RawUpsert {
     conn_.prepare(
         "acq",
         "INSERT INTO bench_peer_locks (name, lock_until, locked_at, "
-        "locked_by) VALUES ($1, clock_timestamp() + $2 * interval '1 "
+        "locked_by) VALUES ($1, clock_timestamp() + $2::bigint * interval '1 "
         "millisecond', clock_timestamp(), $3) ON CONFLICT (name) DO UPDATE "
         "SET lock_until = EXCLUDED.lock_until, locked_at = "
         "EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by WHERE "
@@ -284,8 +287,9 @@ void runCycle(const Ctx& ctx) {
     auto manager = makeManager(ctx.conninfo, threads, "lib",
                                cycleConfiguration(f));
     dlm::DistributedLockManager* m = manager.get();
-    const RunStats lib =
-        timedRun(threads, f.seconds, f.warmup, [&](int t) -> Operation {
+    auto worker = [&](int variant, int t) -> Operation {
+      switch (variant) {
+        case 0: {  // the library
           std::mt19937_64 rng(1000 + t);
           return [m, t, keys, rng]() mutable {
             dlm::Lock lock = m->getLockInstance(
@@ -297,12 +301,8 @@ void runCycle(const Ctx& ctx) {
             }
             return 0;
           };
-        });
-    manager->destroy();
-    manager.reset();
-
-    const RunStats a =
-        timedRun(threads, f.seconds, f.warmup, [&](int t) -> Operation {
+        }
+        case 1: {
           auto raw = std::make_shared<RawFunctions>(ctx.conninfo, 2000 + t);
           std::mt19937_64 rng(3000 + t);
           return [raw, t, keys, ttl, rng]() mutable {
@@ -312,10 +312,10 @@ void runCycle(const Ctx& ctx) {
             raw->release(k);
             return 0;
           };
-        });
-    const RunStats b =
-        timedRun(threads, f.seconds, f.warmup, [&](int t) -> Operation {
-          auto raw = std::make_shared<RawSelectForUpdate>(ctx.conninfo, 4000 + t);
+        }
+        case 2: {
+          auto raw =
+              std::make_shared<RawSelectForUpdate>(ctx.conninfo, 4000 + t);
           std::mt19937_64 rng(5000 + t);
           return [raw, t, keys, ttl, rng]() mutable {
             const std::string k =
@@ -324,22 +324,19 @@ void runCycle(const Ctx& ctx) {
             raw->release(k);
             return 0;
           };
-        });
-    const RunStats c =
-        timedRun(threads, f.seconds, f.warmup, [&](int t) -> Operation {
+        }
+        case 3: {
           auto raw = std::make_shared<RawAdvisory>(ctx.conninfo);
           std::mt19937_64 rng(6000 + t);
           return [raw, t, keys, rng]() mutable {
-            const std::int64_t k =
-                static_cast<std::int64_t>(t) * keys +
-                static_cast<std::int64_t>(rng() % keys);
+            const std::int64_t k = static_cast<std::int64_t>(t) * keys +
+                                   static_cast<std::int64_t>(rng() % keys);
             if (!raw->acquire(k)) throw std::runtime_error("c: refused");
             raw->release(k);
             return 0;
           };
-        });
-    const RunStats d =
-        timedRun(threads, f.seconds, f.warmup, [&](int t) -> Operation {
+        }
+        default: {
           auto raw = std::make_shared<RawUpsert>(ctx.conninfo, 7000 + t);
           std::mt19937_64 rng(8000 + t);
           return [raw, t, keys, ttl, rng]() mutable {
@@ -348,7 +345,19 @@ void runCycle(const Ctx& ctx) {
             raw->release(k);
             return 0;
           };
+        }
+      }
+    };
+    const std::vector<RunStats> runs = interleaved(
+        5, f.rounds, f.seconds, f.warmup,
+        [&](int variant, double seconds, double warmup) {
+          return timedRun(threads, seconds, warmup,
+                          [&](int t) { return worker(variant, t); });
         });
+    manager->destroy();
+    manager.reset();
+    const RunStats &lib = runs[0], &a = runs[1], &b = runs[2], &c = runs[3],
+                   &d = runs[4];
 
     const double ra = lib.opsPerSec() / a.opsPerSec();
     const double rb = lib.opsPerSec() / b.opsPerSec();
@@ -588,33 +597,38 @@ void runContended(const Ctx& ctx) {
     auto manager =
         makeManager(ctx.conninfo, threads, "lib", cycleConfiguration(f));
     dlm::DistributedLockManager* m = manager.get();
-    const RunStats lib =
-        timedRun(threads, f.seconds, f.warmup, [&](int) -> Operation {
-          auto lock = std::make_shared<dlm::Lock>(
-              m->getLockInstance("contended", dlm::LockLevel::DC));
-          return [m, lock]() {
-            try {
-              m->tryAcquireLock(*lock);
-            } catch (const dlm::DLMException& e) {
-              if (e.code() != dlm::ErrorCode::LOCK_UNAVAILABLE) throw;
-              return 1;
-            }
-            m->releaseLock(*lock);
-            return 0;
-          };
+    auto worker = [&](int variant, int t) -> Operation {
+      if (variant == 0) {
+        auto lock = std::make_shared<dlm::Lock>(
+            m->getLockInstance("contended", dlm::LockLevel::DC));
+        return [m, lock]() {
+          try {
+            m->tryAcquireLock(*lock);
+          } catch (const dlm::DLMException& e) {
+            if (e.code() != dlm::ErrorCode::LOCK_UNAVAILABLE) throw;
+            return 1;
+          }
+          m->releaseLock(*lock);
+          return 0;
+        };
+      }
+      auto c = std::make_shared<RawFunctions>(ctx.conninfo, 9000 + t);
+      const std::string k = key("rawa", "contended");
+      return [c, k, ttl]() {
+        if (!c->acquire(k, ttl)) return 1;
+        c->release(k);
+        return 0;
+      };
+    };
+    const std::vector<RunStats> runs = interleaved(
+        2, f.rounds, f.seconds, f.warmup,
+        [&](int variant, double seconds, double warmup) {
+          return timedRun(threads, seconds, warmup,
+                          [&](int t) { return worker(variant, t); });
         });
     manager->destroy();
     manager.reset();
-    const RunStats raw =
-        timedRun(threads, f.seconds, f.warmup, [&](int t) -> Operation {
-          auto c = std::make_shared<RawFunctions>(ctx.conninfo, 9000 + t);
-          const std::string k = key("rawa", "contended");
-          return [c, k, ttl]() {
-            if (!c->acquire(k, ttl)) return 1;
-            c->release(k);
-            return 0;
-          };
-        });
+    const RunStats &lib = runs[0], &raw = runs[1];
     auto describe = [](const RunStats& s) {
       return fmt::format("{:.0f} acquired/s, {:.0f} refused/s (latency: one "
                          "try, + release when acquired)",
@@ -747,21 +761,31 @@ std::string depthId(int depth, int i) {
   return id + fmt::format(".k{}", i);
 }
 
-void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
-              std::vector<std::string>* depthDat) {
+// One lock table per size, each in its own schema, so that the sizes can be
+// measured interleaved (a noisy minute hits them all alike).
+struct ScaleTable {
+  long rows = 0;
+  std::string schema;
+  long fillers = 0;  // rows "s%07d" (depth-1 keys)
+  std::unique_ptr<dlm::DistributedLockManager> manager;
+};
+
+constexpr int kDepthLeaves = 100;
+
+void fillScaleTable(const Ctx& ctx, PgConn& c, ScaleTable& t) {
   const Flags& f = ctx.flags;
-  constexpr int kDepthLeaves = 100;
-  PgConn c(ctx.conninfo);
-  c.exec("TRUNCATE dlm_locks");
+  c.exec(fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", t.schema));
+  c.exec(fmt::format("CREATE SCHEMA {}", t.schema));
+  makeManager(ctx.conninfo, 1, "setup", dlm::LockConfiguration{}, true,
+              t.schema)
+      ->destroy();
+  c.exec(fmt::format("SET search_path = {}", t.schema));
   // Hierarchy pools: the path rows and kDepthLeaves leaves per depth.
   for (int d : f.depths) {
     if (d < 2) continue;
     std::string path = fmt::format("h{}", d);
-    c.exec(fmt::format(
-        "INSERT INTO dlm_locks (resource, resource_crc) VALUES ('{}', 0)",
-        key("lib", path)));
-    for (int k = 2; k < d; ++k) {
-      path += ".x";
+    for (int k = 1; k < d; ++k) {
+      if (k > 1) path += ".x";
       c.exec(fmt::format(
           "INSERT INTO dlm_locks (resource, resource_crc) VALUES ('{}', 0)",
           key("lib", path)));
@@ -771,88 +795,125 @@ void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
         "0 FROM generate_series(0, {}) i",
         key("lib", path), kDepthLeaves - 1));
   }
-  long filled = 0;  // filler rows "s%07d"
-  double baseP50 = -1;
-  auto manager = makeManager(ctx.conninfo, 1, "lib", cycleConfiguration(f));
-  dlm::DistributedLockManager* m = manager.get();
+  const long existing = std::stol(c.value("SELECT count(*) FROM dlm_locks"));
+  t.fillers = std::max(1L, t.rows - existing);
+  const std::int64_t t0 = nowNs();
+  // Mostly FREE rows, one in ten HELD but long expired, as a table that has
+  // been in use for a while; one INSERT ... SELECT.
+  c.exec(fmt::format(
+      "INSERT INTO dlm_locks (resource, resource_crc, status, owner_id, "
+      "token, fencing_token, acquired_at, ttl_ms, expires_at) SELECT "
+      "'{}' || lpad(g::text, 7, '0'), 0, CASE WHEN g % 10 = 0 THEN "
+      "'HELD' ELSE 'FREE' END, 'filler', 'filler-' || g, 1 + g % 7, "
+      "now() - interval '2 hours', 60000, now() - interval '119 minutes' "
+      "FROM generate_series(0, {}) g",
+      key("lib", "s"), t.fillers - 1));
+  c.exec("VACUUM ANALYZE dlm_locks");
+  c.exec("RESET search_path");
+  std::cout << fmt::format("  (scale: {} rows in schema {} filled in {:.1f} s)",
+                           t.rows, t.schema, (nowNs() - t0) / 1e9)
+            << std::endl;
+  t.manager = makeManager(ctx.conninfo, 1, "lib", cycleConfiguration(f), false,
+                          t.schema);
+}
 
-  auto measure = [&](long fillers, int depth) {
-    return timedRun(1, f.seconds, f.warmup, [&](int) -> Operation {
-      std::mt19937_64 rng(11);
-      return [m, fillers, depth, rng]() mutable {
-        const std::string id =
-            depth <= 1 ? fmt::format("s{:07d}", rng() % fillers)
-                       : depthId(depth, static_cast<int>(rng() % kDepthLeaves));
-        dlm::Lock lock = m->getLockInstance(id, dlm::LockLevel::DC);
-        m->tryAcquireLock(lock);
-        m->releaseLock(lock);
-        return 0;
-      };
-    });
+void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
+              std::vector<std::string>* depthDat) {
+  const Flags& f = ctx.flags;
+  PgConn c(ctx.conninfo);
+  // A checkpoint now, not in the middle of the measurements (5 min apart by
+  // default); pages the fill wrote need no full-page image until the next.
+  c.exec("CHECKPOINT");
+  std::vector<ScaleTable> tables(f.rows.size());
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    tables[i].rows = f.rows[i];
+    tables[i].schema = fmt::format("scale_{}", f.rows[i]);
+    fillScaleTable(ctx, c, tables[i]);
+  }
+  struct Combo {
+    std::size_t table;
+    int depth;
   };
-
-  for (std::size_t ri = 0; ri < f.rows.size(); ++ri) {
-    const long rows = f.rows[ri];
-    const long total = std::stol(c.value("SELECT count(*) FROM dlm_locks"));
-    if (rows > total) {
-      const std::int64_t t0 = nowNs();
-      // Mostly FREE rows, one in ten HELD but long expired, as a table that
-      // has been in use for a while.
-      c.exec(fmt::format(
-          "INSERT INTO dlm_locks (resource, resource_crc, status, owner_id, "
-          "token, fencing_token, acquired_at, ttl_ms, expires_at) SELECT "
-          "'{}' || lpad(g::text, 7, '0'), 0, CASE WHEN g % 10 = 0 THEN "
-          "'HELD' ELSE 'FREE' END, 'filler', 'filler-' || g, 1 + g % 7, "
-          "now() - interval '2 hours', 60000, now() - interval '119 minutes' "
-          "FROM generate_series({}, {}) g",
-          key("lib", "s"), filled, filled + (rows - total) - 1));
-      filled += rows - total;
-      c.exec("VACUUM ANALYZE dlm_locks");
-      std::cout << fmt::format("  (scale: filled to {} rows in {:.1f} s)",
-                               rows, (nowNs() - t0) / 1e9)
-                << std::endl;
-    }
-    const bool depthsHere = ri == 0 || ri + 1 == f.rows.size();
-    double depthOneP50 = -1;
+  std::vector<Combo> combos;
+  for (std::size_t i = 0; i < tables.size(); ++i) {
     for (int d : f.depths) {
-      if (d > 1 && !depthsHere) continue;
-      if (d == 1 && filled == 0) continue;
-      const RunStats s = measure(filled, d);
-      Result r = fromStats("scale", fmt::format("rows={} depth={}", rows, d), s);
-      const double p50 = r.p50Ms;
-      if (d == 1) {
-        depthOneP50 = p50;
-        if (baseP50 < 0) baseP50 = p50;
-        r.ratio = fmt::format("{:.2f}x p50 at rows={}", p50 / baseP50,
-                              f.rows.front());
-        rowsDat->push_back(
-            fmt::format("{} {:.4f} {:.4f}", rows, r.p50Ms, r.p99Ms));
-        if (ri + 1 == f.rows.size() && ri > 0) {
-          ctx.report.addTarget(
-              fmt::format("scale: p50 at {} rows <= 1.2x p50 at {} rows: "
-                          "{:.3f} vs {:.3f} ms = {:.2f}x",
-                          rows, f.rows.front(), p50, baseP50, p50 / baseP50),
-              p50 <= 1.2 * baseP50);
-        }
-      } else if (depthOneP50 > 0) {
-        r.ratio = fmt::format("{:.2f}x depth=1", p50 / depthOneP50);
-        depthDat->push_back(fmt::format("{} {} {:.4f} {:.4f}", rows, d,
-                                        r.p50Ms, r.p99Ms));
-        if (d == f.depths.back()) {
-          ctx.report.addTarget(
-              fmt::format("scale: depth {} p50 <= 2x depth 1 (rows={}): "
-                          "{:.3f} vs {:.3f} ms = {:.2f}x",
-                          d, rows, p50, depthOneP50, p50 / depthOneP50),
-              p50 <= 2 * depthOneP50);
-        }
-      }
-      r.extra = "1 thread, cycle on random existing keys";
-      r.numbers["rows"] = static_cast<double>(rows);
-      r.numbers["depth"] = d;
-      ctx.report.add(r);
+      if (d == 1 || i == 0 || i + 1 == tables.size()) combos.push_back({i, d});
     }
   }
-  manager->destroy();
+  const std::vector<RunStats> runs = interleaved(
+      static_cast<int>(combos.size()), f.rounds, f.seconds, f.warmup,
+      [&](int v, double seconds, double warmup) {
+        const Combo combo = combos[v];
+        dlm::DistributedLockManager* m = tables[combo.table].manager.get();
+        const long fillers = tables[combo.table].fillers;
+        const int depth = combo.depth;
+        return timedRun(1, seconds, warmup, [&](int) -> Operation {
+          std::mt19937_64 rng(11 + v);
+          return [m, fillers, depth, rng]() mutable {
+            const std::string id =
+                depth <= 1
+                    ? fmt::format("s{:07d}", rng() % fillers)
+                    : depthId(depth, static_cast<int>(rng() % kDepthLeaves));
+            dlm::Lock lock = m->getLockInstance(id, dlm::LockLevel::DC);
+            m->tryAcquireLock(lock);
+            m->releaseLock(lock);
+            return 0;
+          };
+        });
+      });
+  for (auto& t : tables) t.manager->destroy();
+
+  auto p50Of = [&](std::size_t table, int depth) {
+    for (std::size_t v = 0; v < combos.size(); ++v) {
+      if (combos[v].table == table && combos[v].depth == depth) {
+        return runs[v].latency.percentileUs(50) / 1e3;
+      }
+    }
+    return -1.0;
+  };
+  const double baseP50 = p50Of(0, 1);
+  for (std::size_t v = 0; v < combos.size(); ++v) {
+    const ScaleTable& t = tables[combos[v].table];
+    const int d = combos[v].depth;
+    Result r = fromStats("scale", fmt::format("rows={} depth={}", t.rows, d),
+                         runs[v]);
+    if (d == 1) {
+      r.ratio =
+          fmt::format("{:.2f}x p50 at rows={}", r.p50Ms / baseP50, f.rows[0]);
+      rowsDat->push_back(
+          fmt::format("{} {:.4f} {:.4f}", t.rows, r.p50Ms, r.p99Ms));
+    } else {
+      const double one = p50Of(combos[v].table, 1);
+      r.ratio = fmt::format("{:.2f}x depth=1", r.p50Ms / one);
+      depthDat->push_back(
+          fmt::format("{} {} {:.4f} {:.4f}", t.rows, d, r.p50Ms, r.p99Ms));
+    }
+    r.extra = "1 thread, acquire+release of random existing keys";
+    r.numbers["rows"] = static_cast<double>(t.rows);
+    r.numbers["depth"] = d;
+    ctx.report.add(r);
+  }
+  if (tables.size() > 1) {
+    const double last = p50Of(tables.size() - 1, 1);
+    ctx.report.addTarget(
+        fmt::format("scale: p50 at {} rows <= 1.2x p50 at {} rows: {:.3f} vs "
+                    "{:.3f} ms = {:.2f}x",
+                    tables.back().rows, tables.front().rows, last, baseP50,
+                    last / baseP50),
+        last <= 1.2 * baseP50);
+  }
+  const int maxDepth = *std::max_element(f.depths.begin(), f.depths.end());
+  if (maxDepth > 1) {
+    for (std::size_t i : {std::size_t{0}, tables.size() - 1}) {
+      const double one = p50Of(i, 1), deep = p50Of(i, maxDepth);
+      ctx.report.addTarget(
+          fmt::format("scale: depth {} p50 <= 2x depth 1 (rows={}): {:.3f} vs "
+                      "{:.3f} ms = {:.2f}x",
+                      maxDepth, tables[i].rows, deep, one, deep / one),
+          deep <= 2 * one);
+      if (tables.size() == 1) break;
+    }
+  }
 }
 
 }  // namespace

@@ -254,20 +254,19 @@ double runCycle(const Flags& f, Report& report) {
   const int keys = f.keys, ttl = f.ttlMs;
   auto manager = makeManager(path, cycleConfiguration(f), false);
   dlm::DistributedLockManager* m = manager.get();
-  const RunStats lib = timedRun(1, f.seconds, f.warmup, [&](int) -> Operation {
-    std::mt19937_64 rng(21);
-    return [m, keys, rng]() mutable {
-      dlm::Lock lock = m->getLockInstance(fmt::format("k{}", rng() % keys),
-                                          dlm::LockLevel::DC);
-      m->tryAcquireLock(lock);
-      if (!m->releaseLock(lock)) throw std::runtime_error("release false");
-      return 0;
-    };
-  });
-  manager->destroy();
   Samples rawAcquire;
-  const RunStats raw = timedRun(1, f.seconds, f.warmup, [&](int) -> Operation {
-    auto db = std::make_shared<RawSqlite>(path, 22);
+  auto db = std::make_shared<RawSqlite>(path, 22);
+  auto worker = [&](int variant) -> Operation {
+    if (variant == 0) {
+      std::mt19937_64 rng(21);
+      return [m, keys, rng]() mutable {
+        dlm::Lock lock = m->getLockInstance(fmt::format("k{}", rng() % keys),
+                                            dlm::LockLevel::DC);
+        m->tryAcquireLock(lock);
+        if (!m->releaseLock(lock)) throw std::runtime_error("release false");
+        return 0;
+      };
+    }
     std::mt19937_64 rng(23);
     return [db, keys, ttl, rng, &rawAcquire]() mutable {
       const std::string k = key("raw", fmt::format("k{}", rng() % keys));
@@ -277,7 +276,15 @@ double runCycle(const Flags& f, Report& report) {
       db->release(k);
       return 0;
     };
-  });
+  };
+  const std::vector<RunStats> runs = interleaved(
+      2, f.rounds, f.seconds, f.warmup,
+      [&](int variant, double seconds, double warmup) {
+        return timedRun(1, seconds, warmup,
+                        [&](int) { return worker(variant); });
+      });
+  manager->destroy();
+  const RunStats &lib = runs[0], &raw = runs[1];
   const double ratio = lib.opsPerSec() / raw.opsPerSec();
   Result r = fromStats("cycle", "threads=1", lib);
   r.ratio = fmt::format("{:.2f}x raw", ratio);
@@ -305,10 +312,11 @@ struct ProcOutcome {
 
 // Forks f.procs children that cycle on their own keys in one file from one
 // common start instant; each writes its samples to a file read back here.
-ProcOutcome runProcs(const Flags& f, const std::string& path, bool library) {
+ProcOutcome runProcs(const Flags& f, const std::string& path, bool library,
+                     double seconds) {
   const std::int64_t start = nowNs() + 400'000'000;  // time to fork and open
   const std::int64_t begin = start + static_cast<std::int64_t>(f.warmup * 1e9);
-  const std::int64_t end = begin + static_cast<std::int64_t>(f.seconds * 1e9);
+  const std::int64_t end = begin + static_cast<std::int64_t>(seconds * 1e9);
   std::vector<pid_t> children;
   std::cout.flush();
   std::fflush(nullptr);
@@ -399,8 +407,17 @@ void runProcsWorkload(const Flags& f, Report& report) {
   std::vector<std::string> prefixes;
   for (int j = 0; j < f.procs; ++j) prefixes.push_back(fmt::format("p{}", j));
   const std::string path = freshDatabase(f, "procs", prefixes);
-  const ProcOutcome lib = runProcs(f, path, true);
-  const ProcOutcome raw = runProcs(f, path, false);
+  ProcOutcome lib, raw;
+  for (int round = 0; round < f.rounds; ++round) {
+    for (bool library : {true, false}) {
+      ProcOutcome o = runProcs(f, path, library, f.seconds / f.rounds);
+      ProcOutcome& into = library ? lib : raw;
+      into.ops += o.ops;
+      into.seconds += o.seconds;
+      into.cycle.append(o.cycle);
+      into.acquire.append(o.acquire);
+    }
+  }
   const std::string config = fmt::format("processes={} one file", f.procs);
   auto result = [&](const std::string& workload, const ProcOutcome& o) {
     Result r;
@@ -421,7 +438,8 @@ void runProcsWorkload(const Flags& f, Report& report) {
     return r;
   };
   Result r = result("procs", lib);
-  const double ratio = lib.ops / raw.ops * 1.0;
+  const double ratio =
+      static_cast<double>(lib.ops) / static_cast<double>(raw.ops);
   r.ratio = fmt::format("{:.2f}x raw", ratio);
   const double p99 = r.numbers["acquire_p99_ms"];
   report.add(r);
