@@ -63,8 +63,8 @@ std::vector<T> numberList(const std::string& s) {
                       procs       SQLite: --procs processes (fork) cycling on one file
   --store=LIST        postgres,sqlite (default: both)
   --threads=LIST      cycle thread counts (default 1,4,16)
-  --seconds=S         measured seconds per workload (default 3); --warmup=S (0.5)
-  --rounds=N          compared variants run interleaved in N slices (default 3)
+  --seconds=S         measured seconds per workload (default 4); --warmup=S (0.25)
+  --rounds=N          compared variants run interleaved in N slices (default 4)
   --rows=LIST         scale pre-fill sizes (default 1000,100000,1000000)
   --depths=LIST       scale hierarchy depths (default 1,4,8)
   --waiters=LIST      handoff waiter counts (default 1,4,16)

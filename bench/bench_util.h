@@ -26,9 +26,9 @@ struct Flags {
                                       "contended", "scale",      "procs"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
-  double seconds = 3;
-  double warmup = 0.5;
-  int rounds = 3;  // interleaved rounds of compared variants
+  double seconds = 4;
+  double warmup = 0.25;
+  int rounds = 4;  // interleaved rounds of compared variants
   std::vector<long> rows{1000, 100000, 1000000};
   std::vector<int> depths{1, 4, 8};
   std::vector<int> waiters{1, 4, 16};

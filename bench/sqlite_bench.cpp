@@ -308,6 +308,7 @@ struct ProcOutcome {
   Samples cycle;    // acquire + release
   Samples acquire;  // the acquire call alone (includes waiting for the file)
   double seconds = 0;
+  std::vector<std::uint64_t> perProcess;  // ops of each process
 };
 
 // Forks f.procs children that cycle on their own keys in one file from one
@@ -398,6 +399,7 @@ ProcOutcome runProcs(const Flags& f, const std::string& path, bool library,
       out.acquire.add(a);
     }
     out.ops += n;
+    out.perProcess.push_back(n);
     std::remove(file.c_str());
   }
   return out;
@@ -416,6 +418,10 @@ void runProcsWorkload(const Flags& f, Report& report) {
       into.seconds += o.seconds;
       into.cycle.append(o.cycle);
       into.acquire.append(o.acquire);
+      into.perProcess.resize(o.perProcess.size());
+      for (std::size_t j = 0; j < o.perProcess.size(); ++j) {
+        into.perProcess[j] += o.perProcess[j];
+      }
     }
   }
   const std::string config = fmt::format("processes={} one file", f.procs);
@@ -430,11 +436,15 @@ void runProcsWorkload(const Flags& f, Report& report) {
     r.numbers["acquire_p50_ms"] = o.acquire.percentileUs(50) / 1e3;
     r.numbers["acquire_p99_ms"] = o.acquire.percentileUs(99) / 1e3;
     r.numbers["acquire_max_ms"] = o.acquire.percentileUs(100) / 1e3;
+    std::string counts;
+    for (std::uint64_t n : o.perProcess) {
+      counts += (counts.empty() ? "" : "/") + std::to_string(n);
+    }
     r.extra = fmt::format(
         "acquire call (incl. wait for the file's write lock) p50 {:.3f} / p99 "
-        "{:.3f} / max {:.3f} ms",
+        "{:.3f} / max {:.3f} ms; cycles per process {}",
         r.numbers["acquire_p50_ms"], r.numbers["acquire_p99_ms"],
-        r.numbers["acquire_max_ms"]);
+        r.numbers["acquire_max_ms"], counts);
     return r;
   };
   Result r = result("procs", lib);
