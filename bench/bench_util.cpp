@@ -1,6 +1,7 @@
 #include "bench_util.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -74,6 +75,8 @@ std::vector<T> numberList(const std::string& s) {
   --procs=N           SQLite processes (default 4)
   --keys=N            key pool per thread (default 1000)
   --pg=CONNINFO       admin connection (default: libpq PG* variables)
+  --pg_after_schema=SQL  run after the migrations in each benchmark schema
+                      (to measure a proposed schema change)
   --db_name=NAME      database created (dropped first) for the run (default dlm_bench)
   --sqlite_dir=DIR    where SQLite files go (default ./dlm_bench_sqlite; use a real disk)
   --results_dir=DIR   write latest.md, latest.json and plot data there
@@ -134,6 +137,8 @@ Flags parseFlags(int argc, char** argv) {
         f.keys = std::stoi(v);
       } else if (name == "pg") {
         f.pgConnection = v;
+      } else if (name == "pg_after_schema") {
+        f.pgAfterSchema = v;
       } else if (name == "db_name") {
         f.dbName = v;
       } else if (name == "sqlite_dir") {
@@ -149,13 +154,12 @@ Flags parseFlags(int argc, char** argv) {
         usage(2);
       }
     } catch (const std::logic_error&) {
-      std::cerr << "dlm_bench: bad value for --" << name << ": '" << v
-                << "'\n";
+      std::cerr << "dlm_bench: bad value for --" << name << ": '" << v << "'\n";
       usage(2);
     }
   }
-  if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 || f.rounds < 1 ||
-      f.sleepMs < 1 || f.holdMs < 0) {
+  if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 ||
+      f.rounds < 1 || f.sleepMs < 1 || f.holdMs < 0) {
     std::cerr << "dlm_bench: --keys, --seconds, --procs, --sleep_ms must be "
                  "positive\n";
     usage(2);
@@ -207,7 +211,8 @@ RunStats timedRun(int threads, double seconds, double warmup,
         auto& mine = spans[t];
         mine.reserve(1 << 16);
         ready.fetch_add(1);
-        while (!go.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        while (!go.load())
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
         while (!stop.load()) {
           const std::int64_t begin = nowNs();
           const int tag = op();
@@ -227,6 +232,13 @@ RunStats timedRun(int threads, double seconds, double warmup,
   while (ready.load() < threads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  auto cpuNow = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  const double cpuStart = cpuNow();
   const std::int64_t start = nowNs();
   windowBegin = start + static_cast<std::int64_t>(warmup * 1e9);
   windowEnd = windowBegin + static_cast<std::int64_t>(seconds * 1e9);
@@ -239,8 +251,10 @@ RunStats timedRun(int threads, double seconds, double warmup,
   if (failure) std::rethrow_exception(failure);
 
   RunStats stats;
+  stats.cpuSeconds = cpuNow() - cpuStart;
   stats.seconds = (windowEnd - windowBegin) / 1e9;
   for (const auto& mine : spans) {
+    stats.allOps += mine.size();
     for (const Span& s : mine) {
       if (s.begin >= windowBegin && s.end <= windowEnd) {
         ++stats.ops;
@@ -255,6 +269,8 @@ RunStats timedRun(int threads, double seconds, double warmup,
 void merge(RunStats& into, const RunStats& from) {
   into.seconds += from.seconds;
   into.ops += from.ops;
+  into.cpuSeconds += from.cpuSeconds;
+  into.allOps += from.allOps;
   for (int i = 0; i < 4; ++i) into.byTag[i] += from.byTag[i];
   into.latency.append(from.latency);
 }
@@ -381,9 +397,10 @@ void writeMarkdown(const std::string& path, const Flags& flags,
   std::ofstream out(path);
   out << "# dlm_bench results\n\n";
   out << fmt::format("- date: {}\n", m.date);
-  out << fmt::format("- machine: {}, {} cores; load average {} (start) / {} "
-                     "(end)\n",
-                     m.cpu, m.cores, m.loadStart, m.loadEnd);
+  out << fmt::format(
+      "- machine: {}, {} cores; load average {} (start) / {} "
+      "(end)\n",
+      m.cpu, m.cores, m.loadStart, m.loadEnd);
   out << fmt::format("- PostgreSQL {}; SQLite {}\n", m.postgresVersion,
                      m.sqliteVersion);
   if (!flags.command.empty()) {

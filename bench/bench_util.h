@@ -40,6 +40,9 @@ struct Flags {
   int ttlMs = 60000;
   std::string pgConnection;  // admin connection; empty = libpq PG* vars
   std::string dbName = "dlm_bench";
+  // SQL run in every benchmark schema after the migrations (to try a
+  // proposed schema change without editing schema/ or migrations/).
+  std::string pgAfterSchema;
   std::string sqliteDir = "dlm_bench_sqlite";
   std::string resultsDir;  // empty: print only
   std::string command;     // the command line to quote in latest.md
@@ -69,11 +72,17 @@ class Samples {
 
 // What one timed run measured.
 struct RunStats {
-  double seconds = 0;    // the measured window
-  std::uint64_t ops = 0;  // operations that ended inside it
+  double seconds = 0;                     // the measured window
+  std::uint64_t ops = 0;                  // operations that ended inside it
   std::uint64_t byTag[4] = {0, 0, 0, 0};  // the same, by the tag returned
-  Samples latency;       // of those operations
+  Samples latency;                        // of those operations
+  // This process's CPU time (user + system) over the whole run, warm-up
+  // included, and every operation of the run: the client's cost per
+  // operation, which a noisy machine disturbs far less than throughput.
+  double cpuSeconds = 0;
+  std::uint64_t allOps = 0;
   double opsPerSec() const { return seconds > 0 ? ops / seconds : 0; }
+  double cpuUsPerOp() const { return allOps ? cpuSeconds * 1e6 / allOps : 0; }
 };
 
 // One operation of a worker thread. Returns a tag in [0, 4) under which the
@@ -101,15 +110,15 @@ std::vector<RunStats> interleaved(
 
 // One printed line / table row.
 struct Result {
-  std::string workload;  // "cycle", "cycle.base_a", "handoff", ...
-  std::string store;     // "postgres", "sqlite"
-  std::string config;    // "threads=4", "rows=1000000 depth=1", ...
+  std::string workload;   // "cycle", "cycle.base_a", "handoff", ...
+  std::string store;      // "postgres", "sqlite"
+  std::string config;     // "threads=4", "rows=1000000 depth=1", ...
   double opsPerSec = -1;  // < 0: not applicable
   double p50Ms = -1;
   double p99Ms = -1;
-  std::string extra;     // free text (failures/s, statements, ...)
-  std::string ratio;     // "0.95x a, 2.1x b"
-  std::string target;    // "cycle >= 0.9x a: met (0.95)"
+  std::string extra;   // free text (failures/s, statements, ...)
+  std::string ratio;   // "0.95x a, 2.1x b"
+  std::string target;  // "cycle >= 0.9x a: met (0.95)"
   std::map<std::string, double> numbers;  // extra figures for latest.json
 };
 

@@ -2,13 +2,13 @@
 // libpq baselines of the same work, in one process and one run.
 #include <dlm/postgres_store.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
-#include <poll.h>
 #include <thread>
 
 #include "pg_raw.h"
@@ -71,6 +71,7 @@ Result fromStats(const std::string& workload, const std::string& config,
   r.p50Ms = s.latency.percentileUs(50) / 1e3;
   r.p99Ms = s.latency.percentileUs(99) / 1e3;
   r.numbers["ops"] = static_cast<double>(s.ops);
+  r.numbers["client_cpu_us_per_op"] = s.cpuUsPerOp();
   return r;
 }
 
@@ -134,7 +135,8 @@ class RawSelectForUpdate {
         "take",
         "UPDATE dlm_locks SET status = 'HELD', owner_id = $2, token = $3, "
         "fencing_token = fencing_token + 1, acquired_at = clock_timestamp(), "
-        "ttl_ms = $4::bigint, expires_at = clock_timestamp() + $4::bigint * interval '1 "
+        "ttl_ms = $4::bigint, expires_at = clock_timestamp() + $4::bigint * "
+        "interval '1 "
         "millisecond' WHERE resource = $1");
     conn_.prepare("free",
                   "UPDATE dlm_locks SET status = 'FREE' WHERE resource = $1 "
@@ -155,8 +157,8 @@ class RawSelectForUpdate {
     }
     token_ = randomHex(rng_, 32);
     const std::string ttl = std::to_string(ttlMs);
-    conn_.execPrepared("take",
-                       {k.c_str(), owner_.c_str(), token_.c_str(), ttl.c_str()});
+    conn_.execPrepared(
+        "take", {k.c_str(), owner_.c_str(), token_.c_str(), ttl.c_str()});
     conn_.exec("COMMIT");
     return true;
   }
@@ -241,9 +243,10 @@ void createDatabase(PgConn& admin, const std::string& db) {
 
 // The dlm schema (through the library's migration opt-in) and the peer
 // table of baseline d.
-void createSchema(const std::string& conninfo) {
+void createSchema(const std::string& conninfo, const Flags& f) {
   makeManager(conninfo, 1, "setup", dlm::LockConfiguration{}, true)->destroy();
   PgConn c(conninfo);
+  if (!f.pgAfterSchema.empty()) c.exec(f.pgAfterSchema);
   c.exec(
       "CREATE TABLE bench_peer_locks (name text PRIMARY KEY, lock_until "
       "timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text "
@@ -284,8 +287,8 @@ void runCycle(const Ctx& ctx) {
 
   for (int threads : f.threads) {
     const std::string config = fmt::format("threads={}", threads);
-    auto manager = makeManager(ctx.conninfo, threads, "lib",
-                               cycleConfiguration(f));
+    auto manager =
+        makeManager(ctx.conninfo, threads, "lib", cycleConfiguration(f));
     dlm::DistributedLockManager* m = manager.get();
     auto worker = [&](int variant, int t) -> Operation {
       switch (variant) {
@@ -293,8 +296,7 @@ void runCycle(const Ctx& ctx) {
           std::mt19937_64 rng(1000 + t);
           return [m, t, keys, rng]() mutable {
             dlm::Lock lock = m->getLockInstance(
-                cycleId(t, static_cast<int>(rng() % keys)),
-                dlm::LockLevel::DC);
+                cycleId(t, static_cast<int>(rng() % keys)), dlm::LockLevel::DC);
             m->tryAcquireLock(lock);
             if (!m->releaseLock(lock)) {
               throw std::runtime_error("releaseLock returned false");
@@ -366,7 +368,10 @@ void runCycle(const Ctx& ctx) {
     Result r = fromStats("cycle", config, lib);
     r.ratio = fmt::format("{:.2f}x a, {:.2f}x b, {:.2f}x c, {:.2f}x d", ra, rb,
                           rc, rd);
-    r.extra = "tryAcquireLock+releaseLock, DC key, depth 1, hierarchy on";
+    r.extra = fmt::format(
+        "tryAcquireLock+releaseLock, DC key, depth 1, hierarchy on; client "
+        "CPU {:.0f} us/cycle (a: {:.0f})",
+        lib.cpuUsPerOp(), a.cpuUsPerOp());
     r.numbers["ratio_a"] = ra;
     r.numbers["ratio_b"] = rb;
     r.numbers["ratio_c"] = rc;
@@ -384,8 +389,9 @@ void runCycle(const Ctx& ctx) {
     rc_.extra = "raw libpq: pg_try_advisory_lock + pg_advisory_unlock";
     ctx.report.add(rc_);
     Result rd_ = fromStats("cycle.base_d", config, d);
-    rd_.extra = "raw libpq: INSERT .. ON CONFLICT DO UPDATE .. WHERE expired; "
-                "UPDATE by owner";
+    rd_.extra =
+        "raw libpq: INSERT .. ON CONFLICT DO UPDATE .. WHERE expired; "
+        "UPDATE by owner";
     ctx.report.add(rd_);
 
     if (threads == 1 || threads == 4) {
@@ -464,8 +470,7 @@ class RoundTrips {
     const ServerCounts after = read();
     ServerCounts d;
     d.transactions = after.transactions - before.transactions;
-    d.statements =
-        statements_ ? after.statements - before.statements : -1;
+    d.statements = statements_ ? after.statements - before.statements : -1;
     return d;
   }
 
@@ -492,7 +497,7 @@ class RoundTrips {
 
 void runRoundTrips(const Ctx& ctx, PgConn& admin) {
   createDatabase(admin, ctx.rtDb);
-  createSchema(ctx.rtConninfo);
+  createSchema(ctx.rtConninfo, ctx.flags);
   {
     // Nothing but the measured sessions may run transactions here.
     PgConn c(ctx.rtConninfo);
@@ -546,10 +551,11 @@ void runRoundTrips(const Ctx& ctx, PgConn& admin) {
     r.workload = workload;
     r.store = "postgres";
     r.config = op;
-    r.ratio = fmt::format("{} statements, {:.2f} transactions per {}",
-                          c.statements < 0 ? std::string("n/a")
-                                           : fmt::format("{:.2f}", c.statements),
-                          c.transactions, op);
+    r.ratio =
+        fmt::format("{} statements, {:.2f} transactions per {}",
+                    c.statements < 0 ? std::string("n/a")
+                                     : fmt::format("{:.2f}", c.statements),
+                    c.transactions, op);
     r.extra = source;
     r.numbers["statements"] = c.statements;
     r.numbers["transactions"] = c.transactions;
@@ -559,10 +565,9 @@ void runRoundTrips(const Ctx& ctx, PgConn& admin) {
                           rt.statementsAvailable()
                               ? libCycle.statements - libAcquire.statements
                               : -1};
-  ServerCounts bRelease{bCycle.transactions - bAcquire.transactions,
-                        rt.statementsAvailable()
-                            ? bCycle.statements - bAcquire.statements
-                            : -1};
+  ServerCounts bRelease{
+      bCycle.transactions - bAcquire.transactions,
+      rt.statementsAvailable() ? bCycle.statements - bAcquire.statements : -1};
   add("roundtrips", "acquire", libAcquire);
   add("roundtrips", "release", libRelease);
   add("roundtrips.base_b", "acquire", bAcquire);
@@ -572,8 +577,8 @@ void runRoundTrips(const Ctx& ctx, PgConn& admin) {
   for (const auto& [op, c] :
        {std::make_pair(std::string("acquire"), libAcquire),
         std::make_pair(std::string("release"), libRelease)}) {
-    const bool met = one(c.transactions) &&
-                     (!rt.statementsAvailable() || one(c.statements));
+    const bool met =
+        one(c.transactions) && (!rt.statementsAvailable() || one(c.statements));
     ctx.report.addTarget(
         fmt::format("1 statement and 1 transaction per {}: {} statements, "
                     "{:.2f} transactions ({})",
@@ -583,11 +588,12 @@ void runRoundTrips(const Ctx& ctx, PgConn& admin) {
                     c.transactions, source),
         met);
   }
-  admin.exec(fmt::format("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                         ctx.rtDb));
+  admin.exec(
+      fmt::format("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", ctx.rtDb));
 }
 
-// --- contended try -------------------------------------------------------------
+// --- contended try
+// -------------------------------------------------------------
 
 void runContended(const Ctx& ctx) {
   const Flags& f = ctx.flags;
@@ -630,9 +636,10 @@ void runContended(const Ctx& ctx) {
     manager.reset();
     const RunStats &lib = runs[0], &raw = runs[1];
     auto describe = [](const RunStats& s) {
-      return fmt::format("{:.0f} acquired/s, {:.0f} refused/s (latency: one "
-                         "try, + release when acquired)",
-                         s.byTag[0] / s.seconds, s.byTag[1] / s.seconds);
+      return fmt::format(
+          "{:.0f} acquired/s, {:.0f} refused/s (latency: one "
+          "try, + release when acquired)",
+          s.byTag[0] / s.seconds, s.byTag[1] / s.seconds);
     };
     Result r = fromStats("contended", config, lib);
     r.opsPerSec = lib.byTag[0] / lib.seconds;
@@ -718,15 +725,15 @@ void runHandoffPg(const Ctx& ctx) {
     }
     if (mode.empty()) delivers = storeDeliversReleases(owned[0]->store());
     const HandoffOutcome h = runHandoff(
-        managers, fmt::format("handoff{}{}", run.waiters, run.shared ? "s" : ""),
-        f);
+        managers,
+        fmt::format("handoff{}{}", run.waiters, run.shared ? "s" : ""), f);
     for (auto& m : owned) m->destroy();
     Result r;
     r.workload = "handoff";
     r.store = "postgres";
-    r.config = fmt::format("waiters={} {}", run.waiters,
-                           run.shared ? "one shared manager"
-                                      : "one manager+store each");
+    r.config = fmt::format(
+        "waiters={} {}", run.waiters,
+        run.shared ? "one shared manager" : "one manager+store each");
     r.opsPerSec = h.handoffs / h.seconds;
     r.p50Ms = h.samples.percentileUs(50) / 1e3;
     r.p99Ms = h.samples.percentileUs(99) / 1e3;
@@ -780,6 +787,7 @@ void fillScaleTable(const Ctx& ctx, PgConn& c, ScaleTable& t) {
               t.schema)
       ->destroy();
   c.exec(fmt::format("SET search_path = {}", t.schema));
+  if (!f.pgAfterSchema.empty()) c.exec(f.pgAfterSchema);
   // Hierarchy pools: the path rows and kDepthLeaves leaves per depth.
   for (int d : f.depths) {
     if (d < 2) continue;
@@ -875,8 +883,8 @@ void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
   for (std::size_t v = 0; v < combos.size(); ++v) {
     const ScaleTable& t = tables[combos[v].table];
     const int d = combos[v].depth;
-    Result r = fromStats("scale", fmt::format("rows={} depth={}", t.rows, d),
-                         runs[v]);
+    Result r =
+        fromStats("scale", fmt::format("rows={} depth={}", t.rows, d), runs[v]);
     if (d == 1) {
       r.ratio =
           fmt::format("{:.2f}x p50 at rows={}", r.p50Ms / baseP50, f.rows[0]);
@@ -924,13 +932,17 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
   Ctx ctx{f, report, withDatabase(f.pgConnection, f.dbName),
           withDatabase(f.pgConnection, f.dbName + "_rt"), f.dbName + "_rt"};
   createDatabase(admin, f.dbName);
-  createSchema(ctx.conninfo);
-  std::cout << fmt::format("PostgreSQL {} (database {}); synchronous_commit={}, "
-                           "fsync={}",
-                           machine.postgresVersion, f.dbName,
-                           admin.value("SHOW synchronous_commit"),
-                           admin.value("SHOW fsync"))
+  createSchema(ctx.conninfo, f);
+  std::cout << fmt::format(
+                   "PostgreSQL {} (database {}); synchronous_commit={}, "
+                   "fsync={}",
+                   machine.postgresVersion, f.dbName,
+                   admin.value("SHOW synchronous_commit"),
+                   admin.value("SHOW fsync"))
             << std::endl;
+  if (!f.pgAfterSchema.empty()) {
+    std::cout << "after the schema: " << f.pgAfterSchema << std::endl;
+  }
 
   if (f.wants("cycle")) runCycle(ctx);
   if (f.wants("roundtrips")) runRoundTrips(ctx, admin);

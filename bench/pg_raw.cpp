@@ -27,8 +27,8 @@ PgResult PgConn::check(PGresult* raw, const std::string& what) {
   PgResult r(raw);
   const ExecStatusType st = PQresultStatus(raw);
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    throw std::runtime_error(fmt::format("{}: {}", what,
-                                         PQresultErrorMessage(raw)));
+    throw std::runtime_error(
+        fmt::format("{}: {}", what, PQresultErrorMessage(raw)));
   }
   return r;
 }
@@ -50,10 +50,10 @@ void PgConn::prepare(const std::string& name, const std::string& sql) {
 
 PgResult PgConn::execPrepared(const std::string& name,
                               const std::vector<const char*>& params) {
-  return check(PQexecPrepared(conn_, name.c_str(),
-                              static_cast<int>(params.size()), params.data(),
-                              nullptr, nullptr, 0),
-               name);
+  return check(
+      PQexecPrepared(conn_, name.c_str(), static_cast<int>(params.size()),
+                     params.data(), nullptr, nullptr, 0),
+      name);
 }
 
 std::string withDatabase(const std::string& base, const std::string& db) {

@@ -17,6 +17,7 @@ set ylabel "ms (log scale)"
 set logscale x 2
 set logscale y 10
 set xtics (1, 2, 4, 8, 16, 32)
+set xrange [0.8:20]
 plot dir."/handoff.dat" using 1:2 with linespoints lw 2 pt 7 title "PostgreSQL p50", \
      ''                 using 1:3 with linespoints lw 2 pt 5 dt 2 title "PostgreSQL p99", \
      ''                 using 1:4 with linespoints lw 2 pt 7 title "SQLite p50", \
@@ -24,6 +25,7 @@ plot dir."/handoff.dat" using 1:2 with linespoints lw 2 pt 7 title "PostgreSQL p
 unset logscale
 unset xtics
 set xtics
+set autoscale x
 
 # --- scale: cycle latency by table size and by hierarchy depth ---------------
 set output dir."/scale.png"

@@ -31,8 +31,9 @@ struct HandoffOutcome {
 // the time just before releaseLock, releases, and waits until another
 // thread has acquired before it queues again (so there is always one holder
 // and managers.size() - 1 waiters). Managers may repeat (shared manager).
-HandoffOutcome runHandoff(const std::vector<dlm::DistributedLockManager*>& managers,
-                          const std::string& id, const Flags& flags);
+HandoffOutcome runHandoff(
+    const std::vector<dlm::DistributedLockManager*>& managers,
+    const std::string& id, const Flags& flags);
 
 // The LockConfiguration of the handoff waiters (printed with the results).
 dlm::LockConfiguration handoffConfiguration(const Flags& flags);
