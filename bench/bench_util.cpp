@@ -1,0 +1,491 @@
+#include "bench_util.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace dlm_bench {
+
+std::int64_t nowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// --- flags -------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> numberList(const std::string& s) {
+  std::vector<T> out;
+  for (const auto& item : splitList(s)) {
+    out.push_back(static_cast<T>(std::stod(item)));
+  }
+  return out;
+}
+
+[[noreturn]] void usage(int rc) {
+  std::cerr <<
+      R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
+
+  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs (default: all)
+                      cycle       uncontended acquire+release, per-thread keys; PG baselines
+                                  a (raw dlm_acquire/dlm_release), b (client-side BEGIN; SELECT
+                                  FOR UPDATE; UPDATE; COMMIT), c (advisory locks),
+                                  d (INSERT .. ON CONFLICT + UPDATE); SQLite: raw sqlite3
+                      roundtrips  statements and transactions per acquire / release, from the
+                                  server's pg_stat_statements and pg_stat_database (PostgreSQL)
+                      handoff     one holder, N waiters in acquireLock on one key: time from just
+                                  before releaseLock to the next acquireLock returning
+                      contended   N threads tryAcquireLock one key: successes/s, failures/s
+                      scale       cycle p50 with the table pre-filled to --rows, ids of --depths
+                      procs       SQLite: --procs processes (fork) cycling on one file
+  --store=LIST        postgres,sqlite (default: both)
+  --threads=LIST      cycle thread counts (default 1,4,16)
+  --seconds=S         measured seconds per workload (default 4); --warmup=S (0.25)
+  --rounds=N          compared variants run interleaved in N slices (default 4)
+  --rows=LIST         scale pre-fill sizes (default 1000,100000,1000000)
+  --depths=LIST       scale hierarchy depths (default 1,4,8)
+  --waiters=LIST      handoff waiter counts (default 1,4,16)
+  --contended_threads=LIST (default 4,16)
+  --sleep_ms=N        handoff waiters' sleepBetweenRetries (default 50)
+  --hold_ms=N         handoff hold time (default 5)
+  --procs=N           SQLite processes (default 4)
+  --keys=N            key pool per thread (default 1000)
+  --pg=CONNINFO       admin connection (default: libpq PG* variables)
+  --pg_after_schema=SQL  run after the migrations in each benchmark schema
+                      (to measure a proposed schema change)
+  --db_name=NAME      database created (dropped first) for the run (default dlm_bench)
+  --sqlite_dir=DIR    where SQLite files go (default ./dlm_bench_sqlite; use a real disk)
+  --results_dir=DIR   write latest.md, latest.json and plot data there
+  --command=TEXT      --note=TEXT   quoted in latest.md
+)";
+  std::exit(rc);
+}
+
+}  // namespace
+
+bool Flags::wants(const std::string& b) const {
+  return std::find(benchmarks.begin(), benchmarks.end(), b) != benchmarks.end();
+}
+bool Flags::wantsStore(const std::string& s) const {
+  return std::find(stores.begin(), stores.end(), s) != stores.end();
+}
+
+Flags parseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") usage(0);
+    const auto eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+      std::cerr << "dlm_bench: bad argument '" << arg << "'\n";
+      usage(2);
+    }
+    const std::string name = arg.substr(2, eq - 2);
+    const std::string v = arg.substr(eq + 1);
+    try {
+      if (name == "benchmarks") {
+        f.benchmarks = splitList(v);
+      } else if (name == "store") {
+        f.stores = splitList(v);
+      } else if (name == "threads") {
+        f.threads = numberList<int>(v);
+      } else if (name == "seconds") {
+        f.seconds = std::stod(v);
+      } else if (name == "warmup") {
+        f.warmup = std::stod(v);
+      } else if (name == "rounds") {
+        f.rounds = std::stoi(v);
+      } else if (name == "rows") {
+        f.rows = numberList<long>(v);
+      } else if (name == "depths") {
+        f.depths = numberList<int>(v);
+      } else if (name == "waiters") {
+        f.waiters = numberList<int>(v);
+      } else if (name == "contended_threads") {
+        f.contendedThreads = numberList<int>(v);
+      } else if (name == "sleep_ms") {
+        f.sleepMs = std::stoi(v);
+      } else if (name == "hold_ms") {
+        f.holdMs = std::stoi(v);
+      } else if (name == "procs") {
+        f.procs = std::stoi(v);
+      } else if (name == "keys") {
+        f.keys = std::stoi(v);
+      } else if (name == "pg") {
+        f.pgConnection = v;
+      } else if (name == "pg_after_schema") {
+        f.pgAfterSchema = v;
+      } else if (name == "db_name") {
+        f.dbName = v;
+      } else if (name == "sqlite_dir") {
+        f.sqliteDir = v;
+      } else if (name == "results_dir") {
+        f.resultsDir = v;
+      } else if (name == "command") {
+        f.command = v;
+      } else if (name == "note") {
+        f.note = v;
+      } else {
+        std::cerr << "dlm_bench: unknown flag --" << name << "\n";
+        usage(2);
+      }
+    } catch (const std::logic_error&) {
+      std::cerr << "dlm_bench: bad value for --" << name << ": '" << v << "'\n";
+      usage(2);
+    }
+  }
+  if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 ||
+      f.rounds < 1 || f.sleepMs < 1 || f.holdMs < 0) {
+    std::cerr << "dlm_bench: --keys, --seconds, --procs, --sleep_ms must be "
+                 "positive\n";
+    usage(2);
+  }
+  return f;
+}
+
+// --- samples and timed runs --------------------------------------------------
+
+void Samples::append(const Samples& other) {
+  us_.insert(us_.end(), other.us_.begin(), other.us_.end());
+  sorted_ = false;
+}
+
+double Samples::percentileUs(double p) const {
+  if (us_.empty()) return 0;
+  if (!sorted_) {
+    std::sort(us_.begin(), us_.end());
+    sorted_ = true;
+  }
+  // Nearest rank.
+  const double rank = std::ceil(p / 100.0 * us_.size());
+  std::size_t i = rank < 1 ? 0 : static_cast<std::size_t>(rank) - 1;
+  if (i >= us_.size()) i = us_.size() - 1;
+  return us_[i];
+}
+
+RunStats timedRun(int threads, double seconds, double warmup,
+                  const std::function<Operation(int)>& makeWorker) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> windowBegin{0};
+  std::atomic<std::int64_t> windowEnd{0};
+  std::mutex mu;
+  std::exception_ptr failure;
+  struct Span {
+    std::int64_t begin, end;
+    int tag;
+  };
+  std::vector<std::vector<Span>> spans(threads);
+
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        Operation op = makeWorker(t);
+        auto& mine = spans[t];
+        mine.reserve(1 << 16);
+        ready.fetch_add(1);
+        while (!go.load())
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        while (!stop.load()) {
+          const std::int64_t begin = nowNs();
+          const int tag = op();
+          const std::int64_t end = nowNs();
+          if (tag >= 0 && tag < 4) mine.push_back(Span{begin, end, tag});
+        }
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!failure) failure = std::current_exception();
+        }
+        ready.fetch_add(1);
+        stop.store(true);
+      }
+    });
+  }
+  while (ready.load() < threads) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto cpuNow = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  const double cpuStart = cpuNow();
+  const std::int64_t start = nowNs();
+  windowBegin = start + static_cast<std::int64_t>(warmup * 1e9);
+  windowEnd = windowBegin + static_cast<std::int64_t>(seconds * 1e9);
+  go.store(true);
+  while (!stop.load() && nowNs() < windowEnd) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop.store(true);
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+
+  RunStats stats;
+  stats.cpuSeconds = cpuNow() - cpuStart;
+  stats.seconds = (windowEnd - windowBegin) / 1e9;
+  for (const auto& mine : spans) {
+    stats.allOps += mine.size();
+    for (const Span& s : mine) {
+      if (s.begin >= windowBegin && s.end <= windowEnd) {
+        ++stats.ops;
+        ++stats.byTag[s.tag];
+        stats.latency.add((s.end - s.begin) / 1e3);
+      }
+    }
+  }
+  return stats;
+}
+
+void merge(RunStats& into, const RunStats& from) {
+  into.seconds += from.seconds;
+  into.ops += from.ops;
+  into.cpuSeconds += from.cpuSeconds;
+  into.allOps += from.allOps;
+  for (int i = 0; i < 4; ++i) into.byTag[i] += from.byTag[i];
+  into.latency.append(from.latency);
+}
+
+std::vector<RunStats> interleaved(
+    int variants, int rounds, double seconds, double warmup,
+    const std::function<RunStats(int, double, double)>& run) {
+  std::vector<RunStats> out(variants);
+  for (int r = 0; r < rounds; ++r) {
+    for (int v = 0; v < variants; ++v) {
+      merge(out[v], run(v, seconds / rounds, warmup));
+    }
+  }
+  return out;
+}
+
+// --- report ------------------------------------------------------------------
+
+std::string fmtDouble(double v, int precision) {
+  if (v < 0) return "-";
+  return fmt::format("{:.{}f}", v, precision);
+}
+
+void Report::add(Result r) {
+  std::cout << fmt::format(
+                   "{:<22} {:<8} {:<26} {:>10} ops/s  p50 {:>8} ms  p99 {:>8} "
+                   "ms  {}{}{}",
+                   r.workload, r.store, r.config, fmtDouble(r.opsPerSec, 0),
+                   fmtDouble(r.p50Ms, 3), fmtDouble(r.p99Ms, 3), r.ratio,
+                   r.extra.empty() ? "" : "  ", r.extra)
+            << std::endl;
+  results_.push_back(std::move(r));
+}
+
+void Report::addTarget(const std::string& text, bool met) {
+  std::cout << "TARGET " << (met ? "met   " : "MISSED") << "  " << text
+            << std::endl;
+  targets_.emplace_back(text, met);
+}
+
+const Result* Report::find(const std::string& workload,
+                           const std::string& config) const {
+  for (const auto& r : results_) {
+    if (r.workload == workload && r.config == config) return &r;
+  }
+  return nullptr;
+}
+
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double a = 0, b = 0, c = 0;
+  in >> a >> b >> c;
+  return fmt::format("{:.2f} {:.2f} {:.2f}", a, b, c);
+}
+
+std::string utcDate() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+namespace {
+
+std::string mdCell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += c;
+    }
+  }
+  return out.empty() ? "" : out;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string jsonNumber(double v) {
+  if (v < 0 || !std::isfinite(v)) return "null";
+  return fmt::format("{:.6g}", v);
+}
+
+}  // namespace
+
+void writeMarkdown(const std::string& path, const Flags& flags,
+                   const Machine& m, const Report& report) {
+  std::ofstream out(path);
+  out << "# dlm_bench results\n\n";
+  out << fmt::format("- date: {}\n", m.date);
+  out << fmt::format(
+      "- machine: {}, {} cores; load average {} (start) / {} "
+      "(end)\n",
+      m.cpu, m.cores, m.loadStart, m.loadEnd);
+  out << fmt::format("- PostgreSQL {}; SQLite {}\n", m.postgresVersion,
+                     m.sqliteVersion);
+  if (!flags.command.empty()) {
+    out << fmt::format("- command: `{}`\n", flags.command);
+  }
+  out << fmt::format(
+      "- {} s measured per run after {} s warm-up; handoff waiters "
+      "sleepBetweenRetries = {} ms, hold {} ms\n",
+      flags.seconds, flags.warmup, flags.sleepMs, flags.holdMs);
+  if (!flags.note.empty()) out << fmt::format("- conditions: {}\n", flags.note);
+  out << "\n| workload | store | config | ops/s | p50 ms | p99 ms | ratio | "
+         "notes |\n|---|---|---|---:|---:|---:|---|---|\n";
+  for (const auto& r : report.allResults()) {
+    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                       mdCell(r.workload), r.store, mdCell(r.config),
+                       fmtDouble(r.opsPerSec, 0), fmtDouble(r.p50Ms, 3),
+                       fmtDouble(r.p99Ms, 3), mdCell(r.ratio), mdCell(r.extra));
+  }
+  out << "\n## Targets (issue 4)\n\n";
+  for (const auto& [text, met] : report.targets()) {
+    out << fmt::format("- {} {}\n", met ? "met:" : "**MISSED:**", text);
+  }
+}
+
+void writeJson(const std::string& path, const Flags& flags, const Machine& m,
+               const Report& report) {
+  std::ofstream out(path);
+  out << "{\n";
+  out << fmt::format(
+      "  \"machine\": {{\"cpu\": {}, \"cores\": {}, \"postgres\": {}, "
+      "\"sqlite\": {}, \"load_start\": {}, \"load_end\": {}, \"date\": {}}},\n",
+      jsonString(m.cpu), m.cores, jsonString(m.postgresVersion),
+      jsonString(m.sqliteVersion), jsonString(m.loadStart),
+      jsonString(m.loadEnd), jsonString(m.date));
+  out << fmt::format(
+      "  \"config\": {{\"seconds\": {}, \"warmup\": {}, \"sleep_ms\": {}, "
+      "\"hold_ms\": {}, \"command\": {}, \"note\": {}}},\n",
+      flags.seconds, flags.warmup, flags.sleepMs, flags.holdMs,
+      jsonString(flags.command), jsonString(flags.note));
+  out << "  \"results\": [\n";
+  const auto& rs = report.allResults();
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    const Result& r = rs[i];
+    out << fmt::format(
+        "    {{\"workload\": {}, \"store\": {}, \"config\": {}, "
+        "\"ops_per_s\": {}, \"p50_ms\": {}, \"p99_ms\": {}, \"ratio\": {}, "
+        "\"notes\": {}",
+        jsonString(r.workload), jsonString(r.store), jsonString(r.config),
+        jsonNumber(r.opsPerSec), jsonNumber(r.p50Ms), jsonNumber(r.p99Ms),
+        jsonString(r.ratio), jsonString(r.extra));
+    for (const auto& [k, v] : r.numbers) {
+      out << fmt::format(", {}: {}", jsonString(k), jsonNumber(v));
+    }
+    out << (i + 1 < rs.size() ? "},\n" : "}\n");
+  }
+  out << "  ],\n  \"targets\": [\n";
+  const auto& ts = report.targets();
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    out << fmt::format("    {{\"target\": {}, \"met\": {}}}{}\n",
+                       jsonString(ts[i].first), ts[i].second ? "true" : "false",
+                       i + 1 < ts.size() ? "," : "");
+  }
+  out << "  ]\n}\n";
+}
+
+std::string randomHex(std::mt19937_64& rng, int chars) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s(chars, '0');
+  for (auto& c : s) c = kDigits[rng() & 15];
+  return s;
+}
+
+std::uint32_t crc32(const std::string& s) {
+  static const auto table = [] {
+    std::vector<std::uint32_t> t(256);
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  std::uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : s) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+}  // namespace dlm_bench
