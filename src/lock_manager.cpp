@@ -11,6 +11,7 @@
 #include "keep_alive.h"
 #include "key_builder.h"
 #include "owner_id.h"
+#include "process_id.h"
 #include "random_id.h"
 #include "validation.h"
 #include "wait_hub.h"
@@ -264,7 +265,8 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
                                      std::string* blockedBy) {
   const std::string token = internal::randomUuid();
   const std::string& owner = internal::currentThreadOwner();
-  const Holder holder{holder_.host, static_cast<std::int64_t>(getpid())};
+  const Holder holder{holder_.host,
+                      static_cast<std::int64_t>(internal::currentProcessId())};
   const AcquireRequest request{lock.key_, owner, token, ttl, holder};
   const AcquireResult result =
       withStoreRetries(lock, [&] { return store_->tryAcquire(request); });

@@ -7,6 +7,7 @@
 
 #include "dlm/error.h"
 #include "dlm/owner.h"
+#include "process_id.h"
 #include "random_id.h"
 #include "validation.h"
 
@@ -24,8 +25,8 @@ thread_local std::optional<std::string> scopedOwner;
 const std::string& currentThreadOwner() {
   if (scopedOwner) return *scopedOwner;
   thread_local std::string owner = randomUuid();
-  thread_local pid_t drawnIn = getpid();
-  if (pid_t pid = getpid(); pid != drawnIn) {
+  thread_local pid_t drawnIn = currentProcessId();
+  if (pid_t pid = currentProcessId(); pid != drawnIn) {
     owner = randomUuid();
     drawnIn = pid;
   }

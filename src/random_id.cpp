@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <random>
 
+#include "process_id.h"
+
 namespace dlm::internal {
 namespace {
 
@@ -19,8 +21,8 @@ std::mt19937_64 freshGenerator() {
 // child would hand out the same tokens.
 std::mt19937_64& threadGenerator() {
   thread_local std::mt19937_64 gen = freshGenerator();
-  thread_local pid_t seededIn = getpid();
-  if (pid_t pid = getpid(); pid != seededIn) {
+  thread_local pid_t seededIn = currentProcessId();
+  if (pid_t pid = currentProcessId(); pid != seededIn) {
     gen = freshGenerator();
     seededIn = pid;
   }

@@ -434,6 +434,12 @@ class PostgresStore::Impl {
       // ever reopen this connection itself.
       c.set_variable("search_path", c.quote_name(schema));
     }
+    // Custom plans were re-made on every call of dlm_acquire (its
+    // descendant range check), about 0.05 ms of planning per acquire; the
+    // generic plans are the same index scans. PostgreSQL 12 and later only.
+    if (c.server_version() >= 120000) {
+      c.set_variable("plan_cache_mode", "force_generic_plan");
+    }
     for (const auto& [name, sql] : statements()) c.prepare(name, sql);
   }
 
