@@ -87,7 +87,8 @@ class RawFunctions {
                   "SELECT acquired, fencing_token, acquired_at_ms, "
                   "expires_at_ms, blocked_by FROM dlm_acquire($1::text[], "
                   "$2::bigint[], $3, $4, $5, $6, $7, $8, $9)");
-    conn_.prepare("rel", "SELECT dlm_release($1, $2)");
+    conn_.prepare("rel",
+                  "SELECT dlm_release($1, $2, $3::text[], $4, $5)");
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     host_ = host;
@@ -109,7 +110,13 @@ class RawFunctions {
     return PQgetvalue(r.get(), 0, 0)[0] == 't';
   }
   void release(const std::string& k) {
-    PgResult r = conn_.execPrepared("rel", {k.c_str(), token_.c_str()});
+    // The same hierarchy arguments as the library passes for a one-segment
+    // key: no ancestors, the descendant range (for waking waiters).
+    const std::string descBegin = k + ".";
+    const std::string descEnd = k + "/";
+    PgResult r = conn_.execPrepared(
+        "rel", {k.c_str(), token_.c_str(), "{}", descBegin.c_str(),
+                descEnd.c_str()});
     if (PQgetvalue(r.get(), 0, 0)[0] != 't') {
       throw std::runtime_error("raw dlm_release returned false for " + k);
     }

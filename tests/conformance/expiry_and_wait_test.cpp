@@ -11,10 +11,6 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using ExpiryAndWait = StoreConformance;
 
-void waitForStoreTime(LockStore& store, StoreTime until) {
-  while (store.now() < until) std::this_thread::sleep_for(milliseconds(5));
-}
-
 TEST_P(ExpiryAndWait, LockExpiresAtItsTtlByTheStoreClock) {
   auto holder = manager();
   auto other = manager();

@@ -1,6 +1,7 @@
 #include "conformance/store_fixture.h"
 
 #include <atomic>
+#include <thread>
 
 namespace dlm::test {
 namespace {
@@ -54,6 +55,12 @@ LockConfiguration StoreConformance::fastConfig() {
   c.waitForLock = std::chrono::seconds(5);
   c.sleepBetweenRetries = std::chrono::milliseconds(20);
   return c;
+}
+
+void waitForStoreTime(LockStore& store, StoreTime until) {
+  while (store.now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 std::string storeParamName(const ::testing::TestParamInfo<std::string>& info) {

@@ -36,6 +36,9 @@ class StoreConformance : public ::testing::TestWithParam<std::string> {
   }
 };
 
+// Sleeps until the store's clock has reached `until`.
+void waitForStoreTime(LockStore& store, StoreTime until);
+
 std::string storeParamName(const ::testing::TestParamInfo<std::string>& info);
 
 }  // namespace dlm::test

@@ -12,10 +12,6 @@ namespace {
 using std::chrono::milliseconds;
 using TransactionalRelease = StoreConformance;
 
-void waitForStoreTime(LockStore& store, StoreTime until) {
-  while (store.now() < until) std::this_thread::sleep_for(milliseconds(5));
-}
-
 bool isFree(DistributedLockManager& m, const Lock& lock) {
   return !m.describeLock(lock).has_value();
 }
