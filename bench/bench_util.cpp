@@ -473,19 +473,19 @@ std::string randomHex(std::mt19937_64& rng, int chars) {
   return s;
 }
 
-std::uint32_t crc32(const std::string& s) {
-  static const auto table = [] {
-    std::vector<std::uint32_t> t(256);
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : s) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+Result resultOf(const std::string& workload, const std::string& store,
+                const std::string& config, const RunStats& s,
+                const std::string& cpuKey) {
+  Result r;
+  r.workload = workload;
+  r.store = store;
+  r.config = config;
+  r.opsPerSec = s.opsPerSec();
+  r.p50Ms = s.latency.percentileUs(50) / 1e3;
+  r.p99Ms = s.latency.percentileUs(99) / 1e3;
+  r.numbers["ops"] = static_cast<double>(s.ops);
+  r.numbers[cpuKey] = s.cpuUsPerOp();
+  return r;
 }
 
 }  // namespace dlm_bench

@@ -122,6 +122,13 @@ struct Result {
   std::map<std::string, double> numbers;  // extra figures for latest.json
 };
 
+// A Result from a timed run: ops/s, p50/p99, and the run's ops and CPU per
+// op under `cpuKey` in latest.json ("client_cpu_us_per_op" when the server
+// is another process, "cpu_us_per_op" for SQLite, which runs in-process).
+Result resultOf(const std::string& workload, const std::string& store,
+                const std::string& config, const RunStats& s,
+                const std::string& cpuKey);
+
 class Report {
  public:
   void add(Result r);  // prints the line at once
@@ -159,8 +166,6 @@ void writeJson(const std::string& path, const Flags& flags,
 
 // A random hex string (tokens, owners of the raw baselines).
 std::string randomHex(std::mt19937_64& rng, int chars);
-// CRC-32 (zlib polynomial), as the library stores in resource_crc.
-std::uint32_t crc32(const std::string& s);
 std::string fmtDouble(double v, int precision);
 
 }  // namespace dlm_bench

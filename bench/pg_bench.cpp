@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "crc32.h"
 #include "pg_raw.h"
 #include "workloads.h"
 
@@ -63,16 +64,7 @@ std::string cycleId(int t, int i) { return fmt::format("c{}k{}", t, i); }
 
 Result fromStats(const std::string& workload, const std::string& config,
                  const RunStats& s) {
-  Result r;
-  r.workload = workload;
-  r.store = "postgres";
-  r.config = config;
-  r.opsPerSec = s.opsPerSec();
-  r.p50Ms = s.latency.percentileUs(50) / 1e3;
-  r.p99Ms = s.latency.percentileUs(99) / 1e3;
-  r.numbers["ops"] = static_cast<double>(s.ops);
-  r.numbers["client_cpu_us_per_op"] = s.cpuUsPerOp();
-  return r;
+  return resultOf(workload, "postgres", config, s, "client_cpu_us_per_op");
 }
 
 // --- raw baselines -----------------------------------------------------------
@@ -87,8 +79,7 @@ class RawFunctions {
                   "SELECT acquired, fencing_token, acquired_at_ms, "
                   "expires_at_ms, blocked_by FROM dlm_acquire($1::text[], "
                   "$2::bigint[], $3, $4, $5, $6, $7, $8, $9)");
-    conn_.prepare("rel",
-                  "SELECT dlm_release($1, $2, $3::text[], $4, $5)");
+    conn_.prepare("rel", "SELECT dlm_release($1, $2, $3::text[], $4, $5)");
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     host_ = host;
@@ -98,7 +89,8 @@ class RawFunctions {
   // range is checked, as the library does). True when acquired.
   bool acquire(const std::string& k, int ttlMs) {
     const std::string keys = "{\"" + k + "\"}";
-    const std::string crcs = "{" + std::to_string(crc32(k)) + "}";
+    const std::string crcs =
+        "{" + std::to_string(dlm::internal::crc32(k)) + "}";
     const std::string descBegin = k + ".";
     const std::string descEnd = k + "/";
     token_ = randomHex(rng_, 32);
@@ -115,8 +107,8 @@ class RawFunctions {
     const std::string descBegin = k + ".";
     const std::string descEnd = k + "/";
     PgResult r = conn_.execPrepared(
-        "rel", {k.c_str(), token_.c_str(), "{}", descBegin.c_str(),
-                descEnd.c_str()});
+        "rel",
+        {k.c_str(), token_.c_str(), "{}", descBegin.c_str(), descEnd.c_str()});
     if (PQgetvalue(r.get(), 0, 0)[0] != 't') {
       throw std::runtime_error("raw dlm_release returned false for " + k);
     }

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "crc32.h"
 #include "workloads.h"
 
 namespace dlm_bench {
@@ -109,7 +110,7 @@ class RawSqlite {
     step(begin_);
     const std::int64_t now = wallMs();
     bind(ensure_, 1, k);
-    sqlite3_bind_int64(ensure_, 2, crc32(k));
+    sqlite3_bind_int64(ensure_, 2, dlm::internal::crc32(k));
     step(ensure_);
     bind(row_, 1, k);
     if (sqlite3_step(row_) != SQLITE_ROW) fail("reading the row");
@@ -253,16 +254,7 @@ dlm::LockConfiguration cycleConfiguration(const Flags& f) {
 
 Result fromStats(const std::string& workload, const std::string& config,
                  const RunStats& s) {
-  Result r;
-  r.workload = workload;
-  r.store = "sqlite";
-  r.config = config;
-  r.opsPerSec = s.opsPerSec();
-  r.p50Ms = s.latency.percentileUs(50) / 1e3;
-  r.p99Ms = s.latency.percentileUs(99) / 1e3;
-  r.numbers["ops"] = static_cast<double>(s.ops);
-  r.numbers["cpu_us_per_op"] = s.cpuUsPerOp();
-  return r;
+  return resultOf(workload, "sqlite", config, s, "cpu_us_per_op");
 }
 
 double runCycle(const Flags& f, Report& report) {

@@ -171,6 +171,14 @@ pid_t spawnWorker(const std::vector<std::string>& args,
   return pid;
 }
 
+int waitForExit(pid_t pid) {
+  int status = 0;
+  // EINTR: keep waiting.
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 class Contention : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Contention, SixteenThreadsInOneProcessNeverOverlap) {
@@ -218,10 +226,7 @@ TEST_P(Contention, FourProcessesNeverOverlap) {
   for (int w = 0; w < kProcesses; ++w) {
     const pid_t pid = pids[static_cast<std::size_t>(w)];
     if (pid <= 0) continue;
-    int status = 0;
-    // EINTR: keep waiting for this worker.
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    const int status = waitForExit(pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "worker " << w + 1 << " ended with status " << status;
     std::ifstream in(outs[static_cast<std::size_t>(w)]);
@@ -236,14 +241,6 @@ TEST_P(Contention, FourProcessesNeverOverlap) {
   ASSERT_EQ(static_cast<int>(results.size()), kProcesses);
   auto manager = makeManager(env->newStore());
   expectMutualExclusion(results, *manager, kMinAcquisitions);
-}
-
-int waitForExit(pid_t pid) {
-  int status = 0;
-  // EINTR: keep waiting.
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
 }
 
 // Two processes each hold one lock and ask for the other's: exactly one is

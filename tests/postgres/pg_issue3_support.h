@@ -17,6 +17,7 @@
 #include "dlm/postgres_store.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/release_channel.h"
+#include "support/eventually.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"
 
@@ -79,17 +80,6 @@ inline void releaseWithinTx(LockStore& store, pqxx::transaction_base& tx,
                             const StoreKey& key, const std::string& token) {
   PostgresTransaction adapter(tx);
   store.releaseWithin(adapter, key, token);
-}
-
-// Polls `pred` every 10 ms for up to `limit`.
-template <typename Pred>
-bool eventuallyTrue(Pred&& pred, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 // Records what a store delivers.

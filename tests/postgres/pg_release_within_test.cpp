@@ -47,7 +47,7 @@ class ReleaseWithinTest : public ::testing::Test {
 
   // Waits until the store's clock has passed `at`.
   void waitPast(StoreTime at) {
-    ASSERT_TRUE(eventuallyTrue([&] { return store_->now() > at; }));
+    ASSERT_TRUE(eventually([&] { return store_->now() > at; }));
   }
 
   ClientStores stores_;

@@ -20,6 +20,7 @@
 #include "postgres/connection_pool.h"
 #include "postgres/pg_migrate.h"
 #include "support/error_code.h"
+#include "support/eventually.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"
 
@@ -72,16 +73,6 @@ std::vector<int> backendsOf(pqxx::connection& admin, const std::string& app) {
     pids.push_back(row[0].as<int>());
   }
   return pids;
-}
-
-template <typename Pred>
-bool eventually(Pred&& pred, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 // ---------------------------------------------------------------- errors

@@ -123,7 +123,7 @@ TEST_F(WaitGraphTest, ExpiredRequestsAreIgnoredAndDeleted) {
   // A crashed waiter's row: A's wait for k2 ended 50 ms after it began.
   EXPECT_EQ(waitAs(*store_, k2, "A", 50ms).deadlockCycle, Keys{});
   const StoreTime expired = store_->now() + 50ms;
-  ASSERT_TRUE(eventuallyTrue([&] { return store_->now() > expired; }));
+  ASSERT_TRUE(eventually([&] { return store_->now() > expired; }));
   EXPECT_EQ(waitAs(*store_, k1, "B").deadlockCycle, Keys{});
   EXPECT_EQ(requestRows(), Keys{"B waits for g#k1"});
 }
@@ -134,7 +134,7 @@ TEST_F(WaitGraphTest, ExpiredHoldsAreIgnored) {
   ASSERT_TRUE(a.acquired);
   ASSERT_TRUE(acquireAs(*store_, k2, "B", "tb").acquired);
   EXPECT_EQ(waitAs(*store_, k2, "A").deadlockCycle, Keys{});
-  ASSERT_TRUE(eventuallyTrue([&] { return store_->now() > a.expiresAt; }));
+  ASSERT_TRUE(eventually([&] { return store_->now() > a.expiresAt; }));
   // A's hold on k1 has expired (nobody took it yet): it blocks nobody.
   EXPECT_EQ(waitAs(*store_, k1, "B").deadlockCycle, Keys{});
 }
@@ -262,7 +262,7 @@ TEST_F(ReleaseNotifyTest, NoNotifyWhenNobodyWaits) {
   ASSERT_TRUE(acquireAs(*other_, k, "H", "t2").acquired);
   ASSERT_EQ(waitAs(*other_, k, "W", 1ms).deadlockCycle, Keys{});
   const StoreTime expired = other_->now() + 1ms;
-  ASSERT_TRUE(eventuallyTrue([&] { return other_->now() > expired; }));
+  ASSERT_TRUE(eventually([&] { return other_->now() > expired; }));
   ASSERT_TRUE(other_->release(k, "t2"));
   // A retried release frees nothing and announces nothing.
   ASSERT_TRUE(acquireAs(*other_, k, "H", "t3").acquired);
@@ -348,7 +348,7 @@ TEST_F(ReleaseNotifyTest, LastUnsubscribeStopsTheThreadAndClosesTheConnection) {
   EXPECT_EQ(listeningBackends().size(), 1u);
   store_->unsubscribeReleases(&listener_);
   EXPECT_EQ(threadCount(), threads);
-  EXPECT_TRUE(eventuallyTrue([&] { return listeningBackends().empty(); }));
+  EXPECT_TRUE(eventually([&] { return listeningBackends().empty(); }));
   // Nothing is delivered after unsubscribe returned, although the server
   // announced the release.
   RawListener raw;
@@ -369,7 +369,7 @@ TEST_F(ReleaseNotifyTest, CloseStopsTheThreadAndLaterSubscribesFail) {
   EXPECT_EQ(threadCount(), threads + 1);
   store_->close();
   EXPECT_EQ(threadCount(), threads);
-  EXPECT_TRUE(eventuallyTrue([&] { return listeningBackends().empty(); }));
+  EXPECT_TRUE(eventually([&] { return listeningBackends().empty(); }));
   EXPECT_EQ(codeOf([&] { store_->subscribeReleases(&listener_); }),
             ErrorCode::INTERNAL_ERROR);
   store_->unsubscribeReleases(&listener_);  // harmless after close
@@ -395,7 +395,7 @@ TEST_F(ReleaseNotifyTest, UnsubscribeWaitsForARunningCallback) {
   SlowListener slow;
   ASSERT_TRUE(store_->subscribeReleases(&slow));
   releaseWithWaiter(key("slow"));
-  ASSERT_TRUE(eventuallyTrue([&] { return slow.inside_.load(); }));
+  ASSERT_TRUE(eventually([&] { return slow.inside_.load(); }));
   std::thread unsubscriber([&] { store_->unsubscribeReleases(&slow); });
   slow.go_ = true;
   unsubscriber.join();
@@ -413,7 +413,7 @@ TEST_F(ReleaseNotifyTest, KilledListeningBackendIsReplacedAndMissedReported) {
   EXPECT_TRUE(listener_.waitForMissed(1));
   std::vector<int> after;
   // A new backend LISTENs (the terminated one may linger in the view).
-  EXPECT_TRUE(eventuallyTrue([&] {
+  EXPECT_TRUE(eventually([&] {
     after = listeningBackends();
     return after.size() == 1 && after[0] != before[0];
   })) << ::testing::PrintToString(after);
