@@ -87,16 +87,10 @@ bool ClusteredLockService::releaseLock(const std::string& resource) {
   }
 }
 
+// The manager's rollbackLock is its releaseLock (by token, in dlm's own
+// transaction), pending commit or not; so is this one.
 bool ClusteredLockService::rollbackLock(const std::string& resource) {
-  const Id id{currentOwner(), resource};
-  Lock lock = manager_.getLockInstance(resource, level_);
-  if (!take(id, lock)) return false;
-  try {
-    return manager_.rollbackLock(lock);
-  } catch (...) {
-    put(id, std::move(lock));
-    throw;
-  }
+  return releaseLock(resource);
 }
 
 void ClusteredLockService::commitLock(const std::string& resource,

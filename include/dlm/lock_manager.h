@@ -235,31 +235,27 @@ decltype(auto) DistributedLockManager::runGuarded(Lock lock, Fn&& fn) {
   auto finish = [&guard] {
     const std::string lockId = guard.lock().lockId();
     if (guard.lost() || !guard.release()) {
-      throw DLMException(ErrorCode::LOCK_NOT_HELD,
-                         "the lock '" + lockId +
-                             "' was lost while the guarded code ran");
+      throw DLMException(
+          ErrorCode::LOCK_NOT_HELD,
+          "the lock '" + lockId + "' was lost while the guarded code ran");
     }
   };
-  if constexpr (std::is_invocable_v<Fn, const Lock&>) {
-    using Result = std::invoke_result_t<Fn, const Lock&>;
-    if constexpr (std::is_void_v<Result>) {
-      std::forward<Fn>(fn)(guard.lock());
-      finish();
+  // fn may take the lock (for its fencing token) or nothing.
+  auto run = [&]() -> decltype(auto) {
+    if constexpr (std::is_invocable_v<Fn, const Lock&>) {
+      return std::forward<Fn>(fn)(guard.lock());
     } else {
-      Result result = std::forward<Fn>(fn)(guard.lock());
-      finish();
-      return result;
+      return std::forward<Fn>(fn)();
     }
+  };
+  using Result = decltype(run());
+  if constexpr (std::is_void_v<Result>) {
+    run();
+    finish();
   } else {
-    using Result = std::invoke_result_t<Fn>;
-    if constexpr (std::is_void_v<Result>) {
-      std::forward<Fn>(fn)();
-      finish();
-    } else {
-      Result result = std::forward<Fn>(fn)();
-      finish();
-      return result;
-    }
+    Result result = run();
+    finish();
+    return result;
   }
 }
 

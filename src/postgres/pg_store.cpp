@@ -129,17 +129,21 @@ pqxx::field single(const pqxx::result& r, const char* what) {
   return r[0][0];
 }
 
+// A bound of a descendant range as the dlm_* functions take it: NULL when
+// empty (the hierarchy is off). Borrowed from `bound`.
+const char* boundOrNull(const std::string& bound) {
+  return bound.empty() ? nullptr : bound.c_str();
+}
+
 // A key's hierarchy as the dlm_* functions take it: the ancestors as a
-// text[] literal, the descendant range as two nullable bounds (NULL: the
-// hierarchy is off).
+// text[] literal, the descendant range as two nullable bounds.
 struct Hierarchy {
-  explicit Hierarchy(const StoreKey& key) {
+  explicit Hierarchy(const StoreKey& key)
+      : descBegin(boundOrNull(key.descendantsBegin)),
+        descEnd(boundOrNull(key.descendantsEnd)) {
     std::vector<std::string_view> items(key.ancestors.begin(),
                                         key.ancestors.end());
     ancestors = internal::textArrayLiteral(items);
-    descBegin =
-        key.descendantsBegin.empty() ? nullptr : key.descendantsBegin.c_str();
-    descEnd = key.descendantsEnd.empty() ? nullptr : key.descendantsEnd.c_str();
   }
   std::string ancestors;
   const char* descBegin;  // borrowed from the StoreKey
@@ -229,11 +233,8 @@ class PostgresStore::Impl {
     crcs.push_back(internal::crc32(key.key));
     const std::string keys = internal::textArrayLiteral(path);
     const std::string crcList = internal::bigintArrayLiteral(crcs);
-    // NULL bounds tell the function that hierarchy is off.
-    const char* descBegin =
-        key.descendantsBegin.empty() ? nullptr : key.descendantsBegin.c_str();
-    const char* descEnd =
-        key.descendantsEnd.empty() ? nullptr : key.descendantsEnd.c_str();
+    const char* descBegin = boundOrNull(key.descendantsBegin);
+    const char* descEnd = boundOrNull(key.descendantsEnd);
     const std::string owner(request.owner);
     const std::string token(request.token);
     const std::int64_t ttl = request.ttl.count();
