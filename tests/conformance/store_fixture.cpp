@@ -58,7 +58,9 @@ LockConfiguration StoreConformance::fastConfig() {
 }
 
 void waitForStoreTime(LockStore& store, StoreTime until) {
-  while (store.now() < until) {
+  // Both times are whole milliseconds, floored: the store's real expiry may
+  // lie up to 1 ms after `until`, so wait until the clock is past it.
+  while (store.now() <= until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

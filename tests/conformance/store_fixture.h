@@ -36,7 +36,7 @@ class StoreConformance : public ::testing::TestWithParam<std::string> {
   }
 };
 
-// Sleeps until the store's clock has reached `until`.
+// Sleeps until the store's clock is past `until`.
 void waitForStoreTime(LockStore& store, StoreTime until);
 
 std::string storeParamName(const ::testing::TestParamInfo<std::string>& info);
