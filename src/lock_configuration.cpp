@@ -9,11 +9,20 @@ void LockConfiguration::validate() const {
   internal::requirePositive("lockTtl", lockTtl);
   internal::requireNonNegative("waitForLock", waitForLock);
   internal::requirePositive("sleepBetweenRetries", sleepBetweenRetries);
-  if (storeRetries < 0) {
+  if (storeRetries < 0 || storeRetries > kMaxStoreRetries) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       "storeRetries must not be negative");
+                       "storeRetries must be between 0 and 1000");
   }
   internal::requirePositive("storeRetryBackoff", storeRetryBackoff);
+  if (storeRetryBackoff > kMaxRetryBackoff) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "storeRetryBackoff must be at most one minute");
+  }
+  internal::requirePositive("operationTimeout", operationTimeout);
+  if (operationTimeout > kMaxOperationTimeout) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "operationTimeout must be at most one hour");
+  }
   // Written so that NaN fails too.
   if (!(retryJitter >= 0.0 && retryJitter <= 0.5)) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,

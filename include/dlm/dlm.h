@@ -5,6 +5,7 @@
 #include "dlm/app_transaction.h"
 #include "dlm/clock.h"
 #include "dlm/clustered_lock_service.h"
+#include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"

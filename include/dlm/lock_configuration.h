@@ -21,10 +21,29 @@ struct LockConfiguration {
   double retryJitter = 0.1;
   // How many times one store call is retried after a transient failure
   // (connection lost, serialization failure, busy) before the manager gives
-  // up with CONNECTION_ERROR or RETRIES_EXHAUSTED. >= 0.
+  // up with CONNECTION_ERROR or RETRIES_EXHAUSTED; retries also stop at the
+  // call's deadline (operationTimeout). 0 to kMaxStoreRetries.
   int storeRetries = 3;
-  // Pause before the first store retry; doubles with each further retry. > 0.
+  // Pause before the first store retry; doubles with each further retry, up
+  // to kMaxRetryPause (or storeRetryBackoff itself if larger), and never past
+  // the call's deadline. > 0 and at most kMaxRetryBackoff.
   std::chrono::milliseconds storeRetryBackoff{std::chrono::milliseconds(50)};
+  // The time budget of every call that touches the store: connecting,
+  // waiting for a pooled connection, retries and their pauses included.
+  // acquireLock finishes within its timeout + operationTimeout, every other
+  // call (tryAcquireLock, releaseLock, extendLock, describeLock, initialize)
+  // within operationTimeout, plus the small overrun documented in the README
+  // (scheduling, closing a connection that did not answer). A store that
+  // does not answer in time gives CONNECTION_ERROR. 1 ms to 1 hour.
+  std::chrono::milliseconds operationTimeout{std::chrono::seconds(5)};
+
+  static constexpr int kMaxStoreRetries = 1000;
+  static constexpr std::chrono::milliseconds kMaxRetryBackoff{
+      std::chrono::minutes(1)};
+  static constexpr std::chrono::milliseconds kMaxRetryPause{
+      std::chrono::seconds(2)};
+  static constexpr std::chrono::milliseconds kMaxOperationTimeout{
+      std::chrono::hours(1)};
 
   // Throws DLMException(INVALID_ARGUMENT) naming the first bad field.
   void validate() const;

@@ -11,6 +11,10 @@
 // thread a store may run is the one that delivers release notifications
 // (subscribeReleases).
 //
+// Time: every method returns (or throws a transient CONNECTION_ERROR) by the
+// calling thread's deadline (dlm/deadline.h); without one, by the store's own
+// default bound. A store never blocks its caller longer.
+//
 // Errors: every method throws only DLMException. Failures that may succeed when
 // retried (connection lost, serialization failure, SQLITE_BUSY) carry
 // transient() == true. "Held by someone else" is not an error: it is
@@ -207,6 +211,13 @@ class LockStore {
   // The store's clock: the database clock on PostgreSQL, the application
   // clock on SQLite.
   virtual StoreTime now() = 0;
+
+  // A manager that uses this store names its clientId, so that operators
+  // can tell its connections apart (PostgreSQL: in application_name of the
+  // connections opened afterwards). No I/O; never throws.
+  virtual void addClient(std::string_view clientId) noexcept {
+    (void)clientId;
+  }
 };
 
 }  // namespace dlm

@@ -46,6 +46,9 @@ class ForwardingStore : public LockStore {
     return target_->forceRelease(key);
   }
   StoreTime now() override { return target_->now(); }
+  void addClient(std::string_view clientId) noexcept override {
+    target_->addClient(clientId);
+  }
   WaitRegistration registerWait(const WaitRequest& request) override {
     return target_->registerWait(request);
   }
