@@ -4,11 +4,12 @@
 
 #include <algorithm>
 
+#include "dlm/deadline.h"
+
 namespace dlm::internal {
 namespace {
 
 using std::chrono::milliseconds;
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 milliseconds renewalPeriod(milliseconds ttl) {
   return std::max(milliseconds(1), ttl / 3);
@@ -22,6 +23,10 @@ milliseconds retryPeriod(milliseconds ttl) {
 
 }  // namespace
 
+milliseconds lossMargin(milliseconds ttl) {
+  return std::clamp(ttl / 10, milliseconds(20), milliseconds(2000));
+}
+
 KeepAlive::~KeepAlive() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -31,11 +36,9 @@ KeepAlive::~KeepAlive() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<KeepAliveEntry> KeepAlive::add(StoreKey key, std::string token,
-                                               milliseconds ttl,
-                                               StoreTime expiresAt,
-                                               std::string lockName,
-                                               LostCallback onLost) {
+std::shared_ptr<KeepAliveEntry> KeepAlive::add(
+    StoreKey key, std::string token, milliseconds ttl, StoreTime expiresAt,
+    SteadyTime leaseEnd, std::string lockName, LostCallback onLost) {
   auto entry = std::make_shared<KeepAliveEntry>();
   entry->key = std::move(key);
   entry->token = std::move(token);
@@ -43,11 +46,8 @@ std::shared_ptr<KeepAliveEntry> KeepAlive::add(StoreKey key, std::string token,
   entry->lockName = std::move(lockName);
   entry->onLost = std::move(onLost);
   entry->expiresAt = expiresAt;
-  const SteadyTime now = std::chrono::steady_clock::now();
-  // The lease started slightly before now as the store saw it; counting
-  // from now would only overestimate how long it has left.
-  entry->nextRenewal = now + renewalPeriod(ttl);
-  entry->deadline = now + ttl;
+  entry->leaseEnd = leaseEnd;
+  entry->nextRenewal = leaseEnd - ttl + renewalPeriod(ttl);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entries_.push_back(entry);
@@ -59,9 +59,10 @@ std::shared_ptr<KeepAliveEntry> KeepAlive::add(StoreKey key, std::string token,
 
 void KeepAlive::remove(const std::shared_ptr<KeepAliveEntry>& entry) {
   {
-    // Waits for a renewal of this entry in progress (it holds the mutex).
-    std::lock_guard<std::mutex> lock(entry->mutex);
+    std::unique_lock<std::mutex> lock(entry->mutex);
     entry->cancelled = true;
+    // A renewal in progress ends by its deadline.
+    entry->idle.wait(lock, [&] { return !entry->renewing; });
   }
   // Waits for an onLost callback in progress.
   { std::lock_guard<std::mutex> dispatch(dispatchMutex_); }
@@ -70,47 +71,91 @@ void KeepAlive::remove(const std::shared_ptr<KeepAliveEntry>& entry) {
                  entries_.end());
 }
 
-bool KeepAlive::renew(KeepAliveEntry& e) {
-  std::lock_guard<std::mutex> lock(e.mutex);
-  if (e.cancelled || e.lost) return false;
+bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline) {
+  {
+    std::lock_guard<std::mutex> lock(e.mutex);
+    if (e.cancelled || e.lost) return false;
+    e.renewing = true;
+  }
   const SteadyTime started = std::chrono::steady_clock::now();
+  std::optional<StoreTime> expires;
+  bool failed = false;
+  bool transient = false;
   try {
     // No manager-level retries here: a failed renewal is simply tried again
     // at the next retry period while the lease lasts.
-    if (auto expires = store_.extend(e.key.key, e.token, e.ttl)) {
-      e.expiresAt = *expires;
-      e.deadline = started + e.ttl;
-      e.nextRenewal = started + renewalPeriod(e.ttl);
-      return false;
-    }
-    e.lost = true;
+    const DeadlineScope scope(deadline);
+    expires = store_.extend(e.key.key, e.token, e.ttl);
   } catch (const DLMException& ex) {
-    const SteadyTime retryAt =
-        std::chrono::steady_clock::now() + retryPeriod(e.ttl);
-    if (ex.transient() && retryAt < e.deadline) {
-      e.nextRenewal = retryAt;
-      return false;
-    }
-    e.lost = true;
+    failed = true;
+    transient = ex.transient();
   }
-  return true;
+  const SteadyTime now = std::chrono::steady_clock::now();
+  bool lost = false;
+  {
+    std::lock_guard<std::mutex> lock(e.mutex);
+    e.renewing = false;
+    if (!failed && expires) {
+      e.expiresAt = *expires;
+      e.leaseEnd = started + e.ttl;
+      e.nextRenewal = started + renewalPeriod(e.ttl);
+    } else if (failed && transient && now + retryPeriod(e.ttl) < e.lossAt()) {
+      e.nextRenewal = now + retryPeriod(e.ttl);
+    } else if (failed && transient && now < e.lossAt()) {
+      // One last try right before the loss time.
+      e.nextRenewal = e.lossAt();
+    } else {
+      e.lost = !e.cancelled;
+      lost = e.lost;
+    }
+  }
+  e.idle.notify_all();
+  return lost;
+}
+
+void KeepAlive::reportLost(KeepAliveEntry& e) {
+  std::lock_guard<std::mutex> dispatch(dispatchMutex_);
+  {
+    std::lock_guard<std::mutex> entryLock(e.mutex);
+    if (e.cancelled) return;
+  }
+  if (!e.onLost) return;
+  const DLMException why(
+      ErrorCode::LOCK_NOT_HELD,
+      fmt::format("{} was lost: its lease could not be renewed", e.lockName));
+  try {
+    e.onLost(why);
+  } catch (...) {
+    // A callback's exception has nowhere to go on this thread.
+  }
 }
 
 void KeepAlive::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {
     SteadyTime wake = SteadyTime::max();
+    // The earliest loss time of all leases: no renewal may run past it, so
+    // a hung store call never delays another lease's loss report.
+    SteadyTime earliestLoss = SteadyTime::max();
     std::vector<std::shared_ptr<KeepAliveEntry>> due;
+    std::vector<std::shared_ptr<KeepAliveEntry>> expired;
     const SteadyTime now = std::chrono::steady_clock::now();
     for (const auto& e : entries_) {
       std::lock_guard<std::mutex> entryLock(e->mutex);
+      if (e->lost || e->cancelled) continue;
+      if (e->lossAt() <= now) {
+        e->lost = true;
+        expired.push_back(e);
+        continue;
+      }
+      earliestLoss = std::min(earliestLoss, e->lossAt());
       if (e->nextRenewal <= now) {
         due.push_back(e);
       } else {
-        wake = std::min(wake, e->nextRenewal);
+        wake = std::min({wake, e->nextRenewal, e->lossAt()});
       }
     }
-    if (due.empty()) {
+    if (due.empty() && expired.empty()) {
       if (wake == SteadyTime::max()) {
         changed_.wait(lock);
       } else {
@@ -118,26 +163,14 @@ void KeepAlive::run() {
       }
       continue;
     }
-    // Store calls without the list lock: add/remove stay quick.
+    // Store calls and callbacks without the list lock: add/remove stay
+    // quick.
     lock.unlock();
+    for (const auto& e : expired) reportLost(*e);
     for (const auto& e : due) {
-      if (!renew(*e)) continue;
-      std::lock_guard<std::mutex> dispatch(dispatchMutex_);
-      {
-        std::lock_guard<std::mutex> entryLock(e->mutex);
-        if (e->cancelled) continue;
-      }
-      if (e->onLost) {
-        const DLMException why(
-            ErrorCode::LOCK_NOT_HELD,
-            fmt::format("{} was lost: its lease could not be renewed",
-                        e->lockName));
-        try {
-          e->onLost(why);
-        } catch (...) {
-          // A callback's exception has nowhere to go on this thread.
-        }
-      }
+      const SteadyTime deadline =
+          std::min(deadlineAfter(operationTimeout_), earliestLoss);
+      if (renew(*e, deadline)) reportLost(*e);
     }
     lock.lock();
     // Lost entries need no more renewals.

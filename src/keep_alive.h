@@ -1,6 +1,12 @@
 // Renews the leases of LockGuards that asked for keep-alive: one thread per
 // manager, started with the first guard, each lock renewed at a third of its
 // TTL.
+//
+// A lease is declared lost (onLost) when its last confirmed end, minus a
+// safety margin (lossMargin), passes without a confirmed renewal. The thread
+// never waits for a hung store past that point: every renewal runs under a
+// deadline no later than the earliest loss time of any guarded lease. The
+// state a guard reads (lost, expiresAt) is never locked during store calls.
 #pragma once
 
 #include <chrono>
@@ -18,6 +24,11 @@
 namespace dlm::internal {
 
 using LostCallback = std::function<void(const DLMException& why)>;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The margin before a lease's estimated end at which it is declared lost:
+// a tenth of the TTL, at least 20 ms and at most 2 s.
+std::chrono::milliseconds lossMargin(std::chrono::milliseconds ttl);
 
 // The renewal state of one guarded lock, shared by the guard and the thread.
 struct KeepAliveEntry {
@@ -27,40 +38,55 @@ struct KeepAliveEntry {
   std::string lockName;  // for messages
   LostCallback onLost;
 
-  std::mutex mutex;  // guards the fields below
+  // Guards the fields below; held only for a few instructions, never during
+  // a store call or a callback.
+  mutable std::mutex mutex;
+  std::condition_variable idle;  // signalled when renewing becomes false
   StoreTime expiresAt;
   bool lost = false;
   bool cancelled = false;
-  std::chrono::steady_clock::time_point nextRenewal;
-  // When the lease runs out as this process's steady clock estimates it.
-  std::chrono::steady_clock::time_point deadline;
+  bool renewing = false;
+  SteadyTime nextRenewal;
+  // When the lease ends as this process's steady clock estimates it: the
+  // start of the last successful acquire or renewal call plus the TTL (the
+  // store computed its expiry at some instant after that start).
+  SteadyTime leaseEnd;
+
+  SteadyTime lossAt() const { return leaseEnd - lossMargin(ttl); }
 };
 
 class KeepAlive {
  public:
-  explicit KeepAlive(LockStore& store) : store_(store) {}
+  // `store` must outlive this object; renewals run under a deadline of at
+  // most `operationTimeout`.
+  KeepAlive(LockStore& store, std::chrono::milliseconds operationTimeout)
+      : store_(store), operationTimeout_(operationTimeout) {}
   ~KeepAlive();
   KeepAlive(const KeepAlive&) = delete;
   KeepAlive& operator=(const KeepAlive&) = delete;
 
-  // Starts renewing `key` held by `token` with `ttl` (the lease now ends at
-  // `expiresAt`). `onLost` (may be empty) runs on the keep-alive thread once
-  // a renewal finds the lock lost or the lease ran out while the store was
-  // unreachable.
+  // Starts renewing `key` held by `token` with `ttl`: the lease ends at
+  // `expiresAt` by the store's clock and at `leaseEnd` by this process's
+  // steady clock. `onLost` (may be empty) runs on the keep-alive thread once,
+  // when a renewal finds the lock lost or the lease's loss time passes.
   std::shared_ptr<KeepAliveEntry> add(StoreKey key, std::string token,
                                       std::chrono::milliseconds ttl,
-                                      StoreTime expiresAt, std::string lockName,
+                                      StoreTime expiresAt, SteadyTime leaseEnd,
+                                      std::string lockName,
                                       LostCallback onLost);
   // Stops renewing; once this returns, no renewal or onLost call for the
-  // entry is running or will run.
+  // entry is running or will run. Waits for a renewal in progress (bounded
+  // by its deadline).
   void remove(const std::shared_ptr<KeepAliveEntry>& entry);
 
  private:
   void run();
-  // Renews one due entry; true when it was found lost.
-  bool renew(KeepAliveEntry& entry);
+  // Renews one entry under `deadline`; true when it was found lost.
+  bool renew(KeepAliveEntry& entry, SteadyTime deadline);
+  void reportLost(KeepAliveEntry& entry);
 
   LockStore& store_;
+  const std::chrono::milliseconds operationTimeout_;
   std::mutex mutex_;  // guards entries_, stop_, thread_
   std::condition_variable changed_;
   std::vector<std::shared_ptr<KeepAliveEntry>> entries_;

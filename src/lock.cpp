@@ -18,7 +18,8 @@ Lock::Lock(Lock&& other) noexcept
       token_(std::move(other.token_)),
       fencingToken_(other.fencingToken_),
       acquiredAt_(other.acquiredAt_),
-      expiresAt_(other.expiresAt_) {
+      expiresAt_(other.expiresAt_),
+      leaseStart_(other.leaseStart_) {
   other.clearAcquisition();
   other.manager_ = nullptr;
 }
@@ -39,6 +40,7 @@ Lock& Lock::operator=(Lock&& other) noexcept {
     fencingToken_ = other.fencingToken_;
     acquiredAt_ = other.acquiredAt_;
     expiresAt_ = other.expiresAt_;
+    leaseStart_ = other.leaseStart_;
     other.clearAcquisition();
     other.manager_ = nullptr;
   }
@@ -53,6 +55,7 @@ void Lock::clearAcquisition() {
   fencingToken_ = 0;
   acquiredAt_ = StoreTime{};
   expiresAt_ = StoreTime{};
+  leaseStart_ = {};
 }
 
 }  // namespace dlm

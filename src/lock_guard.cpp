@@ -29,7 +29,8 @@ LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
         lock_.expiresAt() - lock_.acquiredAt());
     keepAlive_ = manager.keepAlive().add(
         lock_.key_, lock_.token_, ttl, lock_.expiresAt(),
-        fmt::format("lock '{}'", lock_.lockId()), std::move(keepAlive.onLost));
+        lock_.leaseStart_ + ttl, fmt::format("lock '{}'", lock_.lockId()),
+        std::move(keepAlive.onLost));
   }
 }
 
@@ -101,9 +102,12 @@ void LockGuard::releaseQuietly() noexcept {
   try {
     release();
   } catch (const std::exception& e) {
-    // The lock expires by its TTL; a destructor must not throw.
+    // A destructor must not throw. The manager keeps releasing the lock by
+    // its token in the background until the store answers, so the key is
+    // not locked out for the rest of its TTL.
     std::fprintf(stderr, "dlm: releasing lock '%s' failed: %s\n",
                  lock_.lockId().c_str(), e.what());
+    manager_->abandon(lock_);
     manager_ = nullptr;
   }
 }

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "dlm/error.h"
+#include "in_doubt_resolver.h"
 #include "keep_alive.h"
 #include "key_builder.h"
 #include "owner_id.h"
@@ -37,6 +40,33 @@ std::string hostName() {
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
 }
+
+// How many managers that were built and not yet destroyed use each store:
+// destroy() closes a store only when it was the last.
+class StoreUsers {
+ public:
+  static StoreUsers& instance() {
+    static StoreUsers users;
+    return users;
+  }
+  void add(const LockStore* store) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++count_[store];
+  }
+  // True when `store` has no user left.
+  bool remove(const LockStore* store) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = count_.find(store);
+    if (it == count_.end()) return true;
+    if (--it->second > 0) return false;
+    count_.erase(it);
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<const LockStore*, int> count_;
+};
 
 void validateTtl(milliseconds ttl) {
   internal::requirePositive("ttl", ttl);
@@ -114,7 +144,52 @@ std::unique_ptr<DistributedLockManager> Builder::build() {
   m->store_ = store_;
   m->clock_ = clock_ ? clock_ : Clock::system();
   m->holder_.host = hostName();
+  m->resolver_ = std::make_unique<internal::InDoubtResolver>(
+      *m->store_, m->config_.operationTimeout);
+  m->store_->addClient(m->clientId_);
+  StoreUsers::instance().add(m->store_.get());
   return m;
+}
+
+// Retries transient store failures with doubling backoff. Safe for every
+// store call: acquire is idempotent on its token and release/extend are
+// conditional on it, so a call whose reply was lost can be repeated. Every
+// try runs under `deadline` and no pause crosses it; the doubling stops at
+// kMaxRetryPause (or the configured backoff, if larger), so no setting that
+// validation accepts can overflow or sleep for hours.
+template <typename Fn>
+auto DistributedLockManager::withStoreRetries(const Lock* lock,
+                                              Deadline deadline, Fn&& fn) {
+  const milliseconds maxPause =
+      std::max(config_.storeRetryBackoff, LockConfiguration::kMaxRetryPause);
+  milliseconds backoff = config_.storeRetryBackoff;
+  for (int retry = 0;; ++retry) {
+    try {
+      const DeadlineScope scope(deadline);
+      return fn();
+    } catch (const DLMException& e) {
+      if (!e.transient()) throw;
+      const milliseconds left = timeLeft(deadline);
+      if (retry >= config_.storeRetries || left <= milliseconds::zero()) {
+        const ErrorCode code = e.code() == ErrorCode::CONNECTION_ERROR
+                                   ? ErrorCode::CONNECTION_ERROR
+                                   : ErrorCode::RETRIES_EXHAUSTED;
+        const std::string subject =
+            lock != nullptr ? lockName(*lock) : std::string("lock manager");
+        const std::string why =
+            left <= milliseconds::zero()
+                ? fmt::format("no answer within the operation timeout of {} "
+                              "ms ({} retries)",
+                              config_.operationTimeout.count(), retry)
+                : fmt::format("failed after {} retries", retry);
+        throw DLMException(code,
+                           fmt::format("{}: {} store call {}: {}", subject,
+                                       store_->name(), why, e.what()));
+      }
+      clock_->sleepFor(std::min(backoff, left));
+      backoff = std::min(backoff * 2, maxPause);
+    }
+  }
 }
 
 // --- lifecycle ---------------------------------------------------------------
@@ -123,10 +198,16 @@ DistributedLockManager::DistributedLockManager()
     : hub_(std::make_unique<internal::WaitHub>()) {}
 
 DistributedLockManager::~DistributedLockManager() {
-  // Renewals and release announcements call into the store and the hub;
-  // stop both before the members go.
+  // Renewals, background releases and release announcements call into the
+  // store and the hub; stop them before the members go.
   keepAlive_.reset();
+  resolver_.reset();
   stopWatchingReleases();
+  if (state_.load() != kDestroyed) StoreUsers::instance().remove(store_.get());
+}
+
+Deadline DistributedLockManager::callDeadline() const {
+  return deadlineAfter(config_.operationTimeout);
 }
 
 void DistributedLockManager::initialize() {
@@ -134,19 +215,24 @@ void DistributedLockManager::initialize() {
     throw DLMException(ErrorCode::INTERNAL_ERROR,
                        "the lock manager was destroyed");
   }
-  store_->initialize(applyMigrations_);
+  // Applying migrations is idempotent (serialised and re-checked in the
+  // store), so a transient failure may be retried like any call.
+  withStoreRetries(nullptr, callDeadline(),
+                   [&] { store_->initialize(applyMigrations_); });
   int expected = kNew;
   state_.compare_exchange_strong(expected, kReady);
 }
 
 void DistributedLockManager::destroy() {
   if (state_.exchange(kDestroyed) == kDestroyed) return;
+  // Waiters see the state at once and throw.
+  hub_->wakeAll();
   {
     std::lock_guard<std::mutex> lock(keepAliveMutex_);
     keepAlive_.reset();
   }
   stopWatchingReleases();
-  store_->close();
+  if (StoreUsers::instance().remove(store_.get())) store_->close();
 }
 
 void DistributedLockManager::watchReleases() {
@@ -177,7 +263,10 @@ void DistributedLockManager::stopWatchingReleases() {
 
 internal::KeepAlive& DistributedLockManager::keepAlive() {
   std::lock_guard<std::mutex> lock(keepAliveMutex_);
-  if (!keepAlive_) keepAlive_ = std::make_unique<internal::KeepAlive>(*store_);
+  if (!keepAlive_) {
+    keepAlive_ =
+        std::make_unique<internal::KeepAlive>(*store_, config_.operationTimeout);
+  }
   return *keepAlive_;
 }
 
@@ -236,51 +325,71 @@ Lock DistributedLockManager::getLockInstance(const std::string& id,
   return lock;
 }
 
-// Retries transient store failures with doubling backoff. Safe for every
-// store call: acquire is idempotent on its token and release/extend are
-// conditional on it, so a call whose reply was lost can be repeated.
-template <typename Fn>
-auto DistributedLockManager::withStoreRetries(const Lock& lock, Fn&& fn) {
-  milliseconds backoff = config_.storeRetryBackoff;
-  for (int retry = 0;; ++retry) {
-    try {
-      return fn();
-    } catch (const DLMException& e) {
-      if (!e.transient()) throw;
-      if (retry >= config_.storeRetries) {
-        const ErrorCode code = e.code() == ErrorCode::CONNECTION_ERROR
-                                   ? ErrorCode::CONNECTION_ERROR
-                                   : ErrorCode::RETRIES_EXHAUSTED;
-        throw DLMException(
-            code, fmt::format("{}: {} store call failed after {} retries: {}",
-                              lockName(lock), store_->name(), retry, e.what()));
-      }
-    }
-    clock_->sleepFor(backoff);
-    backoff *= 2;
-  }
-}
-
 bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
-                                     std::string* blockedBy) {
-  const std::string token = internal::randomUuid();
+                                     std::string* blockedBy,
+                                     Deadline deadline) {
   const std::string& owner = internal::currentThreadOwner();
   const Holder holder{holder_.host,
                       static_cast<std::int64_t>(internal::currentProcessId())};
-  const AcquireRequest request{lock.key_, owner, token, ttl, holder};
-  const AcquireResult result =
-      withStoreRetries(lock, [&] { return store_->tryAcquire(request); });
-  if (!result.acquired) {
+  for (int round = 0;; ++round) {
+    const std::string token = internal::randomUuid();
+    const AcquireRequest request{lock.key_, owner, token, ttl, holder};
+    const auto started = std::chrono::steady_clock::now();
+    AcquireResult result;
+    try {
+      result = withStoreRetries(&lock, deadline,
+                                [&] { return store_->tryAcquire(request); });
+    } catch (const DLMException& e) {
+      // The store may have committed the acquisition and lost the reply:
+      // free it by token once the store answers again.
+      if (e.code() == ErrorCode::CONNECTION_ERROR ||
+          e.code() == ErrorCode::RETRIES_EXHAUSTED) {
+        resolver_->addInDoubt(lock.key_, token, owner, ttl);
+      }
+      throw;
+    }
+    if (result.acquired) {
+      lock.acquired_ = true;
+      lock.owner_ = owner;
+      lock.token_ = token;
+      lock.fencingToken_ = result.fencingToken;
+      lock.acquiredAt_ = result.acquiredAt;
+      lock.expiresAt_ = result.expiresAt;
+      lock.leaseStart_ = started;
+      return true;
+    }
     *blockedBy = result.blockedBy;
+    if (round > 0 || !releaseOwnLeftovers(owner, *blockedBy, deadline)) {
+      return false;
+    }
+  }
+}
+
+bool DistributedLockManager::releaseOwnLeftovers(const std::string& owner,
+                                                 const std::string& blockedBy,
+                                                 Deadline deadline) {
+  if (blockedBy.empty()) return false;
+  try {
+    const DeadlineScope scope(deadline);
+    return resolver_->releaseLeftovers(owner, blockedBy);
+  } catch (const DLMException&) {
+    // The background resolver keeps trying; this attempt stays refused.
     return false;
   }
-  lock.acquired_ = true;
-  lock.owner_ = owner;
-  lock.token_ = token;
-  lock.fencingToken_ = result.fencingToken;
-  lock.acquiredAt_ = result.acquiredAt;
-  lock.expiresAt_ = result.expiresAt;
-  return true;
+}
+
+void DistributedLockManager::abandon(Lock& lock) noexcept {
+  if (!lock.token_.empty()) {
+    try {
+      const auto ttl = std::chrono::duration_cast<milliseconds>(
+          lock.expiresAt_ - lock.acquiredAt_);
+      resolver_->addInDoubt(lock.key_, lock.token_, lock.owner_,
+                            ttl > milliseconds::zero() ? ttl : config_.lockTtl);
+    } catch (...) {
+      // Out of memory at worst: the lock then expires by its TTL.
+    }
+  }
+  lock.clearAcquisition();
 }
 
 namespace {
@@ -313,7 +422,7 @@ void DistributedLockManager::tryAcquireLock(Lock& lock, milliseconds ttl) {
   requireInitialized();
   if (lock.isAcquired()) throwAlreadyHeld(lock);
   std::string blockedBy;
-  if (!attempt(lock, ttl, &blockedBy)) {
+  if (!attempt(lock, ttl, &blockedBy, callDeadline())) {
     throw DLMException(ErrorCode::LOCK_UNAVAILABLE,
                        blockedMessage(lock, blockedBy));
   }
@@ -342,21 +451,39 @@ void DistributedLockManager::acquireLock(Lock& lock, milliseconds ttl,
                      Clock::TimePoint::max() - start)
           ? Clock::TimePoint::max()
           : start + timeout;
+  // The whole call, store calls included, ends by timeout + operationTimeout
+  // (saturating: both are bounded, but a huge timeout must not wrap).
+  const Deadline callEnd =
+      timeout > milliseconds::max() - config_.operationTimeout
+          ? Deadline::max()
+          : deadlineAfter(timeout + config_.operationTimeout);
   std::string blockedBy;
-  if (attempt(lock, ttl, &blockedBy)) return;
-  waitForLock(lock, ttl, deadline, timeout, blockedBy);
+  if (attempt(lock, ttl, &blockedBy, std::min(callEnd, callDeadline()))) {
+    return;
+  }
+  waitForLock(lock, ttl, deadline, callEnd, timeout, blockedBy);
 }
 
 namespace {
 
-// Deletes the waiter's request row however the wait ends. A failure here is
-// harmless: the row expires at the waiter's deadline and is then ignored.
+// Deletes the waiter's request row however the wait ends, within what is
+// left of the call's time. A failure here is harmless: the row expires at
+// the waiter's deadline and is then ignored.
 class RequestRow {
  public:
-  RequestRow(LockStore& store, const std::string& key, std::string owner)
-      : store_(store), key_(key), owner_(std::move(owner)) {}
+  RequestRow(LockStore& store, const std::string& key, std::string owner,
+             Deadline callEnd, milliseconds operationTimeout)
+      : store_(store),
+        key_(key),
+        owner_(std::move(owner)),
+        callEnd_(callEnd),
+        operationTimeout_(operationTimeout) {}
   ~RequestRow() {
+    const Deadline deadline =
+        std::min(callEnd_, deadlineAfter(operationTimeout_));
+    if (timeLeft(deadline) <= milliseconds::zero()) return;
     try {
+      const DeadlineScope scope(deadline);
       store_.unregisterWait(key_, owner_);
     } catch (const DLMException&) {
     }
@@ -368,6 +495,8 @@ class RequestRow {
   LockStore& store_;
   const std::string& key_;
   std::string owner_;
+  Deadline callEnd_;
+  milliseconds operationTimeout_;
 };
 
 std::string describeCycle(const std::vector<std::string>& cycle) {
@@ -386,7 +515,7 @@ constexpr milliseconds kWakeJitter{2};
 
 void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
                                          Clock::TimePoint deadline,
-                                         milliseconds timeout,
+                                         Deadline callEnd, milliseconds timeout,
                                          std::string& blockedBy) {
   auto timedOut = [&] {
     return DLMException(
@@ -406,22 +535,54 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
   const auto left = [&] {
     return std::chrono::ceil<milliseconds>(deadline - clock_->now());
   };
-  const milliseconds maxWait =
-      std::clamp(left() + milliseconds(1000), milliseconds(1), kMaxTtl);
-  const WaitRegistration registered = withStoreRetries(lock, [&] {
-    return store_->registerWait(WaitRequest{lock.key_, owner, maxWait});
-  });
-  if (!registered.deadlockCycle.empty()) {
-    throw DLMException(
-        ErrorCode::DEADLOCK_DETECTED,
-        fmt::format("{}: waiting would deadlock: {}", lockName(lock),
-                    describeCycle(registered.deadlockCycle)));
-  }
-  RequestRow requestRow(*store_, lock.key_.key, owner);
+  // The request row stops counting at the waiter's deadline (+1 s).
+  const auto maxWait = [&] {
+    return std::clamp(left() + milliseconds(1000), milliseconds(1), kMaxTtl);
+  };
+  // Each store call gets operationTimeout, and none runs past the call's end.
+  const auto stepDeadline = [&] { return std::min(callEnd, callDeadline()); };
+  const auto checkAlive = [&] {
+    if (state_.load() == kDestroyed) {
+      throw DLMException(
+          ErrorCode::INTERNAL_ERROR,
+          fmt::format("{}: the lock manager was destroyed while waiting",
+                      lockName(lock)));
+    }
+  };
+  // Records the request row, following the wait-for graph first. A cycle
+  // closed only by a leftover of this owner (an acquisition in doubt, or a
+  // release a server crash undid) is no deadlock: the leftover is released
+  // by token and the key attempted again.
+  const auto registerRequest = [&] {
+    for (int round = 0;; ++round) {
+      const WaitRegistration registered =
+          withStoreRetries(&lock, stepDeadline(), [&] {
+            return store_->registerWait(
+                WaitRequest{lock.key_, owner, maxWait()});
+          });
+      if (registered.deadlockCycle.empty()) return false;
+      if (round < 2 && registered.deadlockCycle.size() == 1 &&
+          releaseOwnLeftovers(owner, blockedBy, stepDeadline())) {
+        if (attempt(lock, ttl, &blockedBy, stepDeadline())) return true;
+        continue;
+      }
+      throw DLMException(
+          ErrorCode::DEADLOCK_DETECTED,
+          fmt::format("{}: waiting would deadlock: {}", lockName(lock),
+                      describeCycle(registered.deadlockCycle)));
+    }
+  };
+  if (registerRequest()) return;
+  RequestRow requestRow(*store_, lock.key_.key, owner, callEnd,
+                        config_.operationTimeout);
 
   for (;;) {
+    checkAlive();
     waiter.signal.reset();
-    if (attempt(lock, ttl, &blockedBy)) return;
+    // Announcements may have been missed (the store's listening connection
+    // was lost), and with them this request row if a server crash undid it.
+    if (waiter.missed.exchange(false) && registerRequest()) return;
+    if (attempt(lock, ttl, &blockedBy, stepDeadline())) return;
     if (clock_->now() >= deadline) throw timedOut();
     // Never sleep past the deadline; the loop makes a last attempt there.
     milliseconds sleep = config_.sleepBetweenRetries;
@@ -429,6 +590,7 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
       sleep -= std::chrono::duration_cast<milliseconds>(
           sleep * (config_.retryJitter * internal::randomFraction()));
     }
+    checkAlive();
     const bool woken =
         clock_->sleepUntilSignalled(std::min(sleep, left()), waiter.signal);
     if (woken && config_.retryJitter > 0 && hub_->rankOf(waiter) > 0) {
@@ -443,8 +605,17 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
 
 bool DistributedLockManager::releaseByToken(Lock& lock) {
   requireInitialized();
-  const bool freed = withStoreRetries(
-      lock, [&] { return store_->release(lock.key_, lock.token_); });
+  const bool freed = withStoreRetries(&lock, callDeadline(), [&] {
+    return store_->release(lock.key_, lock.token_);
+  });
+  if (freed) {
+    // Committed lazily: remembered in case a server crash undoes it.
+    const auto ttl = std::chrono::duration_cast<milliseconds>(
+        lock.expiresAt_ - lock.acquiredAt_);
+    resolver_->addReleased(lock.key_, std::move(lock.token_),
+                           std::move(lock.owner_),
+                           ttl > milliseconds::zero() ? ttl : config_.lockTtl);
+  }
   lock.clearAcquisition();
   return freed;
 }
@@ -470,6 +641,7 @@ void DistributedLockManager::commitLock(Lock& lock, AppTransaction& tx) {
   try {
     // No retries: the statement runs in the application's transaction, which
     // a failure has already spoiled.
+    const DeadlineScope scope(callDeadline());
     store_->releaseWithin(tx, lock.key_, lock.token_);
   } catch (const DLMException& e) {
     if (e.code() != ErrorCode::LOCK_NOT_HELD) throw;
@@ -497,8 +669,11 @@ void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
         ErrorCode::LOCK_NOT_HELD,
         fmt::format("{} is not held through this Lock", lockName(lock)));
   }
-  const std::optional<StoreTime> expires = withStoreRetries(
-      lock, [&] { return store_->extend(lock.key_.key, lock.token_, ttl); });
+  const auto started = std::chrono::steady_clock::now();
+  const std::optional<StoreTime> expires =
+      withStoreRetries(&lock, callDeadline(), [&] {
+        return store_->extend(lock.key_.key, lock.token_, ttl);
+      });
   if (!expires) {
     lock.clearAcquisition();
     throw DLMException(
@@ -506,14 +681,15 @@ void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
         fmt::format("{} expired and was taken over", lockName(lock)));
   }
   lock.expiresAt_ = *expires;
+  lock.leaseStart_ = started;
 }
 
 std::optional<LockRecord> DistributedLockManager::describeLock(
     const Lock& lock) {
   checkOwnLock(lock);
   requireInitialized();
-  std::optional<LockRecord> row =
-      withStoreRetries(lock, [&] { return store_->describe(lock.key_.key); });
+  std::optional<LockRecord> row = withStoreRetries(
+      &lock, callDeadline(), [&] { return store_->describe(lock.key_.key); });
   if (row && !row->held) return std::nullopt;
   return row;
 }

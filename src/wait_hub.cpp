@@ -42,8 +42,14 @@ void WaitHub::missedReleases() {
   int rank = 0;
   for (Waiter* w : waiters_) {
     w->rank = rank++;
+    w->missed = true;
     w->signal.notify();
   }
+}
+
+void WaitHub::wakeAll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Waiter* w : waiters_) w->signal.notify();
 }
 
 }  // namespace dlm::internal

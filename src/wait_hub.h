@@ -2,6 +2,7 @@
 // released (the store delivers released keys through ReleaseListener).
 #pragma once
 
+#include <atomic>
 #include <list>
 #include <mutex>
 #include <string_view>
@@ -24,6 +25,10 @@ class WaitHub final : public ReleaseListener {
     // Set before each wake: 0 for the longest-waiting matching waiter of
     // this hub, 1, 2, ... for the others.
     int rank = 0;
+    // Set when the store may have lost announcements (and, with them, the
+    // request rows committed just before a server crash): the waiter records
+    // its request again. Cleared by the waiter.
+    std::atomic<bool> missed{false};
   };
 
   // Registers `waiter` (in arrival order) for the lifetime of the object.
@@ -44,6 +49,9 @@ class WaitHub final : public ReleaseListener {
 
   void released(std::string_view key) override;
   void missedReleases() override;
+  // Wakes every waiter now (the manager is being destroyed); they find out
+  // why from the manager's state.
+  void wakeAll();
 
  private:
   std::mutex mutex_;

@@ -21,15 +21,20 @@ struct KeepAliveOptions {
   // Renew the lease (extend by the lock's TTL) every third of the TTL.
   bool enabled = true;
   // Called once, on the manager's keep-alive thread, when a renewal finds the
-  // lock taken over or the lease ran out while the store was unreachable
-  // (why.code() is LOCK_NOT_HELD). Must return quickly and must not destroy
-  // the guard; typically it sets a flag the guarded work checks.
+  // lock taken over, or when the lease's last confirmed end minus a safety
+  // margin (a tenth of the TTL, 20 ms to 2 s) passes without a confirmed
+  // renewal: before the store could let anyone else take the lock, and
+  // without waiting for a renewal that hangs (why.code() is LOCK_NOT_HELD).
+  // Must return quickly and must not destroy the guard; typically it sets a
+  // flag the guarded work checks.
   std::function<void(const DLMException& why)> onLost;
 };
 
 // Move-only RAII owner of an acquired Lock. The destructor releases the lock
-// if still held, never throws, and reports a failed release to stderr. A
-// default-constructed or moved-from guard holds nothing.
+// if still held, never throws, and reports a failed release to stderr (the
+// manager then goes on releasing it by token in the background until the
+// store answers). A default-constructed or moved-from guard holds nothing.
+// holdsLock(), lost() and expiresAt() never wait for I/O.
 class LockGuard {
  public:
   LockGuard() noexcept;

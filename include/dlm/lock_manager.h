@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dlm/clock.h"
+#include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"
@@ -21,6 +22,7 @@
 namespace dlm {
 
 namespace internal {
+class InDoubtResolver;
 class KeepAlive;
 class WaitHub;
 }  // namespace internal
@@ -36,14 +38,24 @@ class DistributedLockManager {
   DistributedLockManager& operator=(const DistributedLockManager&) = delete;
   ~DistributedLockManager();
 
+  // Time bounds: every call below that touches the store returns within
+  // the configuration's operationTimeout (acquireLock: its timeout +
+  // operationTimeout), connecting, retries and pauses included; a store
+  // that does not answer in time gives CONNECTION_ERROR. See the README for
+  // the small overrun allowed on top.
+
   // Checks the store's schema version (and applies migrations first when the
   // builder opted in). Must succeed before any lock call.
   // Throws SCHEMA_MISMATCH (naming the migration to apply),
   // TABLE_CREATION_ERROR, CONNECTION_ERROR.
   void initialize();
 
-  // Closes the store's connections. Locks still held are not released; they
-  // expire after their TTL. Later lock calls throw INTERNAL_ERROR.
+  // Wakes every acquireLock waiting in this manager (they throw
+  // INTERNAL_ERROR "destroyed"), stops keep-alive renewals and closes the
+  // store's connections unless another manager that was built on the same
+  // store and not yet destroyed still uses it (the last one closes it).
+  // Locks still held are not released; they expire after their TTL. Later
+  // lock calls throw INTERNAL_ERROR.
   void destroy();
 
   // A handle for `id` at `level`. No I/O. The id is a path whose segments are
@@ -64,7 +76,8 @@ class DistributedLockManager {
   void tryAcquireLock(Lock& lock);
   void tryAcquireLock(Lock& lock, std::chrono::milliseconds ttl);
 
-  // Attempts until held or until `timeout` (default waitForLock) has passed:
+  // Attempts until held or until `timeout` (default waitForLock) has passed
+  // (and returns or throws by timeout + operationTimeout):
   // sleeps min(sleepBetweenRetries, time left) between attempts (shortened by
   // the configured jitter) and makes a last attempt at the deadline; a
   // timeout of 0 is exactly one attempt. Before the first sleep it records a
@@ -78,6 +91,17 @@ class DistributedLockManager {
   // otherwise, and always for expiry, the next attempt comes after the sleep.
   // Throws LOCK_UNAVAILABLE on timeout; every other error at once.
   // INVALID_ARGUMENT for a negative timeout.
+  //
+  // When the outcome of an attempt is unknown (the store stopped answering
+  // after the request was sent: CONNECTION_ERROR / RETRIES_EXHAUSTED), the
+  // acquisition may have been committed. The manager keeps its token and
+  // releases it in the background as soon as the store answers again, so
+  // the key is free within about operationTimeout of the store coming back,
+  // not after the TTL. A key blocked by such a leftover of the calling
+  // thread's own owner (or by a release of its own that a server crash
+  // undid) is released by token on the next attempt, not reported as a
+  // deadlock. A waiter records its request row again after the store
+  // reports that announcements may have been missed (reconnection).
   void acquireLock(Lock& lock);
   void acquireLock(Lock& lock, std::chrono::milliseconds ttl);
   void acquireLock(Lock& lock, std::chrono::milliseconds ttl,
@@ -155,23 +179,39 @@ class DistributedLockManager {
   // Runs fn with a LockGuard on `lock` (acquired); see withLock.
   template <typename Fn>
   decltype(auto) runGuarded(Lock lock, Fn&& fn);
+  // The guard gave up releasing `lock`: release it by token in the
+  // background, and forget it in the handle.
+  void abandon(Lock& lock) noexcept;
   // Subscribes the wait hub to the store's release announcements once.
   void watchReleases();
   void stopWatchingReleases();
   internal::KeepAlive& keepAlive();
   // Waits after a failed first attempt; see acquireLock.
+  // `deadline`: the clock's end of the wait; `callEnd`: the steady instant
+  // by which the whole call returns (deadline + operationTimeout).
   void waitForLock(Lock& lock, std::chrono::milliseconds ttl,
-                   Clock::TimePoint deadline, std::chrono::milliseconds timeout,
-                   std::string& blockedBy);
+                   Clock::TimePoint deadline, Deadline callEnd,
+                   std::chrono::milliseconds timeout, std::string& blockedBy);
   bool releaseByToken(Lock& lock);
 
   void requireInitialized() const;
   void checkOwnLock(const Lock& lock) const;
+  // Runs fn (a store call) under `deadline`, retrying transient failures
+  // with capped backoff until storeRetries or the deadline. `lock` (may be
+  // null) names the lock in messages.
   template <typename Fn>
-  auto withStoreRetries(const Lock& lock, Fn&& fn);
-  // One store attempt; on success fills `lock`, else returns the blocking key.
+  auto withStoreRetries(const Lock* lock, Deadline deadline, Fn&& fn);
+  // operationTimeout from now.
+  Deadline callDeadline() const;
+  // One store attempt under `deadline`; on success fills `lock`, else
+  // returns the blocking key. An attempt blocked by a leftover of the
+  // calling owner (see acquireLock) releases it and tries once more.
   bool attempt(Lock& lock, std::chrono::milliseconds ttl,
-               std::string* blockedBy);
+               std::string* blockedBy, Deadline deadline);
+  // Releases the calling owner's leftovers on `blockedBy`; true when the
+  // key may now be free.
+  bool releaseOwnLeftovers(const std::string& owner,
+                           const std::string& blockedBy, Deadline deadline);
 
   std::string clientId_;
   std::string farmId_;
@@ -184,6 +224,7 @@ class DistributedLockManager {
   Holder holder_;
 
   std::unique_ptr<internal::WaitHub> hub_;
+  std::unique_ptr<internal::InDoubtResolver> resolver_;
   std::mutex watchMutex_;  // guards watchState_
   enum WatchState { kUnwatched, kWatching, kPolling };
   WatchState watchState_ = kUnwatched;
@@ -200,7 +241,8 @@ class DistributedLockManager::Builder {
   Builder& clientId(std::string clientId);
   // Needed for DC locks. At most 255 bytes, no '#' or NUL.
   Builder& farmId(std::string farmId);
-  // Required. Shared: several managers (clients) may use one store.
+  // Required. Shared: several managers (clients) may use one store; the
+  // last of them to be destroyed closes it.
   Builder& store(std::shared_ptr<LockStore> store);
   Builder& configuration(LockConfiguration configuration);
   // The path separator of lock ids ('.' by default): any printable ASCII
