@@ -178,9 +178,10 @@ auto DistributedLockManager::withStoreRetries(const Lock* lock,
             lock != nullptr ? lockName(*lock) : std::string("lock manager");
         const std::string why =
             left <= milliseconds::zero()
-                ? fmt::format("no answer within the operation timeout of {} "
-                              "ms ({} retries)",
-                              config_.operationTimeout.count(), retry)
+                ? fmt::format(
+                      "no answer within the operation timeout of {} "
+                      "ms ({} retries)",
+                      config_.operationTimeout.count(), retry)
                 : fmt::format("failed after {} retries", retry);
         throw DLMException(code,
                            fmt::format("{}: {} store call {}: {}", subject,
@@ -264,8 +265,8 @@ void DistributedLockManager::stopWatchingReleases() {
 internal::KeepAlive& DistributedLockManager::keepAlive() {
   std::lock_guard<std::mutex> lock(keepAliveMutex_);
   if (!keepAlive_) {
-    keepAlive_ =
-        std::make_unique<internal::KeepAlive>(*store_, config_.operationTimeout);
+    keepAlive_ = std::make_unique<internal::KeepAlive>(
+        *store_, config_.operationTimeout);
   }
   return *keepAlive_;
 }
@@ -610,8 +611,8 @@ bool DistributedLockManager::releaseByToken(Lock& lock) {
   });
   if (freed) {
     // Committed lazily: remembered in case a server crash undoes it.
-    const auto ttl = std::chrono::duration_cast<milliseconds>(
-        lock.expiresAt_ - lock.acquiredAt_);
+    const auto ttl = std::chrono::duration_cast<milliseconds>(lock.expiresAt_ -
+                                                              lock.acquiredAt_);
     resolver_->addReleased(lock.key_, std::move(lock.token_),
                            std::move(lock.owner_),
                            ttl > milliseconds::zero() ? ttl : config_.lockTtl);
@@ -670,10 +671,9 @@ void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
         fmt::format("{} is not held through this Lock", lockName(lock)));
   }
   const auto started = std::chrono::steady_clock::now();
-  const std::optional<StoreTime> expires =
-      withStoreRetries(&lock, callDeadline(), [&] {
-        return store_->extend(lock.key_.key, lock.token_, ttl);
-      });
+  const std::optional<StoreTime> expires = withStoreRetries(
+      &lock, callDeadline(),
+      [&] { return store_->extend(lock.key_.key, lock.token_, ttl); });
   if (!expires) {
     lock.clearAcquisition();
     throw DLMException(

@@ -8,12 +8,17 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/time_text.h"
+#include "dlm/deadline.h"
+#include "dlm/lock_configuration.h"
 
 namespace dlm::cli {
 
 int runList(const GlobalOptions& global, Args& args) {
   const std::string prefix = args.take("--prefix").value_or("");
   args.requireEmpty();
+  // The whole command, connecting included, within one operation timeout.
+  const DeadlineScope deadline(
+      deadlineAfter(LockConfiguration{}.operationTimeout));
   auto store = openCliStore(global);
   // Only checks the version: listing must not change the schema.
   store->initialize(/*applyMigrations=*/false);

@@ -3,7 +3,9 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "dlm/deadline.h"
 #include "dlm/lock.h"
+#include "dlm/lock_configuration.h"
 
 namespace dlm::cli {
 
@@ -21,6 +23,9 @@ int runRelease(const GlobalOptions& global, Args& args) {
   if (!target) throw UsageError("release needs the KEY to release");
   args.requireEmpty();
 
+  // The whole command, connecting included, within one operation timeout.
+  const DeadlineScope deadline(
+      deadlineAfter(LockConfiguration{}.operationTimeout));
   auto store = openCliStore(global);
   std::string key = *target;
   if (!isStoreKey(key)) {

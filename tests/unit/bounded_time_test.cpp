@@ -94,8 +94,8 @@ class FaultyStore final : public ForwardingStore {
   void fault() {
     if (refuse) throw noAnswer();
     if (!hang) return;
-    const Deadline until = currentDeadline().value_or(deadlineAfter(
-        std::chrono::seconds(10)));
+    const Deadline until =
+        currentDeadline().value_or(deadlineAfter(std::chrono::seconds(10)));
     std::this_thread::sleep_until(until);
     throw noAnswer();
   }
@@ -148,20 +148,16 @@ TEST_F(BoundedTimeTest, EveryCallEndsByItsDeadlineWhenTheStoreHangs) {
   EXPECT_LT(since(start), bound);
 
   start = steady_clock::now();
-  EXPECT_EQ(codeOf([&] { m->acquireLock(lock, milliseconds(1000),
-                                        milliseconds(400)); }),
+  EXPECT_EQ(codeOf([&] {
+              m->acquireLock(lock, milliseconds(1000), milliseconds(400));
+            }),
             ErrorCode::CONNECTION_ERROR);
   EXPECT_LT(since(start), milliseconds(400) + bound);
 
-  for (auto call : {+[](DistributedLockManager& mm, Lock& l) {
-                      mm.releaseLock(l);
-                    },
-                    +[](DistributedLockManager& mm, Lock& l) {
-                      mm.extendLock(l);
-                    },
-                    +[](DistributedLockManager& mm, Lock& l) {
-                      mm.describeLock(l);
-                    }}) {
+  for (auto call :
+       {+[](DistributedLockManager&mm, Lock&l) { mm.releaseLock(l); },
+        +[](DistributedLockManager&mm, Lock&l) { mm.extendLock(l); },
+        +[](DistributedLockManager&mm, Lock&l) { mm.describeLock(l); }}) {
     start = steady_clock::now();
     EXPECT_EQ(codeOf([&] { call(*m, held); }), ErrorCode::CONNECTION_ERROR);
     EXPECT_LT(since(start), bound);
@@ -176,11 +172,12 @@ TEST_F(BoundedTimeTest, RetriesStopAtTheDeadlineWhateverTheRetrySettings) {
   faulty_->refuse = true;
   Lock lock = m->getLockInstance("x", LockLevel::DC);
   const auto start = steady_clock::now();
-  EXPECT_EQ(codeOf([&] { m->acquireLock(lock, milliseconds(1000),
-                                        milliseconds(100)); }),
+  EXPECT_EQ(codeOf([&] {
+              m->acquireLock(lock, milliseconds(1000), milliseconds(100));
+            }),
             ErrorCode::CONNECTION_ERROR);
-  EXPECT_LT(since(start), milliseconds(100) + config_.operationTimeout +
-                              milliseconds(200));
+  EXPECT_LT(since(start),
+            milliseconds(100) + config_.operationTimeout + milliseconds(200));
 }
 
 TEST(RetryBackoff, DoublesUpToItsCapAndNeverOverflows) {
@@ -223,7 +220,8 @@ TEST(LockConfigurationBounds, RejectsRetrySettingsThatCouldNotBeHonoured) {
   c = LockConfiguration{};
   c.operationTimeout = milliseconds(0);
   EXPECT_EQ(codeOf([&] { c.validate(); }), ErrorCode::INVALID_ARGUMENT);
-  c.operationTimeout = LockConfiguration::kMaxOperationTimeout + milliseconds(1);
+  c.operationTimeout =
+      LockConfiguration::kMaxOperationTimeout + milliseconds(1);
   EXPECT_EQ(codeOf([&] { c.validate(); }), ErrorCode::INVALID_ARGUMENT);
 }
 
@@ -236,8 +234,8 @@ TEST_F(BoundedTimeTest, AnAcquireWhoseReplyWasLostIsReleasedByToken) {
   EXPECT_FALSE(lock.isAcquired());
   faulty_->loseAcquireReply = false;
   // The store committed it; the manager frees it long before the 90 s TTL.
-  EXPECT_TRUE(eventually([&] { return !heldInStore(lock); },
-                         milliseconds(2000)));
+  EXPECT_TRUE(
+      eventually([&] { return !heldInStore(lock); }, milliseconds(2000)));
   m->tryAcquireLock(lock);
   EXPECT_TRUE(lock.isAcquired());
 }
@@ -288,8 +286,9 @@ TEST_F(BoundedTimeTest, AHeldLockOfTheSameOwnerIsStillADeadlock) {
   Lock mine = m->getLockInstance("job", LockLevel::DC);
   m->tryAcquireLock(mine);
   Lock again = m->getLockInstance("job", LockLevel::DC);
-  EXPECT_EQ(codeOf([&] { m->acquireLock(again, milliseconds(1000),
-                                        milliseconds(500)); }),
+  EXPECT_EQ(codeOf([&] {
+              m->acquireLock(again, milliseconds(1000), milliseconds(500));
+            }),
             ErrorCode::DEADLOCK_DETECTED);
 }
 
@@ -305,9 +304,9 @@ TEST_F(BoundedTimeTest, DestroyWakesEveryWaiterAtOnce) {
     waiters.push_back(std::make_unique<test::JoiningThread>([&] {
       Lock l = m->getLockInstance("job", LockLevel::DC);
       const auto start = steady_clock::now();
-      code = static_cast<int>(
-          codeOf([&] { m->acquireLock(l, milliseconds(1000),
-                                      std::chrono::seconds(60)); }));
+      code = static_cast<int>(codeOf([&] {
+        m->acquireLock(l, milliseconds(1000), std::chrono::seconds(60));
+      }));
       tookMs = std::max<long>(tookMs, since(start).count());
     }));
   }
@@ -363,7 +362,8 @@ TEST_F(BoundedTimeTest, AWaiterRecordsItsRequestAgainAfterMissedReleases) {
   asOwner("holder", [&] { m->releaseLock(held); });
 }
 
-TEST_F(BoundedTimeTest, KeepAliveDeclaresLossBeforeTheLeaseEndsWhileTheStoreHangs) {
+TEST_F(BoundedTimeTest,
+       KeepAliveDeclaresLossBeforeTheLeaseEndsWhileTheStoreHangs) {
   config_.operationTimeout = std::chrono::seconds(5);
   auto m = manager();
   Lock lock = m->getLockInstance("job", LockLevel::DC);
