@@ -19,7 +19,7 @@ Lock::Lock(Lock&& other) noexcept
       fencingToken_(other.fencingToken_),
       acquiredAt_(other.acquiredAt_),
       expiresAt_(other.expiresAt_),
-      leaseStart_(other.leaseStart_) {
+      leaseEnd_(other.leaseEnd_) {
   other.clearAcquisition();
   other.manager_ = nullptr;
 }
@@ -40,7 +40,7 @@ Lock& Lock::operator=(Lock&& other) noexcept {
     fencingToken_ = other.fencingToken_;
     acquiredAt_ = other.acquiredAt_;
     expiresAt_ = other.expiresAt_;
-    leaseStart_ = other.leaseStart_;
+    leaseEnd_ = other.leaseEnd_;
     other.clearAcquisition();
     other.manager_ = nullptr;
   }
@@ -55,7 +55,7 @@ void Lock::clearAcquisition() {
   fencingToken_ = 0;
   acquiredAt_ = StoreTime{};
   expiresAt_ = StoreTime{};
-  leaseStart_ = {};
+  leaseEnd_ = {};
 }
 
 }  // namespace dlm

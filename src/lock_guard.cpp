@@ -28,9 +28,8 @@ LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
     const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(
         lock_.expiresAt() - lock_.acquiredAt());
     keepAlive_ = manager.keepAlive().add(
-        lock_.key_, lock_.token_, ttl, lock_.expiresAt(),
-        lock_.leaseStart_ + ttl, fmt::format("lock '{}'", lock_.lockId()),
-        std::move(keepAlive.onLost));
+        lock_.key_, lock_.token_, ttl, lock_.expiresAt(), lock_.leaseEnd_,
+        fmt::format("lock '{}'", lock_.lockId()), std::move(keepAlive.onLost));
   }
 }
 
@@ -77,6 +76,14 @@ StoreTime LockGuard::expiresAt() const {
 void LockGuard::stopKeepAlive() noexcept {
   if (!keepAlive_) return;
   manager_->keepAlive().remove(keepAlive_);
+  {
+    // The handle follows the renewals, for the release that comes next.
+    std::lock_guard<std::mutex> lock(keepAlive_->mutex);
+    if (!keepAlive_->lost) {
+      lock_.expiresAt_ = keepAlive_->expiresAt;
+      lock_.leaseEnd_ = keepAlive_->leaseEnd;
+    }
+  }
   keepAlive_.reset();
 }
 

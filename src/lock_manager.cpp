@@ -356,7 +356,7 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
       lock.fencingToken_ = result.fencingToken;
       lock.acquiredAt_ = result.acquiredAt;
       lock.expiresAt_ = result.expiresAt;
-      lock.leaseStart_ = started;
+      lock.leaseEnd_ = started + ttl;
       return true;
     }
     *blockedBy = result.blockedBy;
@@ -606,9 +606,25 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
 
 bool DistributedLockManager::releaseByToken(Lock& lock) {
   requireInitialized();
-  const bool freed = withStoreRetries(&lock, callDeadline(), [&] {
-    return store_->release(lock.key_, lock.token_);
+  const auto ttl = std::chrono::duration_cast<milliseconds>(lock.expiresAt_ -
+                                                            lock.acquiredAt_);
+  // Sent while the lease was still valid by this process's conservative
+  // estimate: nobody else could take the key before this release ran.
+  const bool sentInLease = std::chrono::steady_clock::now() < lock.leaseEnd_;
+  bool mayHaveRun = false;
+  bool freed = withStoreRetries(&lock, callDeadline(), [&] {
+    try {
+      return store_->release(lock.key_, lock.token_);
+    } catch (const DLMException& e) {
+      // The reply may be what was lost: the release may have committed.
+      mayHaveRun = mayHaveRun || e.transient();
+      throw;
+    }
   });
+  // A repeated release that finds the key held by a newer acquisition:
+  // the earlier try freed it (its reply was lost) and someone took the key
+  // since. The hold was intact until the release, which is what true means.
+  if (!freed && mayHaveRun && sentInLease) freed = true;
   if (freed) {
     // Committed lazily: remembered in case a server crash undoes it.
     const auto ttl = std::chrono::duration_cast<milliseconds>(lock.expiresAt_ -
@@ -681,7 +697,7 @@ void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
         fmt::format("{} expired and was taken over", lockName(lock)));
   }
   lock.expiresAt_ = *expires;
-  lock.leaseStart_ = started;
+  lock.leaseEnd_ = started + ttl;
 }
 
 std::optional<LockRecord> DistributedLockManager::describeLock(

@@ -85,10 +85,10 @@ class Lock {
   std::int64_t fencingToken_ = 0;
   StoreTime acquiredAt_;
   StoreTime expiresAt_;
-  // This process's steady-clock instant at which the store call that
-  // acquired (or last extended) the lease started: the lease ends no earlier
-  // than this plus its TTL.
-  std::chrono::steady_clock::time_point leaseStart_{};
+  // When the lease ends by this process's steady clock, conservatively: the
+  // start of the store call that acquired (or last extended) it plus its
+  // TTL; the store's expiry is never earlier.
+  std::chrono::steady_clock::time_point leaseEnd_{};
 };
 
 }  // namespace dlm

@@ -50,6 +50,9 @@ class FaultyStore final : public ForwardingStore {
   std::atomic<bool> loseAcquireReply{false};
   // release answers true without freeing the row (a crash undid it).
   std::atomic<bool> undoReleases{false};
+  // release frees the row, another owner takes the key, and the reply is
+  // lost (once).
+  std::atomic<bool> loseReleaseReplyAndTakeOver{false};
   // When set, release fails for every thread but this one (the manager's
   // background resolver cannot get through).
   std::atomic<std::thread::id> releasesOnlyFrom{};
@@ -69,7 +72,15 @@ class FaultyStore final : public ForwardingStore {
       throw noAnswer();
     }
     if (undoReleases) return true;
-    return ForwardingStore::release(key, token);
+    const bool freed = ForwardingStore::release(key, token);
+    if (loseReleaseReplyAndTakeOver.exchange(false)) {
+      const Holder holder{"elsewhere", 1};
+      ForwardingStore::tryAcquire(
+          AcquireRequest{key, "someone-else", "their-token",
+                         std::chrono::seconds(90), holder});
+      throw noAnswer();
+    }
+    return freed;
   }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   milliseconds ttl) override {
@@ -279,6 +290,19 @@ TEST_F(BoundedTimeTest, AReleaseUndoneByACrashDoesNotLockOutItsOwner) {
   faulty_->undoReleases = false;
   m->acquireLock(lock, std::chrono::seconds(90), milliseconds(2000));
   EXPECT_TRUE(lock.isAcquired());
+}
+
+TEST_F(BoundedTimeTest,
+       AReleaseWhoseReplyWasLostIsTrueEvenIfTheKeyWasTakenSince) {
+  auto m = manager();
+  Lock lock = m->getLockInstance("job", LockLevel::DC);
+  m->tryAcquireLock(lock, std::chrono::seconds(90));
+  faulty_->loseReleaseReplyAndTakeOver = true;
+  // The retry finds the key held by someone else: that is because the first
+  // try freed it while the lease was valid, not because it expired.
+  EXPECT_TRUE(m->releaseLock(lock));
+  EXPECT_FALSE(lock.isAcquired());
+  EXPECT_EQ(fake_->describe(lock.storeKey())->owner, "someone-else");
 }
 
 TEST_F(BoundedTimeTest, AHeldLockOfTheSameOwnerIsStillADeadlock) {
