@@ -131,7 +131,10 @@ start_pg() {
   "$root/scripts/pg-cluster.sh" start "$pg_dir" || return 1
   # shellcheck disable=SC1091
   . "$pg_dir/env"
-  echo "PostgreSQL at $PGHOST:$PGPORT"
+  # The fault tests (tests/faults) restart this server through
+  # scripts/pg-cluster.sh restart "$DLM_TEST_PG_DIR" fast|immediate.
+  export DLM_TEST_PG_DIR=$pg_dir
+  echo "PostgreSQL at $PGHOST:$PGPORT (cluster in $pg_dir)"
 }
 
 trap 'stop_pg' EXIT
