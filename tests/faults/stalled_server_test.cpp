@@ -53,11 +53,12 @@ std::unique_ptr<DistributedLockManager> makeManager(
 }
 
 std::string describe(const char* what, const BoundedOutcome& got,
-                     double boundMs) {
+                     double boundMs,
+                     const char* unblockedBy = "the test cut the connection") {
   return fmt::format("{} {:.0f} ms (bound {:.0f} ms) -> {}{}", what, got.ms,
                      boundMs, got.outcome,
-                     got.unblocked ? " only after the test cut the connection"
-                                   : "");
+                     got.unblocked ? fmt::format(" only after {}", unblockedBy)
+                                   : std::string());
 }
 
 TEST(StalledServer, EachCallReturnsWithinItsBoundWithConnectionError) {
@@ -137,7 +138,9 @@ TEST(StalledServer, ARowLockOfAnotherSessionMakesTryAcquireLockUnavailableAtOnce
       [&] { blocker.abort(); });
   std::printf(
       "[ faults ] row lock held by another session: %s\n",
-      describe("tryAcquireLock", got, kRowLockBoundMs).c_str());
+      describe("tryAcquireLock", got, kRowLockBoundMs,
+               "the test rolled the blocking transaction back")
+          .c_str());
   if (!got.unblocked) blocker.abort();
   EXPECT_LE(got.ms, kRowLockBoundMs);
   EXPECT_EQ(got.outcome, "LOCK_UNAVAILABLE") << got.message;
