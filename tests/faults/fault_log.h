@@ -20,8 +20,10 @@ struct CallRecord {
   std::string kind;
   std::int64_t startNs = 0;  // steady_clock, just before the call
   std::int64_t endNs = 0;    // steady_clock, just after it returned
-  // "OK"; "FALSE" (releaseLock returned false); an ErrorCode name for a
-  // DLMException; "NOT_DLM" for any other exception.
+  // "OK"; "FALSE" (releaseLock returned false for a lease still inside its
+  // TTL: wrong), "FALSE_AFTER_TTL" (false after the lease could have run
+  // out: allowed); an ErrorCode name for a DLMException; "NOT_DLM" for any
+  // other exception.
   std::string outcome;
   std::int64_t durationNs() const { return endNs - startNs; }
 };

@@ -112,7 +112,7 @@ std::vector<WorkerLog> WorkerFleet::collect(std::vector<std::string>& problems,
 RunFigures summarise(const std::vector<WorkerLog>& logs,
                      std::chrono::milliseconds operationTimeout) {
   static const std::set<std::string> kAllowed = {
-      "OK", "FALSE", "LOCK_UNAVAILABLE", "CONNECTION_ERROR",
+      "OK", "FALSE_AFTER_TTL", "LOCK_UNAVAILABLE", "CONNECTION_ERROR",
       "RETRIES_EXHAUSTED"};
   const double opMs = static_cast<double>(operationTimeout.count());
   RunFigures f;
@@ -187,8 +187,14 @@ void expectSafeAndBounded(const RunFigures& f, std::int64_t minHolds) {
   EXPECT_EQ(f.overlaps, 0) << "holds of conflicting keys overlapped" << problems;
   EXPECT_EQ(f.fencingViolations, 0)
       << "a key's fencing token did not grow" << problems;
+  const auto falses = f.outcomes.find("FALSE");
+  EXPECT_EQ(falses == f.outcomes.end() ? 0 : falses->second, 0)
+      << "releaseLock returned false for locks it held well inside their "
+         "TTL (a release whose reply was lost, retried, and then not "
+         "recognised as its own?)";
   EXPECT_EQ(f.unexpectedErrors, 0)
-      << "errors other than CONNECTION_ERROR / RETRIES_EXHAUSTED: "
+      << "outcomes other than OK, LOCK_UNAVAILABLE, CONNECTION_ERROR, "
+         "RETRIES_EXHAUSTED: "
       << figuresText(f) << problems;
   for (const auto& [kind, s] : f.byKind) {
     EXPECT_EQ(s.overBound, 0)

@@ -71,8 +71,9 @@ struct RunFigures {
   std::int64_t unreleased = 0;
   std::map<std::string, std::int64_t> outcomes;  // by outcome name
   std::map<std::string, CallStats> byKind;       // "try", "acquire", "release"
-  // Outcomes other than OK, FALSE, LOCK_UNAVAILABLE, CONNECTION_ERROR and
-  // RETRIES_EXHAUSTED (every one is a test failure).
+  // Outcomes other than OK, FALSE_AFTER_TTL, LOCK_UNAVAILABLE,
+  // CONNECTION_ERROR and RETRIES_EXHAUSTED (every one is a test failure;
+  // FALSE, a release answered false inside the TTL, among them).
   std::int64_t unexpectedErrors = 0;
   std::vector<std::string> problems;  // checker and worker messages
 };
@@ -92,8 +93,9 @@ std::optional<std::int64_t> firstAcquireAfter(
 std::string figuresText(const RunFigures& figures);
 
 // The checks every contention-under-faults test makes: no overlap, fencing
-// tokens strictly increasing, only the allowed error codes, every call
-// within its bound, and enough holds to prove something.
+// tokens strictly increasing, only the allowed error codes, no release
+// answered false inside its TTL, every call within its bound, and enough
+// holds to prove something.
 void expectSafeAndBounded(const RunFigures& figures, std::int64_t minHolds);
 
 }  // namespace dlm::test::faults

@@ -118,13 +118,19 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
       std::this_thread::sleep_for(milliseconds(20));
     }
     hold.released = released == "OK";
+    // false is the right answer only for a lease that ran out (and was taken
+    // over); for one still inside its TTL it means the library lost track
+    // of its own release (e.g. retried one whose reply was lost).
+    const auto ttlNs =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(fs::kWorkerTtl)
+            .count();
+    if (released == "FALSE" && dlm::cli::steadyNowNs() - callStart >= ttlNs) {
+      log.calls.back().outcome = "FALSE_AFTER_TTL";
+    }
     // The store let the lease end at its TTL whatever the client did; a hold
     // is only claimed up to then (the acquire call started before the lease
     // did), so a legitimate takeover after expiry is not an overlap.
-    const std::int64_t leaseEnd =
-        callStart +
-        std::chrono::duration_cast<std::chrono::nanoseconds>(fs::kWorkerTtl)
-            .count();
+    const std::int64_t leaseEnd = callStart + ttlNs;
     hold.endNs = std::min(hold.endNs, leaseEnd);
     log.holds.push_back(hold);
   }

@@ -52,8 +52,22 @@ class ServerRestart : public ::testing::TestWithParam<std::string> {
     env_ = makePostgresEnvironment();
   }
   void TearDown() override {
+    if (dir_.empty()) return;
     // The tests after this one need the server: make sure it is back.
-    if (!dir_.empty()) connectWithin(30s);
+    auto admin = connectWithin(30s);
+    if (!env_) return;
+    // The restart broke the environment's own admin connection, so it
+    // cannot drop its schema and role (it says so on stderr): do it here.
+    const std::string schema = env_->postgresSchema();
+    const std::string role = roleOfUrl(env_->url());
+    env_.reset();
+    pqxx::nontransaction tx(*admin);
+    tx.exec("DROP SCHEMA IF EXISTS " + tx.quote_name(schema) + " CASCADE");
+    if (!tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+             .empty()) {
+      tx.exec("DROP OWNED BY " + tx.quote_name(role));
+      tx.exec("DROP ROLE " + tx.quote_name(role));
+    }
   }
 
   std::string dir_;
