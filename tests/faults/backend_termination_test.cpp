@@ -97,7 +97,8 @@ TEST(BackendTermination, NoOverlapOnlyConnectionErrorsAndTheCallAfterEachMassTer
   std::vector<std::string> problems;
   const auto logs = fleet.collect(problems);
   for (const auto& p : problems) ADD_FAILURE() << p;
-  const RunFigures figures = summarise(logs, kOperationTimeout);
+  RunFigures figures = summarise(logs, kOperationTimeout);
+  figures.storeAcquisitions = storeAcquisitions(*admin, env->postgresSchema());
   std::printf(
       "[ faults ] backend termination: %d rounds every %lld ms, %lld "
       "backends terminated; call right after each: %d OK, %d failed (max "

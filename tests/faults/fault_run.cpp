@@ -163,10 +163,27 @@ std::optional<std::int64_t> firstAcquireAfter(const std::vector<WorkerLog>& logs
   return first;
 }
 
+std::int64_t storeAcquisitions(pqxx::connection& admin,
+                               const std::string& schema) {
+  // Only the workers' keys: a test's own locks (probes) share the schema.
+  const std::string prefix =
+      fmt::format("DC#{}#{}#", contention::kFarm, contention::kClient);
+  pqxx::nontransaction tx(admin);
+  const auto r = tx.exec_params(
+      "SELECT coalesce(sum(fencing_token), 0)::bigint FROM " +
+          tx.quote_name(schema) + ".dlm_locks WHERE starts_with(resource, $1)",
+      prefix);
+  return r[0][0].as<std::int64_t>();
+}
+
 std::string figuresText(const RunFigures& f) {
   std::string text = fmt::format(
       "calls={} holds={} overlaps={} fencing_violations={} unreleased={}",
       f.calls, f.holds, f.overlaps, f.fencingViolations, f.unreleased);
+  if (f.storeAcquisitions >= 0) {
+    text += fmt::format(" store_acquisitions={} (unreported to callers: {})",
+                        f.storeAcquisitions, f.storeAcquisitions - f.holds);
+  }
   for (const char* kind : {"try", "acquire", "release"}) {
     const auto it = f.byKind.find(kind);
     if (it == f.byKind.end()) continue;
@@ -202,6 +219,11 @@ void expectSafeAndBounded(const RunFigures& f, std::int64_t minHolds) {
         << s.boundMs << " ms, the longest " << s.maxMs << " ms";
   }
   EXPECT_GE(f.holds, minHolds) << "too few holds to prove anything";
+  if (f.storeAcquisitions >= 0) {
+    EXPECT_GE(f.storeAcquisitions, f.holds)
+        << "callers held locks the store has no acquisition for (lost "
+           "acquires: a second holder could have been let in)";
+  }
 }
 
 }  // namespace dlm::test::faults

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <pqxx/pqxx>
+
 #include "cli/temp_dir.h"
 #include "faults/fault_log.h"
 
@@ -76,7 +78,18 @@ struct RunFigures {
   // FALSE, a release answered false inside the TTL, among them).
   std::int64_t unexpectedErrors = 0;
   std::vector<std::string> problems;  // checker and worker messages
+  // Acquisitions the store counted (the sum of the rows' fencing tokens on a
+  // fresh schema), -1 when not read. Fewer than `holds`: a hold the store
+  // lost (two holders possible); more: acquisitions whose caller was told
+  // they failed (reply lost), left held in the store until their TTL.
+  std::int64_t storeAcquisitions = -1;
 };
+
+// The sum of the fencing tokens of the workers' rows in `schema`'s
+// dlm_locks: every acquisition of theirs the store committed, on a schema
+// created for the run.
+std::int64_t storeAcquisitions(pqxx::connection& admin,
+                               const std::string& schema);
 
 // Bounds: tryAcquireLock and releaseLock operationTimeout + 1 s, acquireLock
 // its timeout + operationTimeout + 1 s.

@@ -14,14 +14,17 @@ namespace dlm::test::faults {
 inline constexpr std::chrono::milliseconds kWorkerTtl{5000};
 inline constexpr std::chrono::milliseconds kWorkerAcquireTimeout{500};
 
-// The contention scenario's timing with a bounded call time: faults are
-// expected, so retries are quick and every call has its budget.
+// The contention scenario's waiting, with the library's default store
+// retries (3, from 50 ms): what an application gets, and short enough that
+// a restart outlasts them, so errors do reach the callers and their codes
+// and the recovery after them are tested, not hidden by generous retries.
 inline LockConfiguration workerConfiguration(
     std::chrono::milliseconds operationTimeout) {
+  const LockConfiguration defaults;
   LockConfiguration c = contention::scenarioConfiguration();
   c.lockTtl = kWorkerTtl;
-  c.storeRetries = 8;
-  c.storeRetryBackoff = std::chrono::milliseconds(20);
+  c.storeRetries = defaults.storeRetries;
+  c.storeRetryBackoff = defaults.storeRetryBackoff;
   c.operationTimeout = operationTimeout;
   return c;
 }

@@ -93,7 +93,9 @@ TEST_P(ServerRestart, NoOverlapOnlyConnectionErrorsAndFirstAcquireWithinTwoSecon
   std::vector<std::string> problems;
   const auto logs = fleet.collect(problems);
   for (const auto& p : problems) ADD_FAILURE() << p;
-  const RunFigures figures = summarise(logs, kOperationTimeout);
+  RunFigures figures = summarise(logs, kOperationTimeout);
+  figures.storeAcquisitions =
+      storeAcquisitions(*connectWithin(5s), env_->postgresSchema());
   const auto first = firstAcquireAfter(logs, upNs);
   const double firstMs = first ? msBetween(upNs, *first) : -1;
 
@@ -153,6 +155,8 @@ TEST_P(ServerRestart, AWaiterSleepingThirtySecondsIsWokenByAReleaseAfterIt) {
 
   // No ASSERT until the waiter thread is joined (a return would leave it
   // joinable).
+  EXPECT_EQ(waitedResult.wait_for(0s), std::future_status::timeout)
+      << "the waiter returned before the restart: it did not wait across it";
   const std::int64_t downNs = cli::steadyNowNs();
   EXPECT_NO_THROW(restartServer(dir_, GetParam()));
   const std::int64_t upNs = cli::steadyNowNs();
