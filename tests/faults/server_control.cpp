@@ -4,6 +4,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <libpq-fe.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/hold_log.h"
 #include "support/pg_test_support.h"
 
 extern char** environ;
@@ -22,18 +25,27 @@ std::string clusterDir() {
   return dir ? dir : "";
 }
 
-void restartServer(const std::string& dir, const std::string& mode) {
+RestartTimes restartServer(const std::string& dir, const std::string& mode) {
+  RestartTimes t;
   std::vector<std::string> args{DLM_PG_CLUSTER_SCRIPT, "restart", dir, mode};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
+  t.startNs = cli::steadyNowNs();
   const int rc = posix_spawn(&pid, DLM_PG_CLUSTER_SCRIPT, nullptr, nullptr,
                              argv.data(), environ);
   if (rc != 0) {
     throw std::runtime_error(std::string("posix_spawn pg-cluster.sh: ") +
                              std::strerror(rc));
   }
+  // Ping the server while the script runs; first "down", then "accepting".
+  auto ping = [&t] {
+    const bool up = PQping("") == PQPING_OK;
+    const std::int64_t now = cli::steadyNowNs();
+    if (!up && t.downNs == 0) t.downNs = now;
+    if (up && t.downNs != 0 && t.acceptNs == 0) t.acceptNs = now;
+  };
   // Bounded: a restart that hangs fails the test instead of hanging it.
   const auto killAt = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   int status = 0;
@@ -46,12 +58,31 @@ void restartServer(const std::string& dir, const std::string& mode) {
       waitpid(pid, &status, 0);
       throw std::runtime_error("pg-cluster.sh restart took over 60 s");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ping();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  t.scriptDoneNs = cli::steadyNowNs();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error("pg-cluster.sh restart " + mode + " failed (status " +
-                             std::to_string(status) + ")");
+    throw std::runtime_error("pg-cluster.sh restart " + mode +
+                             " failed (status " + std::to_string(status) + ")");
   }
+  const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (t.acceptNs == 0 && t.downNs != 0 &&
+         std::chrono::steady_clock::now() < giveUp) {
+    ping();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (t.downNs == 0) {
+    // The pings never caught it down (a very quick restart): the script's
+    // end is then the best known instant of accepting again.
+    t.downNs = t.startNs;
+    t.acceptNs = t.scriptDoneNs;
+  }
+  if (t.acceptNs == 0) {
+    throw std::runtime_error("the server did not accept connections within "
+                             "10 s of pg-cluster.sh restart");
+  }
+  return t;
 }
 
 std::unique_ptr<pqxx::connection> connectWithin(std::chrono::milliseconds limit) {
