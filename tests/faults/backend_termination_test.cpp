@@ -25,7 +25,8 @@ constexpr auto kOperationTimeout = 2000ms;
 constexpr auto kRoundEvery = 200ms;
 constexpr auto kTerminateFor = 5s;
 
-TEST(BackendTermination, NoOverlapOnlyConnectionErrorsAndTheCallAfterEachMassTerminationSucceeds) {
+TEST(BackendTermination,
+     NoOverlapOnlyConnectionErrorsAndTheCallAfterEachMassTerminationSucceeds) {
   ASSERT_FALSE(clusterDir().empty())
       << "DLM_TEST_PG_DIR must name the throwaway cluster (scripts/test.sh)";
   auto env = makePostgresEnvironment();
@@ -74,8 +75,8 @@ TEST(BackendTermination, NoOverlapOnlyConnectionErrorsAndTheCallAfterEachMassTer
     }
     ++rounds;
     // A hung probe is cut short (nothing to unblock: it is reported).
-    const auto got = boundedCall(
-        [&] { probe->tryAcquireLock(probeLock, 30s); }, 10s, [] {});
+    const auto got =
+        boundedCall([&] { probe->tryAcquireLock(probeLock, 30s); }, 10s, [] {});
     probeMaxMs = std::max(probeMaxMs, got.ms);
     if (got.outcome != "OK") {
       ++probeFailures;
@@ -86,8 +87,8 @@ TEST(BackendTermination, NoOverlapOnlyConnectionErrorsAndTheCallAfterEachMassTer
       } catch (const DLMException& e) {
         ++releaseFailures;
         if (firstFailure.empty()) {
-          firstFailure = "release " + std::string(toString(e.code())) + ": " +
-                         e.what();
+          firstFailure =
+              "release " + std::string(toString(e.code())) + ": " + e.what();
         }
       }
     }
@@ -104,9 +105,9 @@ TEST(BackendTermination, NoOverlapOnlyConnectionErrorsAndTheCallAfterEachMassTer
       "backends terminated; call right after each: %d OK, %d failed (max "
       "%.0f ms)%s%s; %s\n",
       rounds, static_cast<long long>(kRoundEvery.count()),
-      static_cast<long long>(terminated), rounds - probeFailures,
-      probeFailures, probeMaxMs, firstFailure.empty() ? "" : ", first: ",
-      firstFailure.c_str(), figuresText(figures).c_str());
+      static_cast<long long>(terminated), rounds - probeFailures, probeFailures,
+      probeMaxMs, firstFailure.empty() ? "" : ", first: ", firstFailure.c_str(),
+      figuresText(figures).c_str());
   EXPECT_GE(rounds, 10);
   EXPECT_GT(terminated, rounds) << "the rounds terminated hardly anything";
   EXPECT_EQ(probeFailures, 0)

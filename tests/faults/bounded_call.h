@@ -23,8 +23,8 @@ struct BoundedOutcome {
   // "OK", an ErrorCode name, or "NOT_DLM: <what>".
   std::string outcome;
   std::string message;
-  double ms = 0;          // how long the call took
-  bool unblocked = false; // it had to be unblocked (it overran its patience)
+  double ms = 0;           // how long the call took
+  bool unblocked = false;  // it had to be unblocked (it overran its patience)
 };
 
 inline BoundedOutcome boundedCall(

@@ -31,12 +31,22 @@ WorkerFleet::WorkerFleet(FleetOptions options)
   for (int w = 0; w < options_.workers; ++w) {
     outs_.push_back(dir_.file("worker-" + std::to_string(w)));
     std::vector<std::string> args{
-        "dlm_fault_worker", "--url", options_.url, "--schema", options_.schema,
-        "--worker", std::to_string(w + 1), "--threads",
-        std::to_string(options_.threadsPerWorker), "--seconds",
-        fmt::format("{:.3f}", options_.seconds), "--start-at-ns",
-        std::to_string(startAtNs_), "--op-timeout-ms",
-        std::to_string(options_.operationTimeout.count()), "--out",
+        "dlm_fault_worker",
+        "--url",
+        options_.url,
+        "--schema",
+        options_.schema,
+        "--worker",
+        std::to_string(w + 1),
+        "--threads",
+        std::to_string(options_.threadsPerWorker),
+        "--seconds",
+        fmt::format("{:.3f}", options_.seconds),
+        "--start-at-ns",
+        std::to_string(startAtNs_),
+        "--op-timeout-ms",
+        std::to_string(options_.operationTimeout.count()),
+        "--out",
         outs_.back()};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -64,9 +74,8 @@ WorkerFleet::~WorkerFleet() {
 }
 
 std::int64_t WorkerFleet::endAtNs() const {
-  return startAtNs_ +
-         toNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::duration<double>(options_.seconds)));
+  return startAtNs_ + toNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::duration<double>(options_.seconds)));
 }
 
 std::vector<WorkerLog> WorkerFleet::collect(std::vector<std::string>& problems,
@@ -97,8 +106,8 @@ std::vector<WorkerLog> WorkerFleet::collect(std::vector<std::string>& problems,
     std::string problem;
     auto log = readLog(in, &problem);
     if (!log) {
-      problems.push_back(fmt::format("worker {}: {} (status {})", w + 1,
-                                     problem, status));
+      problems.push_back(
+          fmt::format("worker {}: {} (status {})", w + 1, problem, status));
       continue;
     }
     if (!log->fatal.empty()) {
@@ -139,7 +148,8 @@ RunFigures summarise(const std::vector<WorkerLog>& logs,
   for (const auto& h : holds) f.unreleased += h.released ? 0 : 1;
   const cli::HoldReport report = cli::checkHolds(holds, '.');
   f.overlaps = report.overlapCount;
-  f.fencingViolations = static_cast<std::int64_t>(report.fencingViolations.size());
+  f.fencingViolations =
+      static_cast<std::int64_t>(report.fencingViolations.size());
   // Unreleased holds are reported as figures, not as checker problems.
   cli::HoldReport listed = report;
   listed.failedReleases.clear();
@@ -149,8 +159,8 @@ RunFigures summarise(const std::vector<WorkerLog>& logs,
   return f;
 }
 
-std::optional<std::int64_t> firstAcquireAfter(const std::vector<WorkerLog>& logs,
-                                              std::int64_t afterNs) {
+std::optional<std::int64_t> firstAcquireAfter(
+    const std::vector<WorkerLog>& logs, std::int64_t afterNs) {
   std::optional<std::int64_t> first;
   for (const auto& log : logs) {
     for (const auto& c : log.calls) {
@@ -187,9 +197,9 @@ std::string figuresText(const RunFigures& f) {
   for (const char* kind : {"try", "acquire", "release"}) {
     const auto it = f.byKind.find(kind);
     if (it == f.byKind.end()) continue;
-    text += fmt::format(" max_{}={:.0f}ms/bound {:.0f}ms (over: {})", kind,
-                        it->second.maxMs, it->second.boundMs,
-                        it->second.overBound);
+    text +=
+        fmt::format(" max_{}={:.0f}ms/bound {:.0f}ms (over: {})", kind,
+                    it->second.maxMs, it->second.boundMs, it->second.overBound);
   }
   text += " outcomes:";
   for (const auto& [name, count] : f.outcomes) {
@@ -201,7 +211,8 @@ std::string figuresText(const RunFigures& f) {
 void expectSafeAndBounded(const RunFigures& f, std::int64_t minHolds) {
   std::string problems;
   for (const auto& p : f.problems) problems += "\n  " + p;
-  EXPECT_EQ(f.overlaps, 0) << "holds of conflicting keys overlapped" << problems;
+  EXPECT_EQ(f.overlaps, 0) << "holds of conflicting keys overlapped"
+                           << problems;
   EXPECT_EQ(f.fencingViolations, 0)
       << "a key's fencing token did not grow" << problems;
   const auto falses = f.outcomes.find("FALSE");

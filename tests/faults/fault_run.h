@@ -9,10 +9,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "cli/temp_dir.h"
 #include "faults/fault_log.h"
@@ -45,9 +44,9 @@ class WorkerFleet {
   // Waits for every worker (killing those still running `grace` after the
   // end of the run) and returns their logs; problems (a worker that failed
   // or left no log) are added to `problems`.
-  std::vector<WorkerLog> collect(std::vector<std::string>& problems,
-                                 std::chrono::seconds grace =
-                                     std::chrono::seconds(30));
+  std::vector<WorkerLog> collect(
+      std::vector<std::string>& problems,
+      std::chrono::seconds grace = std::chrono::seconds(30));
 
  private:
   FleetOptions options_;

@@ -68,7 +68,8 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
                   std::chrono::steady_clock::time_point deadline) {
   namespace fs = dlm::test::faults;
   WorkerLog log;
-  std::mt19937_64 rng(0x9E3779B97F4A7C15ull * static_cast<unsigned>(worker + 1));
+  std::mt19937_64 rng(0x9E3779B97F4A7C15ull *
+                      static_cast<unsigned>(worker + 1));
   const auto keys = dlm::test::contention::scenarioKeys();
   std::vector<int> weights;
   std::vector<dlm::Lock> locks;
@@ -112,7 +113,8 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
     std::string released;
     for (;;) {
       hold.endNs = dlm::cli::steadyNowNs();
-      released = logged(log, "release", [&] { return manager.releaseLock(lock); });
+      released =
+          logged(log, "release", [&] { return manager.releaseLock(lock); });
       if (released == "OK" || released == "FALSE") break;
       if (std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(milliseconds(20));

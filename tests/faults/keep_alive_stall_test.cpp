@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <functional>
 #include <mutex>
-#include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "cli/hold_log.h"
@@ -49,9 +49,9 @@ std::int64_t storeNs(StoreTime t) {
 
 struct ProbeFigures {
   std::int64_t calls = 0;
-  double maxMs = 0;          // the longest accessor call, hung ones included
-  StoreTime lastConfirmed;   // the latest expiry the guard reported
-  std::string hung;          // ", expiresAt() hung ..." or ""
+  double maxMs = 0;         // the longest accessor call, hung ones included
+  StoreTime lastConfirmed;  // the latest expiry the guard reported
+  std::string hung;         // ", expiresAt() hung ..." or ""
 };
 
 // Calls lost(), holdsLock() and expiresAt() in turn on its own thread, as
@@ -74,7 +74,8 @@ class AccessorProbe {
     const auto inCallMs = [&] {
       return inCallSinceNs_ == 0
                  ? 0.0
-                 : static_cast<double>(cli::steadyNowNs() - inCallSinceNs_) / 1e6;
+                 : static_cast<double>(cli::steadyNowNs() - inCallSinceNs_) /
+                       1e6;
     };
     if (!done_.wait_for(lock, 1s, [&] { return finished_; })) {
       figures_.maxMs = std::max(figures_.maxMs, inCallMs());
@@ -95,7 +96,8 @@ class AccessorProbe {
 
  private:
   void run() {
-    static const char* const kNames[] = {"lost()", "holdsLock()", "expiresAt()"};
+    static const char* const kNames[] = {"lost()", "holdsLock()",
+                                         "expiresAt()"};
     for (int i = 0; !stop_; i = (i + 1) % 3) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -111,7 +113,8 @@ class AccessorProbe {
           static_cast<double>(cli::steadyNowNs() - inCallSinceNs_) / 1e6;
       figures_.maxMs = std::max(figures_.maxMs, ms);
       ++figures_.calls;
-      if (i == 2) figures_.lastConfirmed = std::max(figures_.lastConfirmed, expiry);
+      if (i == 2)
+        figures_.lastConfirmed = std::max(figures_.lastConfirmed, expiry);
       inCallSinceNs_ = 0;
       if (i == 2) std::this_thread::sleep_for(5ms);
     }
@@ -131,7 +134,8 @@ class AccessorProbe {
   std::thread thread_;
 };
 
-TEST(KeepAliveUnderStall, OnLostFiresBeforeTheLeaseExpiresAndAccessorsAnswerAtOnce) {
+TEST(KeepAliveUnderStall,
+     OnLostFiresBeforeTheLeaseExpiresAndAccessorsAnswerAtOnce) {
   ASSERT_FALSE(clusterDir().empty())
       << "DLM_TEST_PG_DIR must name the throwaway cluster (scripts/test.sh)";
   auto env = makePostgresEnvironment();
@@ -141,13 +145,13 @@ TEST(KeepAliveUnderStall, OnLostFiresBeforeTheLeaseExpiresAndAccessorsAnswerAtOn
   config.operationTimeout = kOperationTimeout;
   config.storeRetries = 3;
   config.storeRetryBackoff = 20ms;
-  auto manager = DistributedLockManager::builder()
-                     .clientId("faults")
-                     .farmId("farm1")
-                     .store(openStore(proxiedUrl(*env, *proxy),
-                                      env->postgresSchema()))
-                     .configuration(config)
-                     .build();
+  auto manager =
+      DistributedLockManager::builder()
+          .clientId("faults")
+          .farmId("farm1")
+          .store(openStore(proxiedUrl(*env, *proxy), env->postgresSchema()))
+          .configuration(config)
+          .build();
   manager->initialize();
   auto direct = connectWithin(5s);
   const std::int64_t offsetNs = storeMinusSteadyNs(*direct);
@@ -192,11 +196,13 @@ TEST(KeepAliveUnderStall, OnLostFiresBeforeTheLeaseExpiresAndAccessorsAnswerAtOn
         static_cast<double>(expiryStoreNs - offsetNs - stallNs) / 1e6;
     std::string firing = fmt::format(
         "did not fire within {} ms of the stall",
-        std::chrono::duration_cast<std::chrono::milliseconds>(kTtl + 3s).count());
+        std::chrono::duration_cast<std::chrono::milliseconds>(kTtl + 3s)
+            .count());
     if (lost == 0 && lostAtNs != 0) {
-      firing += fmt::format(" (it fired {:.0f} ms after the stall, once the "
-                            "test had cut the connection)",
-                            static_cast<double>(lostAtNs - stallNs) / 1e6);
+      firing += fmt::format(
+          " (it fired {:.0f} ms after the stall, once the "
+          "test had cut the connection)",
+          static_cast<double>(lostAtNs - stallNs) / 1e6);
     }
     double marginMs = 0;
     if (lost != 0) {

@@ -1,10 +1,9 @@
 #include "faults/server_control.h"
 
+#include <libpq-fe.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
-
-#include <libpq-fe.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -47,7 +46,8 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode) {
     if (up && t.downNs != 0 && t.acceptNs == 0) t.acceptNs = now;
   };
   // Bounded: a restart that hangs fails the test instead of hanging it.
-  const auto killAt = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto killAt =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
   int status = 0;
   for (;;) {
     const pid_t r = waitpid(pid, &status, WNOHANG);
@@ -66,7 +66,8 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode) {
     throw std::runtime_error("pg-cluster.sh restart " + mode +
                              " failed (status " + std::to_string(status) + ")");
   }
-  const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto giveUp =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (t.acceptNs == 0 && t.downNs != 0 &&
          std::chrono::steady_clock::now() < giveUp) {
     ping();
@@ -79,13 +80,15 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode) {
     t.acceptNs = t.scriptDoneNs;
   }
   if (t.acceptNs == 0) {
-    throw std::runtime_error("the server did not accept connections within "
-                             "10 s of pg-cluster.sh restart");
+    throw std::runtime_error(
+        "the server did not accept connections within "
+        "10 s of pg-cluster.sh restart");
   }
   return t;
 }
 
-std::unique_ptr<pqxx::connection> connectWithin(std::chrono::milliseconds limit) {
+std::unique_ptr<pqxx::connection> connectWithin(
+    std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
     try {
@@ -98,7 +101,8 @@ std::unique_ptr<pqxx::connection> connectWithin(std::chrono::milliseconds limit)
   }
 }
 
-std::int64_t terminateBackends(pqxx::connection& admin, const std::string& role) {
+std::int64_t terminateBackends(pqxx::connection& admin,
+                               const std::string& role) {
   pqxx::nontransaction tx(admin);
   const auto r = tx.exec_params(
       "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "

@@ -2,10 +2,9 @@
 // (scripts/pg-cluster.sh restart) and terminating client backends.
 #pragma once
 
-#include <pqxx/pqxx>
-
 #include <chrono>
 #include <cstdint>
+#include <pqxx/pqxx>
 #include <string>
 
 namespace dlm::test::faults {
@@ -33,11 +32,13 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode);
 
 // Connects (PG* variables, superuser) until it works or `limit` passes;
 // throws then. For checking that the server is up again.
-std::unique_ptr<pqxx::connection> connectWithin(std::chrono::milliseconds limit);
+std::unique_ptr<pqxx::connection> connectWithin(
+    std::chrono::milliseconds limit);
 
 // Terminates every backend of `role` (pg_terminate_backend); the number
 // terminated. `admin` must be a superuser connection of another role.
-std::int64_t terminateBackends(pqxx::connection& admin, const std::string& role);
+std::int64_t terminateBackends(pqxx::connection& admin,
+                               const std::string& role);
 
 // The role of a "postgresql://ROLE@..." URL ("" when it names none).
 std::string roleOfUrl(const std::string& url);

@@ -74,7 +74,8 @@ class ServerRestart : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<StoreEnvironment> env_;
 };
 
-TEST_P(ServerRestart, NoOverlapOnlyConnectionErrorsAndFirstAcquireWithinTwoSeconds) {
+TEST_P(ServerRestart,
+       NoOverlapOnlyConnectionErrorsAndFirstAcquireWithinTwoSeconds) {
   FleetOptions options;
   options.url = env_->url();
   options.schema = env_->postgresSchema();
@@ -177,10 +178,12 @@ TEST_P(ServerRestart, AWaiterSleepingThirtySecondsIsWokenByAReleaseAfterIt) {
       std::this_thread::sleep_for(50ms);
     }
   }
-  EXPECT_FALSE(held.isAcquired()) << "the holder could not release: " << lastError;
+  EXPECT_FALSE(held.isAcquired())
+      << "the holder could not release: " << lastError;
 
   // Bounded: the waiter's own timeout plus its operation budget and slack.
-  if (waitedResult.wait_for(kWaiterTimeout + 10s) != std::future_status::ready) {
+  if (waitedResult.wait_for(kWaiterTimeout + 10s) !=
+      std::future_status::ready) {
     std::fprintf(stderr, "FATAL: acquireLock did not return\n");
     std::_Exit(1);
   }

@@ -29,7 +29,9 @@ constexpr auto kSlack = 1000ms;
 constexpr auto kExtraPatience = 4000ms;
 constexpr double kRowLockBoundMs = 1000;
 
-double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()); }
+double ms(std::chrono::milliseconds d) {
+  return static_cast<double>(d.count());
+}
 
 LockConfiguration boundedConfiguration() {
   LockConfiguration c;
@@ -88,23 +90,24 @@ TEST(StalledServer, EachCallReturnsWithinItsBoundWithConnectionError) {
   const double releaseBound = ms(kOperationTimeout + kSlack);
 
   proxy->stall();
-  const auto tryGot = boundedCall([&] { manager->tryAcquireLock(tried, 30s); },
-                                  kOperationTimeout + kSlack + kExtraPatience,
-                                  unblock);
+  const auto tryGot =
+      boundedCall([&] { manager->tryAcquireLock(tried, 30s); },
+                  kOperationTimeout + kSlack + kExtraPatience, unblock);
   proxy->stall();
   const auto acquireGot = boundedCall(
       [&] { manager->acquireLock(waited, 30s, kAcquireTimeout); },
       kAcquireTimeout + kOperationTimeout + kSlack + kExtraPatience, unblock);
   proxy->stall();
-  const auto releaseGot = boundedCall([&] { manager->releaseLock(held); },
-                                      kOperationTimeout + kSlack + kExtraPatience,
-                                      unblock);
+  const auto releaseGot =
+      boundedCall([&] { manager->releaseLock(held); },
+                  kOperationTimeout + kSlack + kExtraPatience, unblock);
   proxy->resume();
 
-  std::printf("[ faults ] stalled server: %s; %s; %s\n",
-              describe("tryAcquireLock", tryGot, tryBound).c_str(),
-              describe("acquireLock(timeout 2 s)", acquireGot, acquireBound).c_str(),
-              describe("releaseLock", releaseGot, releaseBound).c_str());
+  std::printf(
+      "[ faults ] stalled server: %s; %s; %s\n",
+      describe("tryAcquireLock", tryGot, tryBound).c_str(),
+      describe("acquireLock(timeout 2 s)", acquireGot, acquireBound).c_str(),
+      describe("releaseLock", releaseGot, releaseBound).c_str());
   EXPECT_LE(tryGot.ms, tryBound) << "tryAcquireLock";
   EXPECT_EQ(tryGot.outcome, "CONNECTION_ERROR") << tryGot.message;
   EXPECT_LE(acquireGot.ms, acquireBound) << "acquireLock";
@@ -113,7 +116,8 @@ TEST(StalledServer, EachCallReturnsWithinItsBoundWithConnectionError) {
   EXPECT_EQ(releaseGot.outcome, "CONNECTION_ERROR") << releaseGot.message;
 }
 
-TEST(StalledServer, ARowLockOfAnotherSessionMakesTryAcquireLockUnavailableAtOnce) {
+TEST(StalledServer,
+     ARowLockOfAnotherSessionMakesTryAcquireLockUnavailableAtOnce) {
   ASSERT_FALSE(clusterDir().empty())
       << "DLM_TEST_PG_DIR must name the throwaway cluster (scripts/test.sh)";
   auto env = makePostgresEnvironment();
@@ -136,11 +140,10 @@ TEST(StalledServer, ARowLockOfAnotherSessionMakesTryAcquireLockUnavailableAtOnce
       [&] { manager->tryAcquireLock(lock, 30s); }, 5s,
       // Ending the blocking transaction lets a blocked call through.
       [&] { blocker.abort(); });
-  std::printf(
-      "[ faults ] row lock held by another session: %s\n",
-      describe("tryAcquireLock", got, kRowLockBoundMs,
-               "the test rolled the blocking transaction back")
-          .c_str());
+  std::printf("[ faults ] row lock held by another session: %s\n",
+              describe("tryAcquireLock", got, kRowLockBoundMs,
+                       "the test rolled the blocking transaction back")
+                  .c_str());
   if (!got.unblocked) blocker.abort();
   EXPECT_LE(got.ms, kRowLockBoundMs);
   EXPECT_EQ(got.outcome, "LOCK_UNAVAILABLE") << got.message;

@@ -83,8 +83,10 @@ TcpProxy::TcpProxy(const std::string& targetHost, int targetPort,
   in_addr addr{};
   if (inet_pton(AF_INET, targetHost.c_str(), &addr) != 1 ||
       (ntohl(addr.s_addr) >> 24) != 127) {
-    throw std::runtime_error("TcpProxy: the target must be an IPv4 loopback "
-                             "address, not '" + targetHost + "'");
+    throw std::runtime_error(
+        "TcpProxy: the target must be an IPv4 loopback "
+        "address, not '" +
+        targetHost + "'");
   }
   targetAddr_ = addr.s_addr;
 
@@ -214,8 +216,10 @@ void TcpProxy::run() {
         const short cr = fds[2 + 2 * i].revents;
         const short sr = fds[3 + 2 * i].revents;
         bool ok = true;
-        if (cr & (POLLIN | POLLHUP | POLLERR)) ok = ok && pull(p.client, p.toServer);
-        if (sr & (POLLIN | POLLHUP | POLLERR)) ok = ok && pull(p.server, p.toClient);
+        if (cr & (POLLIN | POLLHUP | POLLERR))
+          ok = ok && pull(p.client, p.toServer);
+        if (sr & (POLLIN | POLLHUP | POLLERR))
+          ok = ok && pull(p.server, p.toClient);
         ok = ok && push(p.server, p.toServer) && push(p.client, p.toClient);
         // Either side gone: a half-open PostgreSQL session is useless, so the
         // other side is closed too (as a dead server or client would be).
@@ -229,8 +233,8 @@ void TcpProxy::run() {
     // complete the handshake anyway; they just get no bytes until resume().
     if (fds[1].revents & POLLIN) {
       for (;;) {
-        const int client = accept4(listenFd_, nullptr, nullptr,
-                                   SOCK_CLOEXEC | SOCK_NONBLOCK);
+        const int client =
+            accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (client < 0) break;
         const int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in target{};

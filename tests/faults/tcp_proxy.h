@@ -58,7 +58,7 @@ class TcpProxy {
 
   mutable std::mutex mutex_;
   std::condition_variable done_;
-  int pending_ = 0;              // command waiting for the loop (0: none)
+  int pending_ = 0;  // command waiting for the loop (0: none)
   std::int64_t commandsDone_ = 0;
   std::int64_t accepted_ = 0;
   bool stopping_ = false;
