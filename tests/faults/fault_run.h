@@ -72,9 +72,9 @@ struct RunFigures {
   std::int64_t unreleased = 0;
   std::map<std::string, std::int64_t> outcomes;  // by outcome name
   std::map<std::string, CallStats> byKind;       // "try", "acquire", "release"
-  // Outcomes other than OK, FALSE_AFTER_TTL, LOCK_UNAVAILABLE,
-  // CONNECTION_ERROR and RETRIES_EXHAUSTED (every one is a test failure;
-  // FALSE, a release answered false inside the TTL, among them).
+  // Errors other than LOCK_UNAVAILABLE, CONNECTION_ERROR and
+  // RETRIES_EXHAUSTED (every one is a test failure; so is a FALSE outcome,
+  // counted in `outcomes`).
   std::int64_t unexpectedErrors = 0;
   std::vector<std::string> problems;  // checker and worker messages
   // Acquisitions the store counted (the sum of the rows' fencing tokens on a
