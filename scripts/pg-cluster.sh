@@ -3,6 +3,10 @@
 #
 #   scripts/pg-cluster.sh start <dir>   initdb (once) + start; writes <dir>/env
 #   scripts/pg-cluster.sh stop <dir>    stop (fast) and remove <dir>
+#   scripts/pg-cluster.sh restart <dir> fast|immediate
+#                                       pg_ctl restart in that shutdown mode
+#                                       (for the fault tests); returns once the
+#                                       server accepts connections again
 #
 # The cluster listens only on 127.0.0.1 at a free port, keeps its unix socket
 # inside <dir>, trusts every local connection (superuser "postgres") and keeps
@@ -30,7 +34,7 @@ die() {
 }
 
 usage() {
-  echo "usage: $0 start|stop <dir>" >&2
+  echo "usage: $0 start|stop <dir> | restart <dir> fast|immediate" >&2
   exit 2
 }
 
@@ -186,13 +190,32 @@ cmd_stop() {
   rm -rf "$dir"
 }
 
-[[ $# -eq 2 ]] || usage
+# The server keeps its port: pg_ctl restart reuses the options of the last
+# start (postmaster.opts), "-p <port>" included, so <dir>/env stays valid.
+cmd_restart() {
+  local mode=$1
+  [[ $mode == fast || $mode == immediate ]] || usage
+  [[ -d "$dir" ]] || die "$dir does not exist"
+  dir=$(cd "$dir" && pwd)
+  data="$dir/data"
+  [[ -f "$dir/$kMarker" ]] || die "$dir was not made by this script"
+  is_running || die "no PostgreSQL running in $data"
+  cd "$dir"
+  # -w: pg_ctl returns once the server accepts connections (it polls with
+  # PQping), which is the instant the fault tests measure from.
+  as_owner "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -m "$mode" -w \
+    -t 60 restart >/dev/null 2>&1 ||
+    { tail -n 30 "$dir/server.log" >&2 || true; die "restart ($mode) failed"; }
+}
+
+(($# >= 2)) || usage
 action=$1
 dir=$2
 data=""
 bindir=$(find_bindir)
 case "$action" in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
+  start) (($# == 2)) || usage; cmd_start ;;
+  stop) (($# == 2)) || usage; cmd_stop ;;
+  restart) (($# == 3)) || usage; cmd_restart "$3" ;;
   *) usage ;;
 esac

@@ -8,10 +8,12 @@
 # 1. installs the build dependencies and the PostgreSQL 15 server if missing;
 # 2. builds everything with warnings as errors (build/ci);
 # 3. starts a throwaway PostgreSQL cluster (scripts/pg-cluster.sh, a temp
-#    directory, a free loopback port), exports its PG* variables, and stops
-#    it on exit whatever happens;
+#    directory, a free loopback port), exports its PG* variables and its
+#    directory as DLM_TEST_PG_DIR, and stops it on exit whatever happens;
 # 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
-#    both stores;
+#    both stores; the fault tests among them (tests/faults, label "faults",
+#    about a minute) restart this cluster, terminate its backends and stall
+#    it behind a proxy, one at a time, and leave it running;
 # 5. an address+undefined sanitizer build (build/asan) runs every test again;
 # 6. a thread sanitizer build (build/tsan) runs the contention, unit and
 #    conformance tests (the ones with threads).
@@ -28,7 +30,7 @@ sanitizers=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitizers) sanitizers=0 ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -131,7 +133,10 @@ start_pg() {
   "$root/scripts/pg-cluster.sh" start "$pg_dir" || return 1
   # shellcheck disable=SC1091
   . "$pg_dir/env"
-  echo "PostgreSQL at $PGHOST:$PGPORT"
+  # The fault tests (tests/faults) restart this server through
+  # scripts/pg-cluster.sh restart "$DLM_TEST_PG_DIR" fast|immediate.
+  export DLM_TEST_PG_DIR=$pg_dir
+  echo "PostgreSQL at $PGHOST:$PGPORT (cluster in $pg_dir)"
 }
 
 trap 'stop_pg' EXIT

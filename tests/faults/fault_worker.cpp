@@ -1,0 +1,217 @@
+// A fault-run worker process: contends for the contention scenario's keys on
+// a few threads, like dlm_contention_worker, but keeps going through errors
+// (a restarting or killed server is what the test is about) and logs every
+// call with its duration and outcome, and every hold.
+//
+//   dlm_fault_worker --url URL --schema S --worker N --threads T
+//       --seconds S --start-at-ns NS --op-timeout-ms MS --out FILE
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cli/cli_args.h"
+#include "cli/hold_log.h"
+#include "contention/scenario.h"
+#include "dlm/dlm.h"
+#include "dlm/store_url.h"
+#include "faults/fault_log.h"
+#include "faults/fault_scenario.h"
+
+namespace {
+
+using dlm::test::faults::CallRecord;
+using dlm::test::faults::WorkerLog;
+using std::chrono::milliseconds;
+
+std::string required(dlm::cli::Args& args, const std::string& name) {
+  auto value = args.take(name);
+  if (!value) throw dlm::cli::UsageError(name + " is required");
+  return *value;
+}
+
+// Runs one call, logs it, and returns its outcome.
+template <typename Fn>
+std::string logged(WorkerLog& log, const char* kind, Fn&& fn) {
+  CallRecord record;
+  record.kind = kind;
+  record.startNs = dlm::cli::steadyNowNs();
+  std::string message;
+  try {
+    record.outcome = fn() ? "OK" : "FALSE";
+  } catch (const dlm::DLMException& e) {
+    record.outcome = std::string(dlm::toString(e.code()));
+    message = e.what();
+  } catch (const std::exception& e) {
+    // The API promises DLMException only; the test counts these as failures.
+    record.outcome = "NOT_DLM";
+    message = e.what();
+  }
+  record.endNs = dlm::cli::steadyNowNs();
+  if (!message.empty() && record.outcome != "LOCK_UNAVAILABLE") {
+    int same = 0;
+    for (const auto& m : log.messages) same += m.rfind(record.outcome, 0) == 0;
+    if (same < 3) {
+      log.messages.push_back(record.outcome + " from " + kind + ": " + message);
+    }
+  }
+  log.calls.push_back(record);
+  return record.outcome;
+}
+
+// One thread's loop until `deadline`. A failed release is repeated (the lock
+// is still held, the API says so) until it answers or the run ends.
+WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
+                  std::chrono::steady_clock::time_point deadline) {
+  namespace fs = dlm::test::faults;
+  WorkerLog log;
+  std::mt19937_64 rng(0x9E3779B97F4A7C15ull *
+                      static_cast<unsigned>(worker + 1));
+  const auto keys = dlm::test::contention::scenarioKeys();
+  std::vector<int> weights;
+  std::vector<dlm::Lock> locks;
+  for (const auto& k : keys) {
+    weights.push_back(k.weight);
+    locks.push_back(manager.getLockInstance(k.id, dlm::LockLevel::DC));
+  }
+  std::discrete_distribution<std::size_t> pickKey(weights.begin(),
+                                                  weights.end());
+  std::uniform_int_distribution<int> percent(0, 99);
+  std::uniform_int_distribution<int> holdUs(0, 2000);
+
+  while (std::chrono::steady_clock::now() < deadline) {
+    dlm::Lock& lock = locks[pickKey(rng)];
+    const bool useTry = percent(rng) < 50;
+    const std::int64_t callStart = dlm::cli::steadyNowNs();
+    const std::string got =
+        useTry ? logged(log, "try",
+                        [&] {
+                          manager.tryAcquireLock(lock, fs::kWorkerTtl);
+                          return true;
+                        })
+               : logged(log, "acquire", [&] {
+                   manager.acquireLock(lock, fs::kWorkerTtl,
+                                       fs::kWorkerAcquireTimeout);
+                   return true;
+                 });
+    if (got != "OK") {
+      // Busy key: try another at once; a failing store: do not spin on it.
+      if (got != "LOCK_UNAVAILABLE") {
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+      continue;
+    }
+    dlm::cli::Hold hold;
+    hold.startNs = dlm::cli::steadyNowNs();
+    hold.key = lock.id();
+    hold.worker = worker;
+    hold.fencing = lock.fencingToken();
+    std::this_thread::sleep_for(std::chrono::microseconds(holdUs(rng)));
+    std::string released;
+    for (;;) {
+      hold.endNs = dlm::cli::steadyNowNs();
+      released =
+          logged(log, "release", [&] { return manager.releaseLock(lock); });
+      if (released == "OK" || released == "FALSE") break;
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    hold.released = released == "OK";
+    // false is the right answer only for a lease that ran out (and was taken
+    // over); for one still inside its TTL it means the library lost track
+    // of its own release (e.g. retried one whose reply was lost).
+    const auto ttlNs =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(fs::kWorkerTtl)
+            .count();
+    if (released == "FALSE" && dlm::cli::steadyNowNs() - callStart >= ttlNs) {
+      log.calls.back().outcome = "FALSE_AFTER_TTL";
+    }
+    // The store let the lease end at its TTL whatever the client did; a hold
+    // is only claimed up to then (the acquire call started before the lease
+    // did), so a legitimate takeover after expiry is not an overlap.
+    const std::int64_t leaseEnd = callStart + ttlNs;
+    hold.endNs = std::min(hold.endNs, leaseEnd);
+    log.holds.push_back(hold);
+  }
+  return log;
+}
+
+WorkerLog run(const std::string& url, const std::string& schema, int worker,
+              int threads, double seconds, std::int64_t startAtNs,
+              milliseconds operationTimeout) {
+  auto manager = dlm::DistributedLockManager::builder()
+                     .clientId(dlm::test::contention::kClient)
+                     .farmId(dlm::test::contention::kFarm)
+                     .store(dlm::openStore(url, schema))
+                     .configuration(dlm::test::faults::workerConfiguration(
+                         operationTimeout))
+                     .build();
+  manager->initialize();
+  const auto startAt = std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::nanoseconds(startAtNs)));
+  const auto deadline =
+      startAt + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(seconds));
+  std::vector<WorkerLog> logs(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::this_thread::sleep_until(startAt);
+      logs[static_cast<std::size_t>(t)] =
+          contend(*manager, worker * 100 + t, deadline);
+    });
+  }
+  for (auto& th : pool) th.join();
+  manager->destroy();
+  WorkerLog merged;
+  for (auto& l : logs) {
+    merged.calls.insert(merged.calls.end(), l.calls.begin(), l.calls.end());
+    merged.holds.insert(merged.holds.end(), l.holds.begin(), l.holds.end());
+    merged.messages.insert(merged.messages.end(), l.messages.begin(),
+                           l.messages.end());
+  }
+  return merged;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dlm::cli::Args args(std::vector<std::string>(argv + 1, argv + argc));
+  std::string out;
+  WorkerLog log;
+  try {
+    const std::string url = required(args, "--url");
+    const std::string schema = args.take("--schema").value_or("");
+    const int worker = static_cast<int>(dlm::cli::parseInteger(
+        "--worker", required(args, "--worker"), 0, 9999));
+    const int threads = static_cast<int>(dlm::cli::parseInteger(
+        "--threads", required(args, "--threads"), 1, 64));
+    const double seconds = dlm::cli::parseDecimal(
+        "--seconds", required(args, "--seconds"), 0.01, 600);
+    const std::int64_t startAtNs = dlm::cli::parseInteger(
+        "--start-at-ns", required(args, "--start-at-ns"), 0, INT64_MAX);
+    const auto opTimeout = milliseconds(dlm::cli::parseInteger(
+        "--op-timeout-ms", required(args, "--op-timeout-ms"), 1, 3'600'000));
+    out = required(args, "--out");
+    args.requireEmpty();
+    log = run(url, schema, worker, threads, seconds, startAtNs, opTimeout);
+  } catch (const dlm::cli::UsageError& e) {
+    std::fprintf(stderr, "dlm_fault_worker: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    // initialize() failed, or the loop threw: the test reports it.
+    log.fatal = e.what();
+  }
+  std::ofstream file(out);
+  dlm::test::faults::writeLog(log, file);
+  file.flush();
+  if (!file) {
+    std::fprintf(stderr, "dlm_fault_worker: cannot write %s\n", out.c_str());
+    return 3;
+  }
+  return log.fatal.empty() ? 0 : 1;
+}

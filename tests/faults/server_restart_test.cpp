@@ -1,0 +1,213 @@
+// A server restart (pg_ctl restart -m fast, and -m immediate: a crash) in
+// the middle of a multi-process contention run: mutual exclusion and fencing
+// hold, every error is CONNECTION_ERROR / RETRIES_EXHAUSTED, every call ends
+// within its bound, the library is back within 2 s of the server accepting
+// connections, and a waiter sleeping between attempts is woken by a release
+// made after the restart.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include "cli/hold_log.h"
+#include "dlm/dlm.h"
+#include "faults/fault_run.h"
+#include "faults/server_control.h"
+#include "support/test_stores.h"
+
+namespace dlm::test::faults {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kOperationTimeout = 2000ms;
+constexpr double kMaxFirstAcquireMs = 2000;
+constexpr double kMaxWakeUpMs = 2000;
+
+double msBetween(std::int64_t fromNs, std::int64_t toNs) {
+  return static_cast<double>(toNs - fromNs) / 1e6;
+}
+
+std::unique_ptr<DistributedLockManager> makeManager(
+    std::shared_ptr<LockStore> store, LockConfiguration config) {
+  auto m = DistributedLockManager::builder()
+               .clientId("faults")
+               .farmId("farm1")
+               .store(std::move(store))
+               .configuration(config)
+               .build();
+  m->initialize();
+  return m;
+}
+
+class ServerRestart : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = clusterDir();
+    ASSERT_FALSE(dir_.empty())
+        << "DLM_TEST_PG_DIR must name the throwaway cluster "
+           "(scripts/test.sh sets it; scripts/pg-cluster.sh start DIR)";
+    env_ = makePostgresEnvironment();
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    // The tests after this one need the server: make sure it is back.
+    auto admin = connectWithin(30s);
+    if (!env_) return;
+    // The restart broke the environment's own admin connection, so it
+    // cannot drop its schema and role (it says so on stderr): do it here.
+    const std::string schema = env_->postgresSchema();
+    const std::string role = roleOfUrl(env_->url());
+    env_.reset();
+    pqxx::nontransaction tx(*admin);
+    tx.exec("DROP SCHEMA IF EXISTS " + tx.quote_name(schema) + " CASCADE");
+    if (!tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+             .empty()) {
+      tx.exec("DROP OWNED BY " + tx.quote_name(role));
+      tx.exec("DROP ROLE " + tx.quote_name(role));
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<StoreEnvironment> env_;
+};
+
+TEST_P(ServerRestart,
+       NoOverlapOnlyConnectionErrorsAndFirstAcquireWithinTwoSeconds) {
+  FleetOptions options;
+  options.url = env_->url();
+  options.schema = env_->postgresSchema();
+  options.seconds = 8;
+  options.operationTimeout = kOperationTimeout;
+  WorkerFleet fleet(options);
+
+  // Restart 3 s into the run: the workers are busy, and 5 s remain for the
+  // recovery to show.
+  std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(fleet.startAtNs() + 3'000'000'000LL)));
+  RestartTimes restart;
+  ASSERT_NO_THROW(restart = restartServer(dir_, GetParam()));
+  const std::int64_t upNs = restart.acceptNs;
+
+  std::vector<std::string> problems;
+  const auto logs = fleet.collect(problems);
+  for (const auto& p : problems) ADD_FAILURE() << p;
+  RunFigures figures = summarise(logs, kOperationTimeout);
+  figures.storeAcquisitions =
+      storeAcquisitions(*connectWithin(5s), env_->postgresSchema());
+  const auto first = firstAcquireAfter(logs, upNs);
+  const double firstMs = first ? msBetween(upNs, *first) : -1;
+
+  std::printf(
+      "[ faults ] restart -m %s: server down %.0f ms; first acquire %s "
+      "after it accepted connections (bound %.0f ms); %s\n",
+      GetParam().c_str(), restart.downMs(),
+      first ? (std::to_string(static_cast<long long>(firstMs)) + " ms").c_str()
+            : "never",
+      kMaxFirstAcquireMs, figuresText(figures).c_str());
+  EXPECT_TRUE(first.has_value()) << "no acquire succeeded after the restart";
+  if (first) {
+    EXPECT_LE(firstMs, kMaxFirstAcquireMs)
+        << "first successful acquire after the server accepted connections";
+  }
+  expectSafeAndBounded(figures, 100);
+}
+
+TEST_P(ServerRestart, AWaiterSleepingThirtySecondsIsWokenByAReleaseAfterIt) {
+  LockConfiguration config;
+  config.operationTimeout = kOperationTimeout;
+  config.storeRetries = 8;
+  config.storeRetryBackoff = 20ms;
+  auto holder = makeManager(env_->newStore(), config);
+  // Only a wake-up can end this waiter's sleep before its deadline.
+  config.sleepBetweenRetries = 30s;
+  auto waiterManager = makeManager(env_->newStore(), config);
+
+  Lock held = holder->getLockInstance("wake", LockLevel::DC);
+  holder->acquireLock(held, 60s, 0ms);
+
+  constexpr auto kWaiterTimeout = 15s;
+  std::promise<std::pair<std::string, std::int64_t>> waited;
+  auto waitedResult = waited.get_future();
+  std::thread waiter([&] {
+    Lock lock = waiterManager->getLockInstance("wake", LockLevel::DC);
+    std::string outcome = "OK";
+    try {
+      waiterManager->acquireLock(lock, 60s, kWaiterTimeout);
+    } catch (const DLMException& e) {
+      outcome = std::string(toString(e.code())) + ": " + e.what();
+    } catch (const std::exception& e) {
+      outcome = std::string("NOT_DLM: ") + e.what();
+    }
+    const std::int64_t endNs = cli::steadyNowNs();
+    if (lock.isAcquired()) {
+      try {
+        waiterManager->releaseLock(lock);
+      } catch (const std::exception&) {
+        // The lock expires; nothing after this test uses the key.
+      }
+    }
+    waited.set_value({outcome, endNs});
+  });
+  // Let the waiter make its first attempt and go to sleep.
+  std::this_thread::sleep_for(1s);
+
+  // No ASSERT until the waiter thread is joined (a return would leave it
+  // joinable).
+  EXPECT_EQ(waitedResult.wait_for(0s), std::future_status::timeout)
+      << "the waiter returned before the restart: it did not wait across it";
+  RestartTimes restart;
+  EXPECT_NO_THROW(restart = restartServer(dir_, GetParam()));
+  const std::int64_t upNs = cli::steadyNowNs();
+
+  // The holder's first release may meet a connection the restart broke: it
+  // still holds then and repeats the call (bounded).
+  std::int64_t releaseNs = 0;
+  int releaseErrors = 0;
+  std::string lastError;
+  while (cli::steadyNowNs() - upNs < 10'000'000'000LL) {
+    releaseNs = cli::steadyNowNs();
+    try {
+      EXPECT_TRUE(holder->releaseLock(held));
+      break;
+    } catch (const DLMException& e) {
+      ++releaseErrors;
+      lastError = std::string(toString(e.code())) + ": " + e.what();
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  EXPECT_FALSE(held.isAcquired())
+      << "the holder could not release: " << lastError;
+
+  // Bounded: the waiter's own timeout plus its operation budget and slack.
+  if (waitedResult.wait_for(kWaiterTimeout + 10s) !=
+      std::future_status::ready) {
+    std::fprintf(stderr, "FATAL: acquireLock did not return\n");
+    std::_Exit(1);
+  }
+  waiter.join();
+  const auto [outcome, endNs] = waitedResult.get();
+  const double wokenMs = msBetween(releaseNs, endNs);
+  std::printf(
+      "[ faults ] restart -m %s: waiter (sleepBetweenRetries 30 s, timeout "
+      "15 s) -> %s, %.0f ms after the release made after the restart (bound "
+      "%.0f ms); server down %.0f ms; holder release errors "
+      "before success: %d%s%s\n",
+      GetParam().c_str(), outcome.c_str(), wokenMs, kMaxWakeUpMs,
+      restart.downMs(), releaseErrors, lastError.empty() ? "" : " (",
+      lastError.empty() ? "" : (lastError + ")").c_str());
+  EXPECT_EQ(outcome, "OK");
+  EXPECT_LE(wokenMs, kMaxWakeUpMs)
+      << "the waiter was not woken by the release (it waited until "
+      << (outcome == "OK" ? "its last attempt at the deadline" : "it failed")
+      << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ServerRestart,
+                         ::testing::Values("fast", "immediate"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace dlm::test::faults
