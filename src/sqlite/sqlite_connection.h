@@ -51,10 +51,10 @@ class Connection;
 //   "no such table"                  -> SCHEMA_MISMATCH
 //   anything else                    -> INTERNAL_ERROR
 // The message carries the path, what was being done, the extended result
-// code and db's errmsg (db may be null), and the busy timeout when known.
-[[noreturn]] void throwError(
-    sqlite3* db, std::string_view path, int rc, std::string_view what,
-    std::optional<std::chrono::milliseconds> busyTimeout);
+// code and db's errmsg (db may be null), and for busy errors `waitNote` (how
+// long the busy handler waited and what ended the wait) when not empty.
+[[noreturn]] void throwError(sqlite3* db, std::string_view path, int rc,
+                             std::string_view what, std::string_view waitNote);
 
 // The file `db` has open as its main database, with symbolic links and
 // relative parts resolved, so that two connections on one file give the same
