@@ -34,10 +34,13 @@ int BusyWait::onBusy(void* self, int attempt) {
   auto* wait = static_cast<BusyWait*>(self);
   const auto now = Clock::now();
   if (attempt == 0) {
-    // Fixed for the whole wait: the deadline cannot change while this thread
-    // is inside sqlite3_step, and reading it once keeps the polls cheap.
+    // Fixed for the whole wait: neither bound can change while this thread
+    // is inside sqlite3_step, and reading them once keeps the polls cheap.
     wait->waitStarted_ = now;
-    wait->waitEnds_ = now + wait->timeout_;
+    // The call's limit is the busy timeout counted from the call's start,
+    // so it ends the wait "by the busy timeout" too. deadlineAfter
+    // saturates: a busy timeout of years must not wrap the clock.
+    wait->waitEnds_ = std::min(deadlineAfter(wait->timeout_), wait->callLimit_);
     wait->endsAtDeadline_ = false;
     const std::optional<Deadline> deadline = currentDeadline();
     if (deadline && *deadline < wait->waitEnds_) {

@@ -15,11 +15,12 @@
 // side file) so a committer pauses before its next BEGIN cut the worst wait
 // about 3x but doubled the median and needs Linux-only locks and an extra file.
 //
-// A wait ends at the earlier of two instants: `timeout` after that wait
-// began, and the deadline of the calling thread's store call
-// (dlm::currentDeadline(), read when the wait begins; the handler runs on the
-// thread that steps the statement). So a caller with 300 ms left is not kept
-// for a 5 s busy timeout.
+// A wait ends at the earliest of: `timeout` after that wait began; the
+// deadline of the calling thread's store call (dlm::currentDeadline(), read
+// when the wait begins: the handler runs on the thread that steps the
+// statement), so a caller with 300 ms left is not kept for a 5 s busy
+// timeout; and the call's own limit (limitCall) when the caller set no
+// deadline.
 #pragma once
 
 #include <sqlite3.h>
@@ -42,6 +43,15 @@ class BusyWait {
 
   std::chrono::milliseconds timeout() const { return timeout_; }
 
+  // The store call starting now must end by `ends`: every wait in it ends by
+  // then too. The store sets this, with its connection to itself, for calls
+  // whose caller set no deadline (its default bound: busyTimeout from the
+  // call's start, which a wait for the connection has already used up in
+  // part). Deadline::max() for no limit beyond the deadline and `timeout`.
+  void limitCall(std::chrono::steady_clock::time_point ends) {
+    callLimit_ = ends;
+  }
+
   // For the error message after SQLITE_BUSY: how long the last wait lasted
   // and what ended it, e.g. "waited 300 ms for the database write lock (the
   // call's deadline; busy timeout 5000 ms)". When no wait gave up yet (busy
@@ -58,6 +68,7 @@ class BusyWait {
   std::chrono::milliseconds timeout_;
   // The current (or last) wait: when it began, when it must end, and whether
   // that end is the caller's deadline rather than the busy timeout.
+  Clock::time_point callLimit_ = Clock::time_point::max();
   Clock::time_point waitStarted_;
   Clock::time_point waitEnds_;
   bool endsAtDeadline_ = false;

@@ -13,14 +13,14 @@ ConnectionMutex::ConnectionMutex(std::string path,
                                  std::chrono::milliseconds busyTimeout)
     : path_(std::move(path)), busyTimeout_(busyTimeout) {}
 
-std::unique_lock<std::timed_mutex> ConnectionMutex::lock(
-    std::string_view what) {
+std::unique_lock<std::timed_mutex> ConnectionMutex::lock(std::string_view what,
+                                                         Deadline callLimit) {
   // The uncontended case costs no clock read.
   std::unique_lock<std::timed_mutex> guard(mutex_, std::try_to_lock);
   if (guard.owns_lock()) return guard;
 
   const Deadline started = std::chrono::steady_clock::now();
-  Deadline until = deadlineAfter(busyTimeout_);
+  Deadline until = std::min(deadlineAfter(busyTimeout_), callLimit);
   bool atDeadline = false;
   if (const auto deadline = currentDeadline(); deadline && *deadline < until) {
     until = *deadline;

@@ -25,12 +25,14 @@ class ConnectionMutex {
   ConnectionMutex(const ConnectionMutex&) = delete;
   ConnectionMutex& operator=(const ConnectionMutex&) = delete;
 
-  // Waits for the connection until the calling thread's currentDeadline()
-  // or busyTimeout from now, whichever comes first (a deadline already past
-  // still takes a free mutex: only waiting is refused). Throws
+  // Waits for the connection until the calling thread's currentDeadline(),
+  // `callLimit` (the call's own bound when its caller set no deadline) or
+  // busyTimeout from now, whichever comes first (a bound already past still
+  // takes a free mutex: only waiting is refused). Throws
   // DLMException(RETRIES_EXHAUSTED, transient) naming `what` (the store call)
   // and how long it waited for the connection.
-  std::unique_lock<std::timed_mutex> lock(std::string_view what);
+  std::unique_lock<std::timed_mutex> lock(std::string_view what,
+                                          Deadline callLimit = Deadline::max());
 
   // Waits without a bound of its own: for close(), which must not leave the
   // connection open. The holder it waits for is itself bounded (its busy

@@ -131,8 +131,10 @@ std::string Statement::text(int column) const {
 
 // --- Connection --------------------------------------------------------------
 
-Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout)
+Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout,
+                       std::chrono::steady_clock::time_point callLimit)
     : path_(std::move(path)), busy_(busyTimeout) {
+  busy_.limitCall(callLimit);
   sqlite3* raw = nullptr;
   // NOMUTEX: the store's mutex already serialises every use of the handle.
   const int rc = sqlite3_open_v2(

@@ -147,13 +147,15 @@ class SqliteStore::Impl {
   template <typename Fn>
   auto withConnection(std::string_view what, Fn&& fn) {
     throwIfClosed();  // before waiting for a connection that is going away
-    const DeadlineScope bound(deadlineOr(options_.busyTimeout));
-    const auto guard = mutex_.lock(what);
+    const Deadline callLimit = currentDeadline()
+                                   ? Deadline::max()
+                                   : deadlineAfter(options_.busyTimeout);
+    const auto guard = mutex_.lock(what, callLimit);
     throwIfClosed();
     if (!connection_) {
       // Not kept when opening fails, so the next call tries again.
-      connection_ =
-          std::make_unique<Connection>(options_.path, options_.busyTimeout);
+      connection_ = std::make_unique<Connection>(
+          options_.path, options_.busyTimeout, callLimit);
       std::lock_guard<std::mutex> channelGuard(channelMutex_);
       if (channel_.empty()) {
         // Named once, by the first connection: every store object on the
@@ -163,6 +165,7 @@ class SqliteStore::Impl {
         channel_ = file.empty() ? ReleaseBus::privateChannel() : file;
       }
     }
+    connection_->limitCall(callLimit);
     return fn(*connection_);
   }
 
