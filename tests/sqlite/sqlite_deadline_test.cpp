@@ -73,8 +73,9 @@ TEST_F(SqliteDeadlineTest, ABusyWaitEndsAtTheCallersDeadlineNotTheBusyTimeout) {
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(e.transient());
   EXPECT_TRUE(contains(e, "the call's deadline")) << e.what();
-  EXPECT_GE(waited, milliseconds(290));  // it did wait for the lock
-  EXPECT_LT(waited, milliseconds(300) + kSlack);
+  EXPECT_GE(waited.count(),
+            milliseconds(290).count());  // it did wait for the lock
+  EXPECT_LT(waited.count(), (milliseconds(300) + kSlack).count());
   std::printf(
       "[ deadline ] 300 ms deadline, busy timeout 5000 ms: failed "
       "after %lld ms\n",
@@ -97,8 +98,8 @@ TEST_F(SqliteDeadlineTest, WithoutADeadlineACallFailsWithinTheBusyTimeout) {
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(e.transient());
   EXPECT_TRUE(contains(e, "the busy timeout")) << e.what();
-  EXPECT_GE(waited, busyTimeout - milliseconds(10));
-  EXPECT_LT(waited, busyTimeout + kSlack);
+  EXPECT_GE(waited.count(), (busyTimeout - milliseconds(10)).count());
+  EXPECT_LT(waited.count(), (busyTimeout + kSlack).count());
   std::printf(
       "[ deadline ] no deadline, busy timeout 1000 ms: failed after "
       "%lld ms\n",
@@ -118,7 +119,7 @@ TEST_F(SqliteDeadlineTest, ALaterDeadlineDoesNotLengthenTheBusyTimeout) {
   const milliseconds waited = since(started);
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(contains(e, "the busy timeout")) << e.what();
-  EXPECT_LT(waited, busyTimeout + kSlack);
+  EXPECT_LT(waited.count(), (busyTimeout + kSlack).count());
 }
 
 TEST_F(SqliteDeadlineTest, ADeadlineAlreadyPassedFailsAtOnceOnABusyFile) {
@@ -131,7 +132,7 @@ TEST_F(SqliteDeadlineTest, ADeadlineAlreadyPassedFailsAtOnceOnABusyFile) {
     acquire(*store, pathKey(kScope, "x"));
   });
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
-  EXPECT_LT(since(started), milliseconds(100) + kSlack);
+  EXPECT_LT(since(started).count(), (milliseconds(100) + kSlack).count());
 }
 
 TEST_F(SqliteDeadlineTest, EveryWritingCallIsBounded) {
@@ -163,7 +164,7 @@ TEST_F(SqliteDeadlineTest, EveryWritingCallIsBounded) {
     EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED)
         << name << ": " << e.what();
     EXPECT_TRUE(e.transient()) << name;
-    EXPECT_LT(waited, milliseconds(200) + kSlack) << name;
+    EXPECT_LT(waited.count(), (milliseconds(200) + kSlack).count()) << name;
   }
   // Reads are not blocked by a writer in WAL mode, deadline or not.
   EXPECT_TRUE(store->describe(key.key)->held);
@@ -196,8 +197,8 @@ TEST_F(SqliteDeadlineTest, AThreadWaitingForTheStoresConnectionIsBounded) {
   // It waited for the connection, not for the file: A still had it.
   EXPECT_TRUE(contains(e, "the store's connection")) << e.what();
   EXPECT_TRUE(contains(e, "acquiring")) << e.what();
-  EXPECT_GE(waited, milliseconds(290));
-  EXPECT_LT(waited, milliseconds(300) + kSlack);
+  EXPECT_GE(waited.count(), milliseconds(290).count());
+  EXPECT_LT(waited.count(), (milliseconds(300) + kSlack).count());
   std::printf(
       "[ deadline ] second thread, 300 ms deadline, first thread in "
       "a 3000 ms busy wait: failed after %lld ms\n",
@@ -226,7 +227,7 @@ TEST_F(SqliteDeadlineTest,
       errorOf([&] { acquire(*store, pathKey(kScope, "b")); });
   const milliseconds waited = since(started);
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
-  EXPECT_LT(waited, busyTimeout + kSlack);
+  EXPECT_LT(waited.count(), (busyTimeout + kSlack).count());
   EXPECT_EQ(a.get(), ErrorCode::RETRIES_EXHAUSTED);
 }
 
@@ -257,7 +258,7 @@ TEST_F(SqliteDeadlineTest, CallsAfterCloseAreRefusedWithoutWaiting) {
       errorOf([&] { acquire(*store, pathKey(kScope, "b")); });
   EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
   EXPECT_TRUE(contains(e, "store closed")) << e.what();
-  EXPECT_LT(since(started), milliseconds(100));
+  EXPECT_LT(since(started).count(), milliseconds(100).count());
   EXPECT_EQ(a.get(), ErrorCode::RETRIES_EXHAUSTED);
   closing.get();
 }
