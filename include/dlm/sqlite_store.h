@@ -30,7 +30,10 @@ namespace dlm {
 // holds the file's write lock (from BEGIN IMMEDIATE or its first write on),
 // every other dlm write on the file waits for it (any thread or process, this
 // thread's own acquireLock/releaseLock included) and fails with
-// RETRIES_EXHAUSTED after busyTimeout: commit soon after commitLock.
+// RETRIES_EXHAUSTED after busyTimeout (or at its call's deadline, if
+// earlier): commit soon after commitLock. The UPDATE itself runs on `db`, so
+// any wait of it for the write lock follows the application's own busy
+// handler, not busyTimeout.
 class SqliteTransaction final : public AppTransaction {
  public:
   explicit SqliteTransaction(sqlite3* db) : db_(db) {}
@@ -44,9 +47,13 @@ struct SqliteStoreOptions {
   // Path of the database file; created if missing. ":memory:" works for one
   // store object only (no other connection can see it).
   std::string path = "dlm.sqlite";
-  // How long one transaction may wait for the database write lock held by
-  // another connection or process before failing with RETRIES_EXHAUSTED
-  // (transient).
+  // The longest one wait for the database write lock (held by another
+  // connection or process), or for this store's connection (held by another
+  // thread of this process), may last before the call fails with
+  // RETRIES_EXHAUSTED (transient). A wait also ends at the calling thread's
+  // deadline (dlm/deadline.h; the manager sets operationTimeout) when that
+  // comes first. A call made with no deadline set gets busyTimeout for all
+  // its waits together.
   std::chrono::milliseconds busyTimeout{std::chrono::seconds(5)};
 };
 
@@ -54,6 +61,19 @@ struct SqliteStoreOptions {
 // BEGIN IMMEDIATE transaction (the file's write lock takes the place of
 // SELECT ... FOR UPDATE); the file is in WAL mode. Expiry is judged by this
 // process's wall clock (std::chrono::system_clock).
+//
+// Time: a call waits for the connection (another thread's call in progress)
+// and for the file's write lock (another writer's transaction) until the
+// calling thread's deadline or busyTimeout, whichever comes first, then
+// throws RETRIES_EXHAUSTED (transient) saying what it waited for and which
+// bound ended the wait. Reads (describe, listHeld) do not wait for writers.
+// Not bounded by the deadline: the COMMIT's fsync (synchronous=FULL for
+// acquisitions) and SQLite's own short internal retries on the WAL index.
+// A process killed at any point (inside a transaction too) leaves the file
+// consistent: the kernel drops its file locks and SQLite ignores its
+// uncommitted WAL frames; a lock it held frees at its TTL.
+// close() refuses new calls at once and then waits for the call in progress,
+// which is itself bounded as above.
 //
 // Release notifications (subscribeReleases, which always returns true) are
 // in-process only: release, forceRelease and releaseWithin on any SqliteStore

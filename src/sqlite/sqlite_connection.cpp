@@ -21,8 +21,7 @@ void StatementFinalizer::operator()(sqlite3_stmt* stmt) const noexcept {
 }
 
 void throwError(sqlite3* db, std::string_view path, int rc,
-                std::string_view what,
-                std::optional<std::chrono::milliseconds> busyTimeout) {
+                std::string_view what, std::string_view waitNote) {
   const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   const std::string detail =
       fmt::format("sqlite store '{}': {} failed: {} (SQLite code {}: {})", path,
@@ -31,14 +30,12 @@ void throwError(sqlite3* db, std::string_view path, int rc,
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_PROTOCOL:
-      // Another connection kept the write lock longer than the busy
-      // timeout; the manager may retry the whole call.
+      // Another connection kept the write lock past the busy timeout or the
+      // call's deadline; the manager may retry the whole call (within its
+      // own deadline).
       throw DLMException(
           ErrorCode::RETRIES_EXHAUSTED,
-          busyTimeout ? fmt::format("{}; waited {} ms for the database write "
-                                    "lock",
-                                    detail, busyTimeout->count())
-                      : detail,
+          waitNote.empty() ? detail : fmt::format("{}; {}", detail, waitNote),
           /*transient=*/true);
     case SQLITE_CANTOPEN:
       // A missing directory or a permission problem does not go away within
@@ -134,8 +131,10 @@ std::string Statement::text(int column) const {
 
 // --- Connection --------------------------------------------------------------
 
-Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout)
+Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout,
+                       std::chrono::steady_clock::time_point callLimit)
     : path_(std::move(path)), busy_(busyTimeout) {
+  busy_.limitCall(callLimit);
   sqlite3* raw = nullptr;
   // NOMUTEX: the store's mutex already serialises every use of the handle.
   const int rc = sqlite3_open_v2(
@@ -172,7 +171,7 @@ Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout)
 Connection::~Connection() = default;
 
 void Connection::fail(int rc, std::string_view what) const {
-  throwError(db_.get(), path_, rc, what, busy_.timeout());
+  throwError(db_.get(), path_, rc, what, busy_.describeLastWait());
 }
 
 Statement Connection::statement(const char* sql) {

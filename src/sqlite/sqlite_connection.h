@@ -51,10 +51,10 @@ class Connection;
 //   "no such table"                  -> SCHEMA_MISMATCH
 //   anything else                    -> INTERNAL_ERROR
 // The message carries the path, what was being done, the extended result
-// code and db's errmsg (db may be null), and the busy timeout when known.
-[[noreturn]] void throwError(
-    sqlite3* db, std::string_view path, int rc, std::string_view what,
-    std::optional<std::chrono::milliseconds> busyTimeout);
+// code and db's errmsg (db may be null), and for busy errors `waitNote` (how
+// long the busy handler waited and what ended the wait) when not empty.
+[[noreturn]] void throwError(sqlite3* db, std::string_view path, int rc,
+                             std::string_view what, std::string_view waitNote);
 
 // The file `db` has open as its main database, with symbolic links and
 // relative parts resolved, so that two connections on one file give the same
@@ -95,8 +95,11 @@ class Statement {
 class Connection {
  public:
   // Opens (creating if missing) the file, installs the busy handler and puts
-  // the file in WAL mode. Throws like check().
-  Connection(std::string path, std::chrono::milliseconds busyTimeout);
+  // the file in WAL mode, its busy waits ending by `callLimit` too (see
+  // limitCall). Throws like check().
+  Connection(std::string path, std::chrono::milliseconds busyTimeout,
+             std::chrono::steady_clock::time_point callLimit =
+                 std::chrono::steady_clock::time_point::max());
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   ~Connection();
@@ -117,6 +120,11 @@ class Connection {
   // A statement prepared on first use and reused afterwards. `sql` must be a
   // string with static storage (a literal): it is the cache key.
   Statement statement(const char* sql);
+
+  // BusyWait::limitCall for the store call about to use this connection.
+  void limitCall(std::chrono::steady_clock::time_point ends) {
+    busy_.limitCall(ends);
+  }
 
   // Runs SQL text that may hold several statements (migrations, PRAGMAs).
   void execute(const char* sql, std::string_view what);

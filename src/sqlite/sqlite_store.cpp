@@ -37,8 +37,10 @@
 #include <vector>
 
 #include "crc32.h"
+#include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "migration.h"
+#include "sqlite/connection_mutex.h"
 #include "sqlite/release_bus.h"
 #include "sqlite/sqlite_connection.h"
 
@@ -122,7 +124,9 @@ LockRecord readRecord(const Statement& row, std::int64_t now) {
 class SqliteStore::Impl {
  public:
   explicit Impl(SqliteStoreOptions options)
-      : options_(std::move(options)), bus_(ReleaseBus::shared()) {}
+      : options_(std::move(options)),
+        bus_(ReleaseBus::shared()),
+        mutex_(options_.path, options_.busyTimeout) {}
 
   ~Impl() {
     // Listeners left subscribed (the owner forgot to unsubscribe) must not
@@ -131,16 +135,27 @@ class SqliteStore::Impl {
     if (!channel.empty()) bus_->unsubscribeAll(channel, this);
   }
 
-  // Runs fn(connection) with the store's mutex held, opening the connection
-  // on first use.
+  // Runs fn(connection) with the connection to itself, opening it on first
+  // use. `what` names the call for error messages.
+  //
+  // Bounded: the wait for the connection (another thread of this process
+  // using it) and every busy wait for the file's write lock end by the
+  // calling thread's deadline (dlm/deadline.h) and each within busyTimeout;
+  // with no deadline set, the whole call gets busyTimeout from now (the
+  // store's own default bound), so two waits in a row cannot add up to
+  // twice that. Either way the caller gets RETRIES_EXHAUSTED (transient).
   template <typename Fn>
-  auto withConnection(Fn&& fn) {
-    std::lock_guard<std::mutex> guard(mutex_);
+  auto withConnection(std::string_view what, Fn&& fn) {
+    throwIfClosed();  // before waiting for a connection that is going away
+    const Deadline callLimit = currentDeadline()
+                                   ? Deadline::max()
+                                   : deadlineAfter(options_.busyTimeout);
+    const auto guard = mutex_.lock(what, callLimit);
     throwIfClosed();
     if (!connection_) {
       // Not kept when opening fails, so the next call tries again.
-      connection_ =
-          std::make_unique<Connection>(options_.path, options_.busyTimeout);
+      connection_ = std::make_unique<Connection>(
+          options_.path, options_.busyTimeout, callLimit);
       std::lock_guard<std::mutex> channelGuard(channelMutex_);
       if (channel_.empty()) {
         // Named once, by the first connection: every store object on the
@@ -150,18 +165,15 @@ class SqliteStore::Impl {
         channel_ = file.empty() ? ReleaseBus::privateChannel() : file;
       }
     }
+    connection_->limitCall(callLimit);
     return fn(*connection_);
   }
 
-  // Throws if close() was called; opens nothing.
-  void requireOpen() {
-    std::lock_guard<std::mutex> guard(mutex_);
-    throwIfClosed();
-  }
-
   void close() {
-    std::lock_guard<std::mutex> guard(mutex_);
+    // Set first: calls arriving meanwhile are refused at once instead of
+    // queueing behind the call in progress.
     closed_ = true;
+    const auto guard = mutex_.lockForClose();
     connection_.reset();
   }
 
@@ -171,7 +183,7 @@ class SqliteStore::Impl {
   std::string channel() {
     std::string known = knownChannel();
     if (!known.empty()) return known;
-    withConnection([](Connection&) { return 0; });
+    withConnection("opening the connection", [](Connection&) { return 0; });
     return knownChannel();
   }
 
@@ -204,8 +216,10 @@ class SqliteStore::Impl {
   const SqliteStoreOptions options_;
   // Kept so the process-wide bus outlives this store.
   const std::shared_ptr<ReleaseBus> bus_;
-  std::mutex mutex_;
-  // Atomic so releaseWithin can check it without the connection mutex.
+  // Guards connection_ (one thread at a time on the handle).
+  internal::sqlite::ConnectionMutex mutex_;
+  // Atomic so that releaseWithin and now() check it without the connection
+  // mutex, and close() can refuse new calls before it waits for that mutex.
   std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
   // Set once, when the first connection opens; guarded apart from mutex_ so
@@ -284,7 +298,7 @@ SqliteStore::~SqliteStore() = default;
 std::string_view SqliteStore::name() const { return "sqlite"; }
 
 void SqliteStore::initialize(bool applyMigrations) {
-  impl_->withConnection([&](Connection& c) {
+  impl_->withConnection("initializing", [&](Connection& c) {
     const auto& migrations = internal::sqliteMigrations();
     const int latest = internal::latestVersion(migrations);
     int current = schemaVersion(c);
@@ -318,7 +332,7 @@ void SqliteStore::initialize(bool applyMigrations) {
 void SqliteStore::close() { impl_->close(); }
 
 AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
-  return impl_->withConnection([&](Connection& c) {
+  return impl_->withConnection("acquiring", [&](Connection& c) {
     const StoreKey& key = request.key;
     AcquireResult result;
     Transaction tx(c, Durability::kDurable);
@@ -432,30 +446,31 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
   const std::string_view key = storeKey.key;
   // {true when this token's acquisition is released, true when this call
   // freed it (and must announce it)}.
-  const auto [released, freed] = impl_->withConnection([&](Connection& c) {
-    Transaction tx(c, Durability::kLazy);
-    // Conditional on the acquisition's token: a holder whose lock expired
-    // and was taken over cannot free the new holder's lock.
-    c.statement(
-         "UPDATE dlm_locks SET status = 'FREE' "
-         "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
-        .bind(1, key)
-        .bind(2, token)
-        .run();
-    const bool changed = sqlite3_changes(c.handle()) > 0;
-    bool already = false;
-    if (!changed) {
-      // The token stays on the row after a release, so a retried release of
-      // the same acquisition (its reply was lost) is true again; it frees
-      // nothing, so wakes no one.
-      Statement row = c.statement(
-          "SELECT 1 FROM dlm_locks WHERE resource = ?1 AND token = ?2");
-      row.bind(1, key).bind(2, token);
-      already = row.step();
-    }
-    tx.commit();
-    return std::make_pair(changed || already, changed);
-  });
+  const auto [released, freed] =
+      impl_->withConnection("releasing", [&](Connection& c) {
+        Transaction tx(c, Durability::kLazy);
+        // Conditional on the acquisition's token: a holder whose lock expired
+        // and was taken over cannot free the new holder's lock.
+        c.statement(
+             "UPDATE dlm_locks SET status = 'FREE' "
+             "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
+            .bind(1, key)
+            .bind(2, token)
+            .run();
+        const bool changed = sqlite3_changes(c.handle()) > 0;
+        bool already = false;
+        if (!changed) {
+          // The token stays on the row after a release, so a retried release of
+          // the same acquisition (its reply was lost) is true again; it frees
+          // nothing, so wakes no one.
+          Statement row = c.statement(
+              "SELECT 1 FROM dlm_locks WHERE resource = ?1 AND token = ?2");
+          row.bind(1, key).bind(2, token);
+          already = row.step();
+        }
+        tx.commit();
+        return std::make_pair(changed || already, changed);
+      });
   // After COMMIT and outside the connection mutex: a woken waiter's attempt
   // sees the row free and does not wait for this store.
   if (freed) impl_->announce(key);
@@ -465,44 +480,48 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
 std::optional<StoreTime> SqliteStore::extend(std::string_view key,
                                              std::string_view token,
                                              milliseconds ttl) {
-  return impl_->withConnection([&](Connection& c) -> std::optional<StoreTime> {
-    Transaction tx(c, Durability::kDurable);
-    // After BEGIN IMMEDIATE, which may have waited for the write lock.
-    const std::int64_t expires = expiryMs(nowMs(), ttl);
-    // Only while this acquisition still holds the row (expired but not taken
-    // over counts: then status is still HELD and the token unchanged).
-    c.statement(
-         "UPDATE dlm_locks SET ttl_ms = ?3, expires_at_ms = ?4 "
-         "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
-        .bind(1, key)
-        .bind(2, token)
-        .bind(3, static_cast<std::int64_t>(ttl.count()))
-        .bind(4, expires)
-        .run();
-    const bool extended = sqlite3_changes(c.handle()) > 0;
-    tx.commit();
-    if (!extended) return std::nullopt;
-    return fromMs(expires);
-  });
+  return impl_->withConnection(
+      "extending", [&](Connection& c) -> std::optional<StoreTime> {
+        Transaction tx(c, Durability::kDurable);
+        // After BEGIN IMMEDIATE, which may have waited for the write lock.
+        const std::int64_t expires = expiryMs(nowMs(), ttl);
+        // Only while this acquisition still holds the row (expired but not
+        // taken over counts: then status is still HELD and the token
+        // unchanged).
+        c.statement(
+             "UPDATE dlm_locks SET ttl_ms = ?3, expires_at_ms = ?4 "
+             "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
+            .bind(1, key)
+            .bind(2, token)
+            .bind(3, static_cast<std::int64_t>(ttl.count()))
+            .bind(4, expires)
+            .run();
+        const bool extended = sqlite3_changes(c.handle()) > 0;
+        tx.commit();
+        if (!extended) return std::nullopt;
+        return fromMs(expires);
+      });
 }
 
 std::optional<LockRecord> SqliteStore::describe(std::string_view key) {
-  return impl_->withConnection([&](Connection& c) -> std::optional<LockRecord> {
-    const std::int64_t now = nowMs();
-    // One statement reads one consistent snapshot; no transaction needed.
-    // fencing_token = 0: the row exists (an ancestor, or a blocked attempt)
-    // but the key was never locked.
-    Statement row = c.statement("SELECT " DLM_RECORD_COLUMNS
-                                " FROM dlm_locks "
-                                "WHERE resource = ?1 AND fencing_token > 0");
-    row.bind(1, key);
-    if (!row.step()) return std::nullopt;
-    return readRecord(row, now);
-  });
+  return impl_->withConnection(
+      "describing", [&](Connection& c) -> std::optional<LockRecord> {
+        const std::int64_t now = nowMs();
+        // One statement reads one consistent snapshot; no transaction needed.
+        // fencing_token = 0: the row exists (an ancestor, or a blocked attempt)
+        // but the key was never locked.
+        Statement row =
+            c.statement("SELECT " DLM_RECORD_COLUMNS
+                        " FROM dlm_locks "
+                        "WHERE resource = ?1 AND fencing_token > 0");
+        row.bind(1, key);
+        if (!row.step()) return std::nullopt;
+        return readRecord(row, now);
+      });
 }
 
 std::vector<LockRecord> SqliteStore::listHeld(std::string_view keyPrefix) {
-  return impl_->withConnection([&](Connection& c) {
+  return impl_->withConnection("listing held locks", [&](Connection& c) {
     const std::int64_t now = nowMs();
     std::vector<LockRecord> out;
     const std::optional<std::string> end = prefixEnd(keyPrefix);
@@ -531,20 +550,21 @@ std::vector<LockRecord> SqliteStore::listHeld(std::string_view keyPrefix) {
 }
 
 bool SqliteStore::forceRelease(std::string_view key) {
-  const bool freed = impl_->withConnection([&](Connection& c) {
-    // Lazy like release: a lost force-release leaves the lock to its TTL.
-    Transaction tx(c, Durability::kLazy);
-    // Whoever holds it. The token stays, so a later takeover still makes the
-    // old holder's release false.
-    c.statement(
-         "UPDATE dlm_locks SET status = 'FREE' "
-         "WHERE resource = ?1 AND status = 'HELD'")
-        .bind(1, key)
-        .run();
-    const bool changed = sqlite3_changes(c.handle()) > 0;
-    tx.commit();
-    return changed;
-  });
+  const bool freed =
+      impl_->withConnection("force-releasing", [&](Connection& c) {
+        // Lazy like release: a lost force-release leaves the lock to its TTL.
+        Transaction tx(c, Durability::kLazy);
+        // Whoever holds it. The token stays, so a later takeover still makes
+        // the old holder's release false.
+        c.statement(
+             "UPDATE dlm_locks SET status = 'FREE' "
+             "WHERE resource = ?1 AND status = 'HELD'")
+            .bind(1, key)
+            .run();
+        const bool changed = sqlite3_changes(c.handle()) > 0;
+        tx.commit();
+        return changed;
+      });
   if (freed) impl_->announce(key);
   return freed;
 }
@@ -552,7 +572,7 @@ bool SqliteStore::forceRelease(std::string_view key) {
 StoreTime SqliteStore::now() {
   // The application's clock: no I/O, but a closed store refuses like every
   // other call.
-  impl_->requireOpen();
+  impl_->throwIfClosed();
   return fromMs(nowMs());
 }
 
@@ -618,7 +638,7 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
       "UPDATE dlm_locks SET status = 'FREE' "
       "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'";
   auto fail = [&](int rc, std::string_view what) {
-    internal::sqlite::throwError(db, appFile, rc, what, std::nullopt);
+    internal::sqlite::throwError(db, appFile, rc, what, {});
   };
   sqlite3_stmt* raw = nullptr;
   int rc = sqlite3_prepare_v2(db, kRelease, -1, &raw, nullptr);
@@ -779,7 +799,7 @@ std::vector<std::string> findCycle(Connection& c, const Waited& start,
 }  // namespace
 
 WaitRegistration SqliteStore::registerWait(const WaitRequest& request) {
-  return impl_->withConnection([&](Connection& c) {
+  return impl_->withConnection("registering a wait", [&](Connection& c) {
     // BEGIN IMMEDIATE: the file's write lock serialises this walk with every
     // other registration (threads and processes), so two owners waiting for
     // each other's keys at once cannot both miss the cycle. Lazy: a request
@@ -823,7 +843,7 @@ WaitRegistration SqliteStore::registerWait(const WaitRequest& request) {
 }
 
 void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
-  impl_->withConnection([&](Connection& c) {
+  impl_->withConnection("unregistering a wait", [&](Connection& c) {
     Transaction tx(c, Durability::kLazy);
     c.statement(
          "DELETE FROM dlm_lock_requests WHERE resource = ?1 AND owner_id = ?2")
