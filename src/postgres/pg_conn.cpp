@@ -124,6 +124,9 @@ std::unique_ptr<PgConn> PgConn::open(const ConnParams& params,
     throw DLMException(ErrorCode::INTERNAL_ERROR,
                        "PostgreSQL: out of memory while connecting");
   }
+  // libpq's default prints server notices (a WARNING before an immediate
+  // shutdown, a FATAL on an idle connection) to stderr: a library must not.
+  PQsetNoticeProcessor(raw.get(), [](void*, const char*) {}, nullptr);
   auto conn = std::make_unique<PgConn>(Key{}, std::move(raw), wakeFd);
   PGconn* c = conn->conn_.get();
   if (PQstatus(c) == CONNECTION_BAD) conn->fail("connect");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
 #include "postgres/pg_errors.h"
+#include "postgres/pg_issue3_support.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_session.h"
 #include "support/error_code.h"
@@ -231,6 +233,63 @@ TEST(Recovery, FirstCallAfterTerminatingEveryDlmBackendSucceeds) {
     EXPECT_LT(Clock::now() - start, 2s);
     EXPECT_TRUE(store.release(k, "first"));
   }
+}
+
+// Restarting the server needs its data directory and owner, which the PG*
+// variables do not give: the test runs when DLM_PG_RESTART_CMD names a
+// command that restarts the server named by them (it gets "fast" or
+// "immediate" as its last argument), e.g.
+//   DLM_PG_RESTART_CMD="runuser -u dlm-test -- /usr/lib/postgresql/15/bin/
+//   pg_ctl -D $DIR/data -w restart -m"
+TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
+  const char* restart = std::getenv("DLM_PG_RESTART_CMD");
+  if (restart == nullptr) {
+    GTEST_SKIP() << "set DLM_PG_RESTART_CMD to run the restart test";
+  }
+  MigratedSchema schema;
+  PostgresStoreOptions options = schema.options();
+  options.poolSize = 4;
+  PostgresStore store(options);
+  store.initialize(false);
+  RecordingListener listener;
+  ASSERT_TRUE(store.subscribeReleases(&listener));
+  int missed = 0;
+  for (const char* mode : {"fast", "immediate"}) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        const StoreKey k = pathKey("t#", fmt::format("{}.t{}", mode, t));
+        EXPECT_TRUE(acquire(store, k, "tok").acquired);
+        EXPECT_TRUE(store.release(k, "tok"));
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(std::system(fmt::format("{} {} >/dev/null", restart, mode)
+                              .c_str()),
+              0);
+    // Wait until the server accepts connections again (not counted).
+    ASSERT_TRUE(eventually(
+        [] {
+          try {
+            adminConnection();
+            return true;
+          } catch (const std::exception&) {
+            return false;
+          }
+        },
+        30s, 100ms));
+    const StoreKey k = pathKey("t#", fmt::format("after.{}", mode));
+    EXPECT_TRUE(acquire(store, k, "first").acquired) << mode;
+    // The LISTEN connection is back and says releases went unheard.
+    EXPECT_TRUE(listener.waitForMissed(++missed, 15s)) << mode;
+    EXPECT_TRUE(store.release(k, "first"));
+  }
+  store.unsubscribeReleases(&listener);
+  // The schema's admin connection died with the restart.
+  auto admin = adminConnection();
+  execSql(*admin,
+          "DROP SCHEMA IF EXISTS " + admin->quote_name(schema.name()) +
+              " CASCADE");
 }
 
 // ------------------------------------------------- application_name
