@@ -123,21 +123,24 @@ int postgresSchemaVersion(const PostgresStoreOptions& options) {
 int applyPostgresMigrations(const PostgresStoreOptions& options) {
   const auto& migrations = postgresMigrations();
   const int latest = latestVersion(migrations);
-  const Deadline deadline = migrationDeadline(options);
-  auto conn = connect(options, deadline);
+  // Connecting and looking are ordinary calls; only applying a migration
+  // (DDL, waiting for another migrator) gets the longer bound.
+  const Deadline lookDeadline = deadlineOr(options.operationTimeout);
+  auto conn = connect(options, lookDeadline);
 
   int current;
   try {
     // Up to date is the common case: answer without taking the lock.
-    current = readVersion(*conn, deadline);
+    current = readVersion(*conn, lookDeadline);
   } catch (...) {
     throw translatePgError("PostgreSQL migrate: reading the schema version");
   }
   if (current > latest) throw newerThanLibrary(current, latest);
   if (current < latest && !options.schema.empty()) {
-    requireSchema(*conn, options.schema, deadline);
+    requireSchema(*conn, options.schema, lookDeadline);
   }
 
+  const Deadline deadline = migrationDeadline(options);
   int applied = 0;
   for (const Migration& m : migrations) {
     if (m.version <= current) continue;

@@ -433,6 +433,17 @@ class PostgresStore::Impl {
   auto run(std::string_view op, std::string_view key, Fn&& fn)
       -> std::invoke_result_t<Fn&, PgConn&, Deadline> {
     const Deadline deadline = deadlineOr(options_.operationTimeout);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // Nothing to wait for: fail without leasing (a pooled connection
+      // would be closed for a reply it had no time to read).
+      throw DLMException(
+          ErrorCode::CONNECTION_ERROR,
+          key.empty()
+              ? fmt::format("PostgreSQL store: {}: deadline already passed", op)
+              : fmt::format("PostgreSQL store: {} {}: deadline already passed",
+                            op, key),
+          true);
+    }
     for (int attempt = 0;; ++attempt) {
       std::optional<ConnectionPool::Lease> lease;
       try {
