@@ -19,6 +19,7 @@
 
 #include "dlm/deadline.h"
 #include "dlm/error.h"
+#include "dlm/lock_manager.h"
 #include "dlm/postgres_store.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_issue3_support.h"
@@ -193,6 +194,42 @@ TEST(BoundedTime, RowLockHeldElsewhereIsNotAcquiredAfterRowLockWait) {
   }
   tx.abort();
   EXPECT_TRUE(acquire(store, key, "t2").acquired);
+}
+
+TEST(BoundedTime, TryAcquireLockUnderAnotherSessionsRowLockIsUnavailableFast) {
+  // The users' report: 5.1 s while a session held the key's row lock.
+  MigratedSchema schema;
+  auto store = std::make_shared<PostgresStore>(schema.options());
+  auto manager = DistributedLockManager::builder()
+                     .clientId("clientA")
+                     .farmId("farm1")
+                     .store(store)
+                     .build();
+  manager->initialize();
+  Lock first = manager->getLockInstance("row.held", LockLevel::XDC);
+  manager->tryAcquireLock(first);
+  ASSERT_TRUE(manager->releaseLock(first));
+  const auto rows = [&] {
+    pqxx::nontransaction tx(schema.admin());
+    return tx.exec("SELECT resource FROM " +
+                   schema.admin().quote_name(schema.name()) +
+                   ".dlm_locks WHERE resource LIKE '%row.held'");
+  }();
+  ASSERT_EQ(rows.size(), 1u);
+  const std::string key = rows[0][0].as<std::string>();
+  auto other = adminConnection();
+  pqxx::work tx(*other);
+  tx.exec("SET LOCAL search_path = " + other->quote_name(schema.name()));
+  tx.exec_params("SELECT 1 FROM dlm_locks WHERE resource = $1 FOR UPDATE",
+                 key);
+  Lock lock = manager->getLockInstance("row.held", LockLevel::XDC);
+  const auto start = Clock::now();
+  EXPECT_EQ(codeOf([&] { manager->tryAcquireLock(lock); }),
+            ErrorCode::LOCK_UNAVAILABLE);
+  EXPECT_LT(Clock::now() - start, 500ms);
+  tx.abort();
+  manager->tryAcquireLock(lock);
+  EXPECT_TRUE(manager->releaseLock(lock));
 }
 
 // --------------------------------------------------------- recovery
