@@ -94,7 +94,9 @@ void ConnectionPool::giveBack(std::unique_ptr<PgConn> conn,
                               std::uint64_t generation, bool discard) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!discard && !closed_ && conn->usable()) {
+    // A connection older than the last drop came back from a call that
+    // overlapped it: it is as suspect as the idle ones that were dropped.
+    if (!discard && !closed_ && conn->usable() && generation >= generation_) {
       idle_.push_back(Idle{std::move(conn), generation});
     } else {
       --open_;

@@ -25,7 +25,8 @@ namespace dlm::internal {
 // opened. When a reused connection turns out dead (a server restart, or
 // every backend terminated), dropIdle(generation) closes every idle
 // connection of that generation or older at once, since they most likely
-// died the same way, and later connections get a newer generation.
+// died the same way, as well as leased ones of those generations when they
+// come back; later connections get a newer generation.
 class ConnectionPool {
  public:
   // Opens and sets up one connection by `deadline` (session settings).
@@ -78,8 +79,8 @@ class ConnectionPool {
   // closed" after close(); a failed connect throws what Connect throws.
   Lease lease(Deadline deadline);
 
-  // Closes the idle connections of `generation` or older now, and makes
-  // later connections newer than it.
+  // Closes the idle connections of `generation` or older now (leased ones
+  // when they come back), and makes later connections newer than it.
   void dropIdle(std::uint64_t generation);
 
   // Closes the idle connections now and leased ones when they come back;

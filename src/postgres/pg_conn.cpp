@@ -19,7 +19,7 @@ std::string oneLine(const char* message) {
   std::string s = message ? message : "";
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (char& c : s) {
-    if (c == '\n') c = ' ';
+    if (c == '\n' || c == '\t') c = ' ';
   }
   return redactSecrets(s);
 }
@@ -149,7 +149,9 @@ void PgConn::fail(const char* what) {
                                                 : "connection closed"));
   const bool lost = !conn_ || PQstatus(conn_.get()) == CONNECTION_BAD;
   if (lost) conn_.reset();
-  throw PgError(lost ? "08006" : "", message, lost);
+  // 08001: could not establish the connection; 08006: it failed later.
+  const bool connecting = std::string_view(what) == "connect";
+  throw PgError(lost ? (connecting ? "08001" : "08006") : "", message, lost);
 }
 
 void PgConn::waitFor(short events, Deadline deadline,

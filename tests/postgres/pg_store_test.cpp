@@ -326,22 +326,29 @@ TEST(PostgresPool, DiscardedConnectionIsReplaced) {
 
 TEST(PostgresPool, DropIdleClosesThatGenerationAndOlderOnly) {
   internal::ConnectionPool pool(3, 1s, plainConnections());
+  std::uint64_t old = 0;
   {
     auto a = pool.lease(deadlineAfter(5s));
-    auto b = pool.lease(deadlineAfter(5s));
-    EXPECT_EQ(a.generation(), b.generation());
-    pool.dropIdle(a.generation());
-    // Opened after the drop: a newer generation, kept by the next drop of
-    // the old one.
+    {
+      auto b = pool.lease(deadlineAfter(5s));
+      EXPECT_EQ(a.generation(), b.generation());
+      old = a.generation();
+    }
+    EXPECT_EQ(pool.openCount(), 2u);  // b idle, a leased
+    pool.dropIdle(old);
+    EXPECT_EQ(pool.openCount(), 1u);  // b closed
+    // Opened after the drop: a newer generation.
     auto c = pool.lease(deadlineAfter(5s));
-    EXPECT_GT(c.generation(), a.generation());
+    EXPECT_FALSE(c.reused());
+    EXPECT_GT(c.generation(), old);
   }
-  EXPECT_EQ(pool.openCount(), 3u);
-  pool.dropIdle(0);
+  // a (old) was closed on its return, c (new) kept.
+  EXPECT_EQ(pool.openCount(), 1u);
+  pool.dropIdle(old);
   EXPECT_EQ(pool.openCount(), 1u);
   auto again = pool.lease(deadlineAfter(5s));
   EXPECT_TRUE(again.reused());
-  EXPECT_GT(again.generation(), 0u);
+  EXPECT_GT(again.generation(), old);
 }
 
 TEST(PostgresPool, NeverOpensMoreThanPoolSizeUnderLoad) {
