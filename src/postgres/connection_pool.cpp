@@ -18,8 +18,7 @@ ConnectionPool::ConnectionPool(std::size_t maxSize,
 
 ConnectionPool::~ConnectionPool() { close(); }
 
-ConnectionPool::Lease::Lease(ConnectionPool& pool,
-                             std::unique_ptr<PgConn> conn,
+ConnectionPool::Lease::Lease(ConnectionPool& pool, std::unique_ptr<PgConn> conn,
                              std::uint64_t generation, bool reused)
     : pool_(&pool),
       conn_(std::move(conn)),

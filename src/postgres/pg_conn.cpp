@@ -56,6 +56,7 @@ ConnParams ConnParams::parse(std::string_view conninfo) {
   // Only what the string set has a value; libpq fills the rest (PG*
   // variables, built-in defaults) when connecting.
   for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    params.known_.emplace(o->keyword);
     if (o->val != nullptr) params.items_.emplace_back(o->keyword, o->val);
   }
   PQconninfoFree(options);
@@ -71,7 +72,9 @@ bool ConnParams::has(std::string_view keyword) const {
 }
 
 void ConnParams::setDefault(std::string_view keyword, std::string value) {
-  if (!has(keyword)) items_.emplace_back(keyword, std::move(value));
+  if (!has(keyword) && known_.count(keyword) != 0) {
+    items_.emplace_back(keyword, std::move(value));
+  }
 }
 
 void ConnParams::set(std::string_view keyword, std::string value) {
@@ -126,7 +129,8 @@ std::unique_ptr<PgConn> PgConn::open(const ConnParams& params,
   }
   // libpq's default prints server notices (a WARNING before an immediate
   // shutdown, a FATAL on an idle connection) to stderr: a library must not.
-  PQsetNoticeProcessor(raw.get(), [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      raw.get(), [](void*, const char*) {}, nullptr);
   auto conn = std::make_unique<PgConn>(Key{}, std::move(raw), wakeFd);
   PGconn* c = conn->conn_.get();
   if (PQstatus(c) == CONNECTION_BAD) conn->fail("connect");
@@ -144,9 +148,9 @@ std::unique_ptr<PgConn> PgConn::open(const ConnParams& params,
 }
 
 void PgConn::fail(const char* what) {
-  const std::string message =
-      fmt::format("{}: {}", what, oneLine(conn_ ? PQerrorMessage(conn_.get())
-                                                : "connection closed"));
+  const std::string message = fmt::format(
+      "{}: {}", what,
+      oneLine(conn_ ? PQerrorMessage(conn_.get()) : "connection closed"));
   const bool lost = !conn_ || PQstatus(conn_.get()) == CONNECTION_BAD;
   if (lost) conn_.reset();
   // 08001: could not establish the connection; 08006: it failed later.
@@ -154,8 +158,8 @@ void PgConn::fail(const char* what) {
   throw PgError(lost ? (connecting ? "08001" : "08006") : "", message, lost);
 }
 
-void PgConn::waitFor(short events, Deadline deadline,
-                     Deadline::duration budget, const char* what) {
+void PgConn::waitFor(short events, Deadline deadline, Deadline::duration budget,
+                     const char* what) {
   for (;;) {
     pollfd fds[2] = {{PQsocket(conn_.get()), events, 0}, {wakeFd_, POLLIN, 0}};
     const int rc = ::poll(fds, wakeFd_ >= 0 ? 2 : 1, pollTimeout(deadline));

@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -23,8 +24,7 @@ namespace dlm::internal {
 // connection is unusable afterwards. Translated by translatePgError.
 class PgError : public std::runtime_error {
  public:
-  PgError(std::string sqlstate, const std::string& message,
-          bool connectionLost)
+  PgError(std::string sqlstate, const std::string& message, bool connectionLost)
       : std::runtime_error(message),
         sqlstate_(std::move(sqlstate)),
         connectionLost_(connectionLost) {}
@@ -48,7 +48,8 @@ class ConnParams {
   // Whether the user set `keyword` (in the string, or for
   // application_name through PGAPPNAME).
   bool has(std::string_view keyword) const;
-  // Sets `keyword` unless the user set it.
+  // Sets `keyword` unless the user set it, or this libpq does not know it
+  // (tcp_user_timeout is libpq 12+): a default must never fail a connect.
   void setDefault(std::string_view keyword, std::string value);
   // Sets `keyword`, replacing what was there.
   void set(std::string_view keyword, std::string value);
@@ -59,6 +60,7 @@ class ConnParams {
 
  private:
   std::vector<std::pair<std::string, std::string>> items_;
+  std::set<std::string, std::less<>> known_;  // every keyword libpq knows
 };
 
 // Owns a PGresult.

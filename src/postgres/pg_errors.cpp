@@ -75,8 +75,7 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
 std::string redactSecrets(std::string_view text) {
   // password=value, password = 'quoted \' value', ?password=value&...
   static const std::regex kKeyword(
-      R"((password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*))",
-      std::regex::icase);
+      R"((password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*))", std::regex::icase);
   // postgresql://user:secret@host (the secret may hold ':' but not '@' or
   // whitespace; libpq wants '@' percent-encoded there).
   static const std::regex kUri(R"((postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@)",
@@ -91,9 +90,9 @@ DLMException translatePgError(std::string_view context) {
   } catch (const DLMException& e) {
     // Raised by the store itself (pool timeout, store closed, deadline):
     // keep the classification, add what was being done.
-    return DLMException(
-        e.code(), redactSecrets(fmt::format("{}: {}", context, e.what())),
-        e.transient());
+    return DLMException(e.code(),
+                        redactSecrets(fmt::format("{}: {}", context, e.what())),
+                        e.transient());
   } catch (const PgError& e) {
     // The store's own libpq connections.
     if (e.connectionLost() && e.sqlstate().rfind("08", 0) != 0 &&

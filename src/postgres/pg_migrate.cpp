@@ -76,14 +76,14 @@ DLMException newerThanLibrary(int version, int latest) {
 
 // A named schema that does not exist would otherwise fail the first CREATE
 // with the puzzling "no schema has been selected to create in" (3F000).
-void requireSchema(PgConn& conn, const std::string& schema,
-                   Deadline deadline) {
+void requireSchema(PgConn& conn, const std::string& schema, Deadline deadline) {
   bool exists = false;
   std::string quoted;
   try {
-    exists = conn.execParams("SELECT EXISTS (SELECT 1 FROM pg_catalog."
-                             "pg_namespace WHERE nspname = $1)",
-                             {schema.c_str()}, deadline)
+    exists = conn.execParams(
+                     "SELECT EXISTS (SELECT 1 FROM pg_catalog."
+                     "pg_namespace WHERE nspname = $1)",
+                     {schema.c_str()}, deadline)
                  .boolean(0, 0);
     quoted = conn.quoteIdentifier(schema);
   } catch (...) {

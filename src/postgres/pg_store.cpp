@@ -111,8 +111,8 @@ class PostgresStore::Impl {
     const int latest = internal::latestVersion(migrations);
     const int version = run("initialize", "", [](PgConn& c, Deadline d) {
       try {
-        const PgResult r = c.execPrepared(internal::pgStatements().version,
-                                          Params{}, d);
+        const PgResult r =
+            c.execPrepared(internal::pgStatements().version, Params{}, d);
         single(r, "dlm_version");
         // An empty version table means nothing applied yet.
         return r.isNull(0, 0) ? 0 : static_cast<int>(r.int64(0, 0));
@@ -300,9 +300,9 @@ class PostgresStore::Impl {
     const Hierarchy h(request.key);
     const std::string owner(request.owner);
     const std::string maxWait = std::to_string(request.maxWait.count());
-    const Params params{request.key.key.c_str(), h.ancestors.c_str(),
-                        h.descBegin,             h.descEnd,
-                        owner.c_str(),           maxWait.c_str()};
+    const Params params{
+        request.key.key.c_str(), h.ancestors.c_str(), h.descBegin, h.descEnd,
+        owner.c_str(),           maxWait.c_str()};
     return run("registerWait", request.key.key, [&](PgConn& c, Deadline d) {
       const PgResult r =
           c.execPrepared(internal::pgStatements().registerWait, params, d);
@@ -334,16 +334,16 @@ class PostgresStore::Impl {
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl) {
     const std::string k(key), t(token), ttlMs = std::to_string(ttl.count());
-    return run("extend", key,
-               [&](PgConn& c, Deadline d) -> std::optional<StoreTime> {
-                 const PgResult r = c.execPrepared(
-                     internal::pgStatements().extend,
-                     Params{k.c_str(), t.c_str(), ttlMs.c_str()}, d);
-                 single(r, "dlm_extend");
-                 // NULL: the token no longer holds the row.
-                 if (r.isNull(0, 0)) return std::nullopt;
-                 return fromEpochMs(r, 0, 0);
-               });
+    return run(
+        "extend", key, [&](PgConn& c, Deadline d) -> std::optional<StoreTime> {
+          const PgResult r =
+              c.execPrepared(internal::pgStatements().extend,
+                             Params{k.c_str(), t.c_str(), ttlMs.c_str()}, d);
+          single(r, "dlm_extend");
+          // NULL: the token no longer holds the row.
+          if (r.isNull(0, 0)) return std::nullopt;
+          return fromEpochMs(r, 0, 0);
+        });
   }
 
   std::optional<LockRecord> describe(std::string_view key) {

@@ -85,9 +85,9 @@ class ReleaseChannel::Worker {
                            kMaxReconnectPause);
         try {
           // Bounded, and cut short by stop(): the pipe is the wake fd.
-          listening_ = listen(channel_.connect_,
-                              deadlineAfter(channel_.connectTimeout_),
-                              pipe_.readEnd());
+          listening_ =
+              listen(channel_.connect_, deadlineAfter(channel_.connectTimeout_),
+                     pipe_.readEnd());
         } catch (...) {
           // Server down, refusing or silent (or stopping): try again after
           // the pause.

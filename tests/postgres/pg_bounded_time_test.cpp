@@ -83,8 +83,8 @@ std::vector<int> pidsWhere(pqxx::connection& admin, const std::string& cond,
                            const std::string& arg) {
   pqxx::nontransaction tx(admin);
   std::vector<int> pids;
-  for (const auto& row : tx.exec_params(
-           "SELECT pid FROM pg_stat_activity WHERE " + cond, arg)) {
+  for (const auto& row :
+       tx.exec_params("SELECT pid FROM pg_stat_activity WHERE " + cond, arg)) {
     pids.push_back(row[0].as<int>());
   }
   return pids;
@@ -147,8 +147,8 @@ TEST(BoundedTime, StalledBackendFailsByTheDeadlineAndTheNextCallRecovers) {
   options.applicationName = uniqueName("dlm_stall");
   PostgresStore store(options);
   store.initialize(false);
-  const auto pids =
-      pidsWhere(schema.admin(), "application_name = $1", options.applicationName);
+  const auto pids = pidsWhere(schema.admin(), "application_name = $1",
+                              options.applicationName);
   ASSERT_EQ(pids.size(), 1u);
   // SIGSTOP the backend: the TCP connection stays up, nothing answers.
   ASSERT_EQ(::kill(pids[0], SIGSTOP), 0);
@@ -220,8 +220,7 @@ TEST(BoundedTime, TryAcquireLockUnderAnotherSessionsRowLockIsUnavailableFast) {
   auto other = adminConnection();
   pqxx::work tx(*other);
   tx.exec("SET LOCAL search_path = " + other->quote_name(schema.name()));
-  tx.exec_params("SELECT 1 FROM dlm_locks WHERE resource = $1 FOR UPDATE",
-                 key);
+  tx.exec_params("SELECT 1 FROM dlm_locks WHERE resource = $1 FOR UPDATE", key);
   Lock lock = manager->getLockInstance("row.held", LockLevel::XDC);
   const auto start = Clock::now();
   EXPECT_EQ(codeOf([&] { manager->tryAcquireLock(lock); }),
@@ -308,9 +307,8 @@ TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
       });
     }
     for (auto& t : threads) t.join();
-    ASSERT_EQ(std::system(fmt::format("{} {} >/dev/null", restart, mode)
-                              .c_str()),
-              0);
+    ASSERT_EQ(
+        std::system(fmt::format("{} {} >/dev/null", restart, mode).c_str()), 0);
     // Wait until the server accepts connections again (not counted).
     ASSERT_TRUE(eventually(
         [] {
@@ -330,8 +328,8 @@ TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
   }
   store.unsubscribeReleases(&listener);
   auto admin = adminConnection();
-  execSql(*admin, "DROP SCHEMA IF EXISTS " +
-                      admin->quote_name(options.schema) + " CASCADE");
+  execSql(*admin, "DROP SCHEMA IF EXISTS " + admin->quote_name(options.schema) +
+                      " CASCADE");
 }
 
 // ------------------------------------------------- application_name
@@ -346,9 +344,8 @@ TEST(ApplicationName, NamesTheStoreAndItsClientsInPgStatActivity) {
   store.addClient("clientA");  // once is enough
   store.initialize(false);
   const std::string expected = options.applicationName + " clientA,clientB";
-  EXPECT_EQ(
-      pidsWhere(schema.admin(), "application_name = $1", expected).size(),
-      1u);
+  EXPECT_EQ(pidsWhere(schema.admin(), "application_name = $1", expected).size(),
+            1u);
 }
 
 TEST(ApplicationName, DefaultsToDlmAndTheUsersOwnWins) {
@@ -358,8 +355,7 @@ TEST(ApplicationName, DefaultsToDlmAndTheUsersOwnWins) {
   PostgresStore store(schema.options("application_name=" + own));
   store.addClient("clientA");
   store.initialize(false);
-  EXPECT_EQ(pidsWhere(schema.admin(), "application_name = $1", own).size(),
-            1u);
+  EXPECT_EQ(pidsWhere(schema.admin(), "application_name = $1", own).size(), 1u);
 }
 
 TEST(ApplicationName, IsPrintableAsciiAndAtMost63Bytes) {

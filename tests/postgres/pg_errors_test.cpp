@@ -2,13 +2,13 @@
 // needed: the exceptions are made here).
 #include "postgres/pg_errors.h"
 
-#include "postgres/pg_conn.h"
-
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
+
+#include "postgres/pg_conn.h"
 
 namespace dlm::test {
 namespace {
@@ -104,8 +104,9 @@ TEST(TranslatePgError, LibpqErrorsAreClassifiedBySqlState) {
   using internal::PgError;
   expectClass(translated(PgError("57P01", "terminating connection", true)),
               ErrorCode::CONNECTION_ERROR, true, "57P01");
-  expectClass(translated(PgError("08006", "server closed the connection", true)),
-              ErrorCode::CONNECTION_ERROR, true, "server closed");
+  expectClass(
+      translated(PgError("08006", "server closed the connection", true)),
+      ErrorCode::CONNECTION_ERROR, true, "server closed");
   // Lost without a connection-class SQLSTATE: still a lost connection.
   expectClass(translated(PgError("", "poll failed", true)),
               ErrorCode::CONNECTION_ERROR, true, "poll failed");
@@ -133,8 +134,7 @@ TEST(TranslatePgError, RedactsPasswordsFromEveryMessage) {
   EXPECT_EQ(what.find("pw2"), std::string::npos) << what;
   const DLMException e2 = translated(
       DLMException(ErrorCode::CONNECTION_ERROR, "password='a b'", true));
-  EXPECT_EQ(std::string(e2.what()).find("a b"), std::string::npos)
-      << e2.what();
+  EXPECT_EQ(std::string(e2.what()).find("a b"), std::string::npos) << e2.what();
 }
 
 }  // namespace

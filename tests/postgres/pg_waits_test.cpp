@@ -424,10 +424,10 @@ TEST_F(ReleaseNotifyTest, KilledListeningBackendIsReplacedAndMissedReported) {
 
 // Connections for a bare ReleaseChannel, as the store opens them.
 internal::ReleaseChannel::Connect connectTo(const std::string& conninfo) {
-  return [params = internal::ConnParams::parse(conninfo)](Deadline d,
-                                                          int wakeFd) {
-    return internal::PgConn::open(params, d, wakeFd);
-  };
+  return
+      [params = internal::ConnParams::parse(conninfo)](Deadline d, int wakeFd) {
+        return internal::PgConn::open(params, d, wakeFd);
+      };
 }
 
 TEST(ReleaseChannel, SubscribeIsFalseWhenNoServerAnswers) {
