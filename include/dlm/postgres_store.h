@@ -71,8 +71,11 @@ struct PostgresStoreOptions {
 // Bounded time: every call returns, or throws a transient CONNECTION_ERROR,
 // by currentDeadline() (or operationTimeout from its start when no
 // DeadlineScope is open), whatever the server does: down, refusing,
-// accepting but silent, stalled mid-query. A connection whose answer did not
-// come in time is closed (its state is unknown), never cancelled.
+// accepting but silent, stalled mid-query, holding a row lock (rowLockWait).
+// A connection whose answer did not come in time is closed (its state is
+// unknown), never cancelled. One limit: a host name is resolved by the
+// system resolver, which libpq calls without a timeout of its own (use
+// hostaddr= or a local resolver where that matters).
 //
 // Recovery: when a pooled connection turns out dead (server restarted,
 // backend terminated), every idle connection opened before it is dropped too

@@ -105,6 +105,9 @@ class PgConn {
   };
 
   // Connects with PQconnectStartParams/PQconnectPoll until `deadline`.
+  // Limitation: libpq resolves a host name (host=, not hostaddr=) inside
+  // PQconnectStartParams with the system resolver, which may block for the
+  // resolver's own timeout; everything after that is bounded.
   // `wakeFd` (optional): a descriptor whose readability aborts the wait
   // (DLMException INTERNAL_ERROR "interrupted"), so a thread can be stopped
   // while it connects.
