@@ -238,7 +238,15 @@ PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
       }
     }
     waitFor(POLLIN, deadline, budget, "waiting for the answer");
-    if (PQconsumeInput(c) == 0) fail("reading the answer");
+    if (PQconsumeInput(c) == 0) {
+      // A terminated backend says why (57P01) before it hangs up: report
+      // that rather than the hang-up.
+      if (error && PQstatus(c) == CONNECTION_BAD) {
+        conn_.reset();
+        throw PgError(error->sqlstate(), error->what(), true);
+      }
+      fail("reading the answer");
+    }
   }
 }
 

@@ -16,8 +16,8 @@ namespace dlm::internal {
 namespace {
 
 // Connects and LISTENs by `deadline`; throws what PgConn throws.
-std::unique_ptr<PgConn> listen(const ReleaseChannel::Connect& connect,
-                               Deadline deadline, int wakeFd) {
+std::unique_ptr<PgConn> startListening(const ReleaseChannel::Connect& connect,
+                                       Deadline deadline, int wakeFd) {
   std::unique_ptr<PgConn> conn = connect(deadline, wakeFd);
   conn->exec(std::string("LISTEN ") + kReleaseChannel, deadline);
   return conn;
@@ -85,9 +85,9 @@ class ReleaseChannel::Worker {
                            kMaxReconnectPause);
         try {
           // Bounded, and cut short by stop(): the pipe is the wake fd.
-          listening_ =
-              listen(channel_.connect_, deadlineAfter(channel_.connectTimeout_),
-                     pipe_.readEnd());
+          listening_ = startListening(channel_.connect_,
+                                      deadlineAfter(channel_.connectTimeout_),
+                                      pipe_.readEnd());
         } catch (...) {
           // Server down, refusing or silent (or stopping): try again after
           // the pause.
@@ -185,7 +185,7 @@ bool ReleaseChannel::subscribe(ReleaseListener* listener) {
     std::unique_ptr<PgConn> listening;
     try {
       // Connect and LISTEN here, so delivery is active when we return.
-      listening = listen(connect_, deadlineOr(connectTimeout_), -1);
+      listening = startListening(connect_, deadlineOr(connectTimeout_), -1);
     } catch (...) {
       // Unreachable server, or LISTEN refused: the caller polls instead.
       return false;

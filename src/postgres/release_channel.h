@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <string>
 #include <thread>
 
 #include "dlm/deadline.h"

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <pqxx/pqxx>
@@ -25,6 +26,7 @@
 #include "postgres/pg_issue3_support.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_session.h"
+#include "postgres/release_channel.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/pg_test_support.h"
@@ -137,6 +139,36 @@ TEST(BoundedTime, SilentServerWithoutAScopeFailsWithinOperationTimeout) {
   const auto start = Clock::now();
   EXPECT_FALSE(store.subscribeReleases(&listener));
   EXPECT_LT(Clock::now() - start, 900ms);
+}
+
+TEST(BoundedTime, CloseInterruptsTheReleaseChannelReconnectingToASilentServer) {
+  SilentServer silent;
+  const std::string app = uniqueName("dlm_listen");
+  std::atomic<bool> useSilent{false};
+  // The first connection reaches the real server; reconnections after its
+  // backend is killed reach the silent one.
+  internal::ReleaseChannel channel(
+      [&](Deadline d, int wakeFd) {
+        auto p = internal::ConnParams::parse(useSilent ? silent.conninfo()
+                                                       : std::string());
+        p.set("application_name", app);
+        return internal::PgConn::open(p, d, wakeFd);
+      },
+      30s);
+  RecordingListener listener;
+  ASSERT_TRUE(channel.subscribe(&listener));
+  useSilent = true;
+  auto admin = adminConnection();
+  execSql(*admin,
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+          "WHERE application_name = " +
+              admin->quote(app));
+  // Let the worker notice and start its (30 s) reconnection.
+  std::this_thread::sleep_for(300ms);
+  const auto start = Clock::now();
+  channel.close();
+  EXPECT_LT(Clock::now() - start, 1s);
+  EXPECT_FALSE(channel.running());
 }
 
 // ------------------------------------------- a server stalled mid-query
