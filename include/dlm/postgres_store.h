@@ -81,7 +81,17 @@ struct PostgresStoreOptions {
 // backend terminated), every idle connection opened before it is dropped too
 // and the call is made again at once on a new connection (store calls are
 // safe to repeat: they are conditional on the caller's token), so the first
-// call after the server is back succeeds.
+// call after the server is back succeeds. The listening connection
+// reconnects by itself (with growing pauses) and then wakes every waiter
+// (missedReleases), since releases in between went unheard.
+//
+// Two calls are bounded differently: initialize(true) applies migrations
+// with at least 60 s per migration step (DDL, waiting for another process
+// that migrates), connecting and checking the version within the call's
+// deadline as usual; releaseWithin runs on the application's own libpqxx
+// connection, which blocks as libpqxx does (bound it there, e.g. with
+// statement_timeout or keepalives in the application's conninfo).
+//
 // Acquire and release are one round trip each (server functions shipped in
 // schema/postgres.sql). A release commits with synchronous_commit = off: a
 // release lost in a server crash leaves the lock held until its TTL, which is
@@ -91,6 +101,9 @@ struct PostgresStoreOptions {
 class PostgresStore final : public LockStore {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
+  // Throws INVALID_ARGUMENT for a malformed connection string, poolSize 0, a
+  // negative poolWait, or a rowLockWait or operationTimeout that is not
+  // positive.
   explicit PostgresStore(PostgresStoreOptions options);
   ~PostgresStore() override;
 
