@@ -98,6 +98,17 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 // ------------------------------------------------------- a silent server
 
+TEST(BoundedTime, TimeOptionsMustBePositive) {
+  PostgresStoreOptions noWait;
+  noWait.rowLockWait = 0ms;  // lock_timeout = 0 would wait forever
+  EXPECT_EQ(codeOf([&] { PostgresStore store(noWait); }),
+            ErrorCode::INVALID_ARGUMENT);
+  PostgresStoreOptions noTime;
+  noTime.operationTimeout = -1ms;
+  EXPECT_EQ(codeOf([&] { PostgresStore store(noTime); }),
+            ErrorCode::INVALID_ARGUMENT);
+}
+
 TEST(BoundedTime, SilentServerFailsTransientlyByTheCallersDeadline) {
   SilentServer silent;
   PostgresStoreOptions options;
