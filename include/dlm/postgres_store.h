@@ -36,9 +36,12 @@ struct PostgresStoreOptions {
   // Where it does not set them, the store adds TCP keepalives
   // (keepalives=1, keepalives_idle=10, keepalives_interval=3,
   // keepalives_count=3), tcp_user_timeout=15000 and application_name (see
-  // applicationName). connect_timeout is not needed: connecting is bounded
-  // by the call's deadline. A malformed string makes the constructor throw
-  // INVALID_ARGUMENT (password redacted).
+  // applicationName). Connecting is bounded by the call's deadline;
+  // connect_timeout, if set, caps each host's attempt. Several hosts (an HA
+  // formation's "postgresql://a,b/db?target_session_attrs=read-write") are
+  // tried in order, each within its share of the time left, so a silent
+  // first host leaves time for the next. A malformed string makes the
+  // constructor throw INVALID_ARGUMENT (password redacted).
   std::string connection;
   // The PostgreSQL schema holding dlm's tables and functions; empty means the
   // role's default search_path.

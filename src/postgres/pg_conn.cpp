@@ -77,6 +77,13 @@ void ConnParams::setDefault(std::string_view keyword, std::string value) {
   }
 }
 
+std::string ConnParams::value(std::string_view keyword) const {
+  for (const auto& item : items_) {
+    if (item.first == keyword) return item.second;
+  }
+  return "";
+}
+
 void ConnParams::set(std::string_view keyword, std::string value) {
   for (auto& item : items_) {
     if (item.first == keyword) {

@@ -57,6 +57,8 @@ class ConnParams {
   const std::vector<std::pair<std::string, std::string>>& items() const {
     return items_;
   }
+  // The value the user set for `keyword`, "" when none.
+  std::string value(std::string_view keyword) const;
 
  private:
   std::vector<std::pair<std::string, std::string>> items_;

@@ -2,7 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
 #include <utility>
+#include <vector>
+
+#include "dlm/error.h"
 
 namespace dlm::internal {
 namespace {
@@ -20,6 +27,49 @@ ConnParams withDefaults(const std::string& conninfo) {
   p.setDefault("keepalives_count", kKeepalivesCount);
   p.setDefault("tcp_user_timeout", kTcpUserTimeoutMs);
   return p;
+}
+
+std::vector<std::string> splitCommas(const std::string& list) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', start);
+    items.push_back(list.substr(start, comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+// The i-th of a comma list that is either one value for all hosts or one
+// per host ("" when unset).
+std::string nth(const std::vector<std::string>& items, std::size_t i) {
+  if (items.empty()) return "";
+  return items.size() == 1 ? items[0] : items[std::min(i, items.size() - 1)];
+}
+
+// One ConnParams per host of a multi-host conninfo; just `p` otherwise.
+std::vector<ConnParams> perHost(const ConnParams& p) {
+  const auto hosts = splitCommas(p.value("host"));
+  const auto addrs = splitCommas(p.value("hostaddr"));
+  const std::size_t n = std::max(hosts.size(), addrs.size());
+  if (n <= 1) return {p};
+  const auto ports = splitCommas(p.value("port"));
+  std::vector<ConnParams> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    ConnParams one = p;
+    if (p.has("host")) one.set("host", nth(hosts, i));
+    if (p.has("hostaddr")) one.set("hostaddr", nth(addrs, i));
+    if (p.has("port")) one.set("port", nth(ports, i));
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
+// connect_timeout as libpq reads it (seconds, at least 2); 0 when unset.
+std::chrono::seconds connectTimeoutOf(const ConnParams& p) {
+  const long s = std::strtol(p.value("connect_timeout").c_str(), nullptr, 10);
+  if (s <= 0) return std::chrono::seconds(0);
+  return std::chrono::seconds(std::max(s, 2L));
 }
 
 }  // namespace
@@ -58,7 +108,30 @@ std::unique_ptr<PgConn> PgSessions::open(Deadline deadline, int wakeFd) const {
   ConnParams p = params_;
   // The user's own application_name (conninfo or PGAPPNAME) wins.
   p.setDefault("application_name", applicationName());
-  return PgConn::open(p, deadline, wakeFd);
+  const std::vector<ConnParams> hosts = perHost(p);
+  const std::chrono::seconds perHostCap = connectTimeoutOf(p);
+  std::exception_ptr last;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const std::size_t left = hosts.size() - i;
+    // Deadline::max() (no bound) stays unbounded for all but the cap.
+    Deadline d = deadline;
+    if (deadline != Deadline::max()) {
+      d = std::chrono::steady_clock::now() +
+          (deadline - std::chrono::steady_clock::now()) / left;
+    }
+    if (perHostCap.count() > 0) d = std::min(d, deadlineAfter(perHostCap));
+    if (left == 1) d = std::min(deadline, d);
+    try {
+      return PgConn::open(hosts[i], d, wakeFd);
+    } catch (const DLMException& e) {
+      // A wake-up (INTERNAL_ERROR "interrupted") ends the attempt at once.
+      if (e.code() != ErrorCode::CONNECTION_ERROR) throw;
+      last = std::current_exception();
+    } catch (const PgError&) {
+      last = std::current_exception();
+    }
+  }
+  std::rethrow_exception(last);
 }
 
 std::unique_ptr<PgConn> PgSessions::openForStore(Deadline deadline) const {

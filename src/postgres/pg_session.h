@@ -41,6 +41,11 @@ class PgSessions {
   std::string applicationName() const;
 
   // A connection with the defaults and application_name, nothing run on it.
+  // Several hosts (host=a,b or postgresql://a,b/db, as HA formations are
+  // reached) are tried one after the other, each within its share of the
+  // time left (and within connect_timeout, if set), so a silent first host
+  // does not use up the whole deadline: libpq's non-blocking connect would
+  // wait on it forever and never move on by itself.
   std::unique_ptr<PgConn> open(Deadline deadline, int wakeFd = -1) const;
   // open() + one round trip of session settings: search_path (the
   // configured schema), lock_timeout (rowLockWait), statement_timeout

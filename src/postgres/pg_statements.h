@@ -25,7 +25,4 @@ struct PgStatements {
 // The one set (built on first use).
 const PgStatements& pgStatements();
 
-// The columns of a LockRecord in describe / listHeld results, in order.
-inline constexpr int kRecordColumnCount = 10;
-
 }  // namespace dlm::internal

@@ -59,6 +59,7 @@ class SilentServer {
   SilentServer(const SilentServer&) = delete;
   SilentServer& operator=(const SilentServer&) = delete;
 
+  int port() const { return port_; }
   std::string conninfo() const {
     return fmt::format("host=127.0.0.1 port={} sslmode=disable", port_);
   }
@@ -180,6 +181,26 @@ TEST(BoundedTime, CloseInterruptsTheReleaseChannelReconnectingToASilentServer) {
   channel.close();
   EXPECT_LT(Clock::now() - start, 1s);
   EXPECT_FALSE(channel.running());
+}
+
+TEST(BoundedTime, ASilentFirstHostOfSeveralLeavesTimeForTheNext) {
+  // An HA URL whose first host hangs: the next one must still be tried.
+  SilentServer silent;
+  MigratedSchema schema;
+  const char* host = std::getenv("PGHOST");
+  const char* port = std::getenv("PGPORT");
+  ASSERT_TRUE(host != nullptr && port != nullptr);
+  PostgresStore store(
+      schema.options(fmt::format("host=127.0.0.1,{} port={},{} sslmode=disable",
+                                 host, silent.port(), port)));
+  const auto start = Clock::now();
+  {
+    DeadlineScope scope(deadlineAfter(2s));
+    store.initialize(false);
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, 900ms) << "the silent host had half the time";
+  EXPECT_LT(took, 2s);
 }
 
 // ------------------------------------------- a server stalled mid-query

@@ -44,6 +44,13 @@ TEST(ConnParams, DefaultsThisLibpqDoesNotKnowAreLeftOut) {
   EXPECT_EQ(valueOf(p, "no_such_libpq_option"), "<unset>");
 }
 
+TEST(ConnParams, ValueIsWhatTheUserSet) {
+  const auto p = internal::ConnParams::parse("postgresql://a:1,b:2/db");
+  EXPECT_EQ(p.value("host"), "a,b");
+  EXPECT_EQ(p.value("port"), "1,2");
+  EXPECT_EQ(p.value("user"), "");
+}
+
 TEST(ConnParams, MalformedIsInvalidArgument) {
   try {
     internal::ConnParams::parse("host=h nonsense");
