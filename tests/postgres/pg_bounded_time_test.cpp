@@ -2,6 +2,7 @@
 // the server does, the first call after mass backend termination succeeds,
 // connections say who they are, and no password reaches a message.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
@@ -231,6 +233,78 @@ TEST(BoundedTime, StalledBackendFailsByTheDeadlineAndTheNextCallRecovers) {
   // new one.
   DeadlineScope scope(deadlineAfter(5s));
   EXPECT_TRUE(acquire(store, pathKey("t#", "after.stall"), "t1").acquired);
+}
+
+// The parent process of `pid` (from /proc), 0 when unknown.
+int parentOf(int pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  std::getline(stat, line);
+  // "pid (comm) state ppid ...": comm may hold spaces, so after the ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  char state = 0;
+  int ppid = 0;
+  std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid);
+  return ppid;
+}
+
+// The whole local server SIGSTOPped (postmaster and every child) while it
+// lives, SIGCONTed when it ends, whatever the test does meanwhile.
+class StoppedServer {
+ public:
+  explicit StoppedServer(int backendPid) {
+    const int postmaster = parentOf(backendPid);
+    EXPECT_GT(postmaster, 1);
+    pids_.push_back(postmaster);
+    if (DIR* proc = opendir("/proc")) {
+      while (dirent* e = readdir(proc)) {
+        const int pid = std::atoi(e->d_name);
+        if (pid > 0 && parentOf(pid) == postmaster) pids_.push_back(pid);
+      }
+      closedir(proc);
+    }
+    for (int pid : pids_) ::kill(pid, SIGSTOP);
+  }
+  ~StoppedServer() {
+    for (int pid : pids_) ::kill(pid, SIGCONT);
+  }
+  StoppedServer(const StoppedServer&) = delete;
+  StoppedServer& operator=(const StoppedServer&) = delete;
+
+ private:
+  std::vector<int> pids_;
+};
+
+TEST(BoundedTime, StoppedServerFailsEveryCallByItsDeadlineAndRecovers) {
+  // The users' report: with the server SIGSTOPped, every call returned only
+  // when it was resumed.
+  MigratedSchema schema;
+  PostgresStoreOptions options = schema.options();
+  options.poolSize = 2;
+  PostgresStore store(options);
+  store.initialize(false);
+  const int adminBackend = [&] {
+    pqxx::nontransaction tx(schema.admin());
+    return tx.exec("SELECT pg_backend_pid()")[0][0].as<int>();
+  }();
+  {
+    StoppedServer stopped(adminBackend);
+    // A pooled connection (no answer), then new ones (no handshake).
+    for (int i = 0; i < 3; ++i) {
+      const auto start = Clock::now();
+      const DLMException e = errorOf([&] {
+        DeadlineScope scope(deadlineAfter(300ms));
+        acquire(store, pathKey("t#", "stopped"), "t1");
+      });
+      const auto took = Clock::now() - start;
+      EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
+      EXPECT_TRUE(e.transient());
+      EXPECT_LT(took, 800ms) << i;
+    }
+  }
+  DeadlineScope scope(deadlineAfter(5s));
+  EXPECT_TRUE(acquire(store, pathKey("t#", "resumed"), "t1").acquired);
 }
 
 // ---------------------------------------- another session's row lock
