@@ -33,6 +33,15 @@ class PostgresTransaction final : public AppTransaction {
 struct PostgresStoreOptions {
   // A libpq connection string or URI ("postgresql://app@db/orders",
   // "host=... dbname=..."); empty means libpq's PG* environment variables.
+  // Where it does not set them, the store adds TCP keepalives
+  // (keepalives=1, keepalives_idle=10, keepalives_interval=3,
+  // keepalives_count=3), tcp_user_timeout=15000 and application_name (see
+  // applicationName). Connecting is bounded by the call's deadline;
+  // connect_timeout, if set, caps each host's attempt. Several hosts (an HA
+  // formation's "postgresql://a,b/db?target_session_attrs=read-write") are
+  // tried in order, each within its share of the time left, so a silent
+  // first host leaves time for the next. A malformed string makes the
+  // constructor throw INVALID_ARGUMENT (password redacted).
   std::string connection;
   // The PostgreSQL schema holding dlm's tables and functions; empty means the
   // role's default search_path.
@@ -40,12 +49,52 @@ struct PostgresStoreOptions {
   // The most connections open at once; callers beyond it wait for one.
   std::size_t poolSize = 8;
   // How long a call waits for a free pooled connection before failing with
-  // CONNECTION_ERROR (transient).
+  // CONNECTION_ERROR (transient); never longer than the call's deadline.
   std::chrono::milliseconds poolWait{std::chrono::seconds(30)};
+  // How long a statement waits for a row lock held by another session's
+  // open transaction (the session's lock_timeout). tryAcquire then answers
+  // not acquired, blocked by the key; other calls fail with a transient
+  // RETRIES_EXHAUSTED (SQLSTATE 55P03). Must be positive.
+  std::chrono::milliseconds rowLockWait{50};
+  // The bound of a call made outside any DeadlineScope (dlm/deadline.h):
+  // connecting, waiting for a pooled connection and for the server's
+  // answer. Also the sessions' statement_timeout. Must be positive.
+  std::chrono::milliseconds operationTimeout{std::chrono::seconds(5)};
+  // What DBAs see in pg_stat_activity.application_name: this, then a space
+  // and the clientIds of the managers using the store, comma-separated
+  // ("dlm clientA,clientB"), for connections opened after a manager
+  // announced itself (LockStore::addClient). Cut to 63 bytes; bytes
+  // outside printable ASCII become '?'. An application_name in
+  // `connection` (or PGAPPNAME) takes precedence.
+  std::string applicationName = "dlm";
 };
 
 // Thread-safe: a pool of connections, each used by one thread at a time.
-// Connections that broke are dropped and re-opened on the next call.
+//
+// Bounded time: every call returns, or throws a transient CONNECTION_ERROR,
+// by currentDeadline() (or operationTimeout from its start when no
+// DeadlineScope is open), whatever the server does: down, refusing,
+// accepting but silent, stalled mid-query, holding a row lock (rowLockWait).
+// A connection whose answer did not come in time is closed (its state is
+// unknown), never cancelled. One limit: a host name is resolved by the
+// system resolver, which libpq calls without a timeout of its own (use
+// hostaddr= or a local resolver where that matters).
+//
+// Recovery: when a pooled connection turns out dead (server restarted,
+// backend terminated), every idle connection opened before it is dropped too
+// and the call is made again at once on a new connection (store calls are
+// safe to repeat: they are conditional on the caller's token), so the first
+// call after the server is back succeeds. The listening connection
+// reconnects by itself (with growing pauses) and then wakes every waiter
+// (missedReleases), since releases in between went unheard.
+//
+// Two calls are bounded differently: initialize(true) applies migrations
+// with at least 60 s per migration step (DDL, waiting for another process
+// that migrates), connecting and checking the version within the call's
+// deadline as usual; releaseWithin runs on the application's own libpqxx
+// connection, which blocks as libpqxx does (bound it there, e.g. with
+// statement_timeout or keepalives in the application's conninfo).
+//
 // Acquire and release are one round trip each (server functions shipped in
 // schema/postgres.sql). A release commits with synchronous_commit = off: a
 // release lost in a server crash leaves the lock held until its TTL, which is
@@ -55,10 +104,14 @@ struct PostgresStoreOptions {
 class PostgresStore final : public LockStore {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
+  // Throws INVALID_ARGUMENT for a malformed connection string, poolSize 0, a
+  // negative poolWait, or a rowLockWait or operationTimeout that is not
+  // positive.
   explicit PostgresStore(PostgresStoreOptions options);
   ~PostgresStore() override;
 
   std::string_view name() const override;
+  void addClient(std::string_view clientId) noexcept override;
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;

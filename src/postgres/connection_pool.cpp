@@ -2,36 +2,45 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "dlm/error.h"
 
 namespace dlm::internal {
 
-ConnectionPool::ConnectionPool(std::string conninfo, std::size_t maxSize,
-                               std::chrono::milliseconds maxWait, Setup setup)
-    : conninfo_(std::move(conninfo)),
-      maxSize_(maxSize == 0 ? 1 : maxSize),
+ConnectionPool::ConnectionPool(std::size_t maxSize,
+                               std::chrono::milliseconds maxWait,
+                               Connect connect)
+    : maxSize_(maxSize == 0 ? 1 : maxSize),
       maxWait_(maxWait),
-      setup_(std::move(setup)) {}
+      connect_(std::move(connect)) {}
 
 ConnectionPool::~ConnectionPool() { close(); }
 
-ConnectionPool::Lease::Lease(ConnectionPool& pool,
-                             std::unique_ptr<pqxx::connection> conn)
-    : pool_(&pool), conn_(std::move(conn)) {}
+ConnectionPool::Lease::Lease(ConnectionPool& pool, std::unique_ptr<PgConn> conn,
+                             std::uint64_t generation, bool reused)
+    : pool_(&pool),
+      conn_(std::move(conn)),
+      generation_(generation),
+      reused_(reused) {}
 
 ConnectionPool::Lease::Lease(Lease&& other) noexcept
     : pool_(other.pool_),
       conn_(std::move(other.conn_)),
+      generation_(other.generation_),
+      reused_(other.reused_),
       discard_(other.discard_) {}
 
 ConnectionPool::Lease::~Lease() {
-  if (conn_) pool_->giveBack(std::move(conn_), discard_);
+  if (conn_) pool_->giveBack(std::move(conn_), generation_, discard_);
 }
 
-ConnectionPool::Lease ConnectionPool::lease() {
-  const auto deadline = std::chrono::steady_clock::now() + maxWait_;
+ConnectionPool::Lease ConnectionPool::lease(Deadline deadline) {
+  // deadlineAfter saturates: a poolWait of years must not wrap around.
+  const Deadline waitUntil = std::min(deadline, deadlineAfter(maxWait_));
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t generation;
   {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
@@ -41,31 +50,34 @@ ConnectionPool::Lease ConnectionPool::lease() {
       if (!idle_.empty()) {
         // Most recently returned first: it is the least likely to have been
         // cut by an idle timeout.
-        std::unique_ptr<pqxx::connection> conn = std::move(idle_.back());
+        Idle idle = std::move(idle_.back());
         idle_.pop_back();
-        return Lease(*this, std::move(conn));
+        return Lease(*this, std::move(idle.conn), idle.generation, true);
       }
       if (open_ < maxSize_) break;
-      if (returned_.wait_until(lock, deadline) == std::cv_status::timeout &&
+      if (returned_.wait_until(lock, waitUntil) == std::cv_status::timeout &&
           idle_.empty() && open_ >= maxSize_ && !closed_) {
         throw DLMException(
             ErrorCode::CONNECTION_ERROR,
-            fmt::format("no free PostgreSQL connection within {} ms (all {} "
-                        "pooled connections in use)",
-                        maxWait_.count(), maxSize_),
+            fmt::format(
+                "no free PostgreSQL connection within {} ms (all {} pooled "
+                "connections in use)",
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count(),
+                maxSize_),
             true);
       }
     }
     // Reserve the slot before connecting outside the lock, so concurrent
     // callers cannot overshoot maxSize_.
     ++open_;
+    generation = generation_;
   }
   try {
     // Connecting takes a round trip or more; other threads keep using the
     // pool meanwhile.
-    auto conn = std::make_unique<pqxx::connection>(conninfo_);
-    if (setup_) setup_(*conn);
-    return Lease(*this, std::move(conn));
+    return Lease(*this, connect_(deadline), generation, false);
   } catch (...) {
     // Free the reserved slot, then let the caller translate the error.
     {
@@ -77,12 +89,14 @@ ConnectionPool::Lease ConnectionPool::lease() {
   }
 }
 
-void ConnectionPool::giveBack(std::unique_ptr<pqxx::connection> conn,
-                              bool discard) noexcept {
+void ConnectionPool::giveBack(std::unique_ptr<PgConn> conn,
+                              std::uint64_t generation, bool discard) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!discard && !closed_ && conn->is_open()) {
-      idle_.push_back(std::move(conn));
+    // A connection older than the last drop came back from a call that
+    // overlapped it: it is as suspect as the idle ones that were dropped.
+    if (!discard && !closed_ && conn->usable() && generation >= generation_) {
+      idle_.push_back(Idle{std::move(conn), generation});
     } else {
       --open_;
     }
@@ -92,8 +106,25 @@ void ConnectionPool::giveBack(std::unique_ptr<pqxx::connection> conn,
   conn.reset();
 }
 
+void ConnectionPool::dropIdle(std::uint64_t generation) {
+  std::vector<Idle> closing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_ = std::max(generation_, generation + 1);
+    auto stale = std::stable_partition(
+        idle_.begin(), idle_.end(),
+        [&](const Idle& i) { return i.generation > generation; });
+    closing.assign(std::make_move_iterator(stale),
+                   std::make_move_iterator(idle_.end()));
+    idle_.erase(stale, idle_.end());
+    open_ -= closing.size();
+  }
+  // Free slots: waiters may open new connections.
+  returned_.notify_all();
+}
+
 void ConnectionPool::close() {
-  std::vector<std::unique_ptr<pqxx::connection>> closing;
+  std::vector<Idle> closing;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;

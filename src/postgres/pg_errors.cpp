@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <pqxx/pqxx>
+#include <regex>
 #include <string>
 
 #include "migration.h"
+#include "postgres/pg_conn.h"
 
 namespace dlm::internal {
 namespace {
@@ -42,11 +44,13 @@ std::string sqlStateOf(const pqxx::sql_error& e) {
 
 DLMException fromSqlState(std::string_view context, const std::string& state,
                           std::string_view message) {
-  const std::string text =
+  const std::string text = redactSecrets(
       fmt::format("{}: {} (SQLSTATE {})", context, trimmed(message),
-                  state.empty() ? std::string("unknown") : state);
+                  state.empty() ? std::string("unknown") : state));
+  // 57014: the session's statement_timeout (the store's operationTimeout)
+  // cut the call short, a server that does not answer in time.
   if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" ||
-      state == "57P03" || state == "53300") {
+      state == "57P03" || state == "53300" || state == "57014") {
     return DLMException(ErrorCode::CONNECTION_ERROR, text, true);
   }
   if (state.rfind("40", 0) == 0 || state == "55P03") {
@@ -68,20 +72,47 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
 
 }  // namespace
 
+std::string redactSecrets(std::string_view text) {
+  // password=value, password = 'quoted \' value', ?password=value&...
+  static const std::regex kKeyword(
+      R"((password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*))", std::regex::icase);
+  // postgresql://user:secret@host (the secret may hold ':' but not '@' or
+  // whitespace; libpq wants '@' percent-encoded there).
+  static const std::regex kUri(R"((postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@)",
+                               std::regex::icase);
+  std::string out = std::regex_replace(std::string(text), kKeyword, "$1***");
+  return std::regex_replace(out, kUri, "$1***@");
+}
+
 DLMException translatePgError(std::string_view context) {
   try {
     throw;
   } catch (const DLMException& e) {
-    // Raised by the store itself (pool timeout, store closed): keep the
-    // classification, add what was being done.
-    return DLMException(e.code(), fmt::format("{}: {}", context, e.what()),
+    // Raised by the store itself (pool timeout, store closed, deadline):
+    // keep the classification, add what was being done.
+    return DLMException(e.code(),
+                        redactSecrets(fmt::format("{}: {}", context, e.what())),
                         e.transient());
+  } catch (const PgError& e) {
+    // The store's own libpq connections.
+    if (e.connectionLost() && e.sqlstate().rfind("08", 0) != 0 &&
+        e.sqlstate().rfind("57P0", 0) != 0) {
+      // Lost for a reason the server did not name (or named oddly): still
+      // a lost connection.
+      return DLMException(
+          ErrorCode::CONNECTION_ERROR,
+          redactSecrets(fmt::format("{}: connection to PostgreSQL lost: {}",
+                                    context, trimmed(e.what()))),
+          true);
+    }
+    return fromSqlState(context, e.sqlstate(), e.what());
   } catch (const pqxx::broken_connection& e) {
     // libpqxx 6.4 throws this (no SQLSTATE) for class 08 and 53300 too.
-    return DLMException(ErrorCode::CONNECTION_ERROR,
-                        fmt::format("{}: connection to PostgreSQL failed: {}",
-                                    context, trimmed(e.what())),
-                        true);
+    return DLMException(
+        ErrorCode::CONNECTION_ERROR,
+        redactSecrets(fmt::format("{}: connection to PostgreSQL failed: {}",
+                                  context, trimmed(e.what()))),
+        true);
   } catch (const pqxx::serialization_failure& e) {
     // libpqxx 6.4 reports class 40 as its own classes, without SQLSTATE.
     return fromSqlState(context, "40001", e.what());
@@ -101,8 +132,9 @@ DLMException translatePgError(std::string_view context) {
                     context, trimmed(e.what())));
   } catch (const std::exception& e) {
     // pqxx usage/conversion errors and the like: a bug, not a condition.
-    return DLMException(ErrorCode::INTERNAL_ERROR,
-                        fmt::format("{}: {}", context, trimmed(e.what())));
+    return DLMException(
+        ErrorCode::INTERNAL_ERROR,
+        redactSecrets(fmt::format("{}: {}", context, trimmed(e.what()))));
   } catch (...) {
     // Nothing else should reach here, but the store never leaks a non-DLM
     // exception.

@@ -1,6 +1,7 @@
 // The PostgreSQL store's one translation from driver errors to DLMException.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "dlm/error.h"
@@ -16,8 +17,12 @@ inline constexpr std::string_view kLockNotHeldState = "DLM01";
 // being done and on which key ("acquire DC#f#c#a.b"); it starts the message.
 //
 //   DLMException                       kept (code and transient), context added
+//   PgError (libpq, the store's own    by its SQLSTATE as below; a lost
+//     connections)                       connection is CONNECTION_ERROR
 //   pqxx::broken_connection, SQLSTATE  CONNECTION_ERROR, transient
-//     class 08, 57P01-57P03, 53300
+//     class 08, 57P01-57P03, 53300,
+//     57014 (statement_timeout: the
+//     server-side bound of a call)
 //   serialization failure / deadlock   RETRIES_EXHAUSTED, transient
 //     (40001, 40P01, class 40), lock not available (55P03)
 //   DLM01 (dlm_release_within: the     LOCK_NOT_HELD
@@ -27,6 +32,13 @@ inline constexpr std::string_view kLockNotHeldState = "DLM01";
 //   anything else                      INTERNAL_ERROR, SQLSTATE in the message
 //
 // A CONNECTION_ERROR also means the connection is unusable: the pool drops it.
+// Every message goes through redactSecrets.
 DLMException translatePgError(std::string_view context);
+
+// `text` with passwords replaced by "***": the value of every password=
+// keyword (quoted or not, also in a URI query) and the password part of
+// postgres[ql]://user:password@host. For anything that may quote a
+// connection string on its way into an exception message.
+std::string redactSecrets(std::string_view text);
 
 }  // namespace dlm::internal

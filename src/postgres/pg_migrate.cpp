@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <pqxx/pqxx>
 #include <string>
 
+#include "dlm/deadline.h"
 #include "migration.h"
+#include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
+#include "postgres/pg_session.h"
 
 namespace dlm::internal {
 namespace {
@@ -16,13 +19,25 @@ namespace {
 // pg_advisory_xact_lock key serialising migrations in a database ("dlm_mig").
 constexpr std::int64_t kMigrationLockKey = 0x646c6d5f6d6967;
 
-std::unique_ptr<pqxx::connection> connect(const PostgresStoreOptions& options) {
+// Migrations are DDL plus a wait for other migrators' advisory lock: they
+// get more than one operationTimeout, but never an unbounded wait.
+constexpr std::chrono::milliseconds kMinMigrationBound{60000};
+
+Deadline migrationDeadline(const PostgresStoreOptions& options) {
+  return deadlineOr(std::max(options.operationTimeout, kMinMigrationBound));
+}
+
+std::unique_ptr<PgConn> connect(const PostgresStoreOptions& options,
+                                Deadline deadline) {
+  // Outside the try: a malformed connection string is INVALID_ARGUMENT.
+  const PgSessions sessions(options);
   try {
-    auto conn = std::make_unique<pqxx::connection>(options.connection);
+    std::unique_ptr<PgConn> conn = sessions.open(deadline);
     // The schema is chosen by search_path: the migration files create their
     // objects unqualified.
     if (!options.schema.empty()) {
-      conn->set_variable("search_path", conn->quote_name(options.schema));
+      conn->exec("SET search_path = " + conn->quoteIdentifier(options.schema),
+                 deadline);
     }
     return conn;
   } catch (...) {
@@ -30,22 +45,25 @@ std::unique_ptr<pqxx::connection> connect(const PostgresStoreOptions& options) {
   }
 }
 
-// Reads the version inside `tx` without raising an error when the table is
-// missing (an error would abort the migration transaction).
-int readVersion(pqxx::transaction_base& tx) {
+// Reads the version inside the open transaction (if any) without raising
+// an error when the table is missing (an error would abort the migration
+// transaction).
+int readVersion(PgConn& conn, Deadline deadline) {
   // Does dlm_schema_version exist on the search_path? Read from pg_class
   // with this statement's snapshot, not with to_regclass(): after waiting for
   // the advisory lock, this backend's catalog cache may not yet know about the
   // table another migrator just committed.
-  const pqxx::result exists = tx.exec(
+  const PgResult exists = conn.exec(
       "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c "
       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
       "WHERE c.relname = 'dlm_schema_version' "
-      "AND n.nspname = ANY (current_schemas(false)))");
-  if (!exists[0][0].as<bool>()) return -1;
+      "AND n.nspname = ANY (current_schemas(false)))",
+      deadline);
+  if (!exists.boolean(0, 0)) return -1;
   // The newest migration applied.
-  const pqxx::result r = tx.exec("SELECT max(version) FROM dlm_schema_version");
-  return r[0][0].is_null() ? 0 : r[0][0].as<int>();
+  const PgResult r =
+      conn.exec("SELECT max(version) FROM dlm_schema_version", deadline);
+  return r.isNull(0, 0) ? 0 : static_cast<int>(r.int64(0, 0));
 }
 
 DLMException newerThanLibrary(int version, int latest) {
@@ -58,15 +76,16 @@ DLMException newerThanLibrary(int version, int latest) {
 
 // A named schema that does not exist would otherwise fail the first CREATE
 // with the puzzling "no schema has been selected to create in" (3F000).
-void requireSchema(pqxx::connection& conn, const std::string& schema) {
+void requireSchema(PgConn& conn, const std::string& schema, Deadline deadline) {
   bool exists = false;
+  std::string quoted;
   try {
-    pqxx::nontransaction tx(conn);
-    exists = tx.exec_params(
-                   "SELECT EXISTS (SELECT 1 FROM pg_catalog."
-                   "pg_namespace WHERE nspname = $1)",
-                   schema)[0][0]
-                 .as<bool>();
+    exists = conn.execParams(
+                     "SELECT EXISTS (SELECT 1 FROM pg_catalog."
+                     "pg_namespace WHERE nspname = $1)",
+                     {schema.c_str()}, deadline)
+                 .boolean(0, 0);
+    quoted = conn.quoteIdentifier(schema);
   } catch (...) {
     throw translatePgError("PostgreSQL migrate: looking up the schema");
   }
@@ -75,17 +94,27 @@ void requireSchema(pqxx::connection& conn, const std::string& schema) {
         ErrorCode::TABLE_CREATION_ERROR,
         fmt::format("PostgreSQL migrate: schema \"{}\" does not exist; "
                     "create it first (CREATE SCHEMA {})",
-                    schema, conn.quote_name(schema)));
+                    schema, quoted));
+  }
+}
+
+// Rolls back the open transaction, if the connection still works; a broken
+// one rolls back in the server by itself.
+void rollbackQuietly(PgConn& conn, Deadline deadline) noexcept {
+  try {
+    if (conn.usable()) conn.exec("ROLLBACK", deadline);
+  } catch (...) {
+    // Nothing more to do: the caller reports the original failure.
   }
 }
 
 }  // namespace
 
 int postgresSchemaVersion(const PostgresStoreOptions& options) {
-  auto conn = connect(options);
+  const Deadline deadline = deadlineOr(options.operationTimeout);
+  auto conn = connect(options, deadline);
   try {
-    pqxx::nontransaction tx(*conn);
-    return readVersion(tx);
+    return readVersion(*conn, deadline);
   } catch (...) {
     throw translatePgError("PostgreSQL: reading the dlm schema version");
   }
@@ -94,49 +123,59 @@ int postgresSchemaVersion(const PostgresStoreOptions& options) {
 int applyPostgresMigrations(const PostgresStoreOptions& options) {
   const auto& migrations = postgresMigrations();
   const int latest = latestVersion(migrations);
-  auto conn = connect(options);
+  // Connecting and looking are ordinary calls; only applying a migration
+  // (DDL, waiting for another migrator) gets the longer bound.
+  const Deadline lookDeadline = deadlineOr(options.operationTimeout);
+  auto conn = connect(options, lookDeadline);
 
   int current;
   try {
     // Up to date is the common case: answer without taking the lock.
-    pqxx::nontransaction tx(*conn);
-    current = readVersion(tx);
+    current = readVersion(*conn, lookDeadline);
   } catch (...) {
     throw translatePgError("PostgreSQL migrate: reading the schema version");
   }
   if (current > latest) throw newerThanLibrary(current, latest);
   if (current < latest && !options.schema.empty()) {
-    requireSchema(*conn, options.schema);
+    requireSchema(*conn, options.schema, lookDeadline);
   }
 
+  const Deadline deadline = migrationDeadline(options);
   int applied = 0;
   for (const Migration& m : migrations) {
     if (m.version <= current) continue;
     try {
-      pqxx::work tx(*conn, "dlm_migrate");
       // Another process may be migrating the same database: wait for it,
       // then look again at what it left.
-      tx.exec(
-          fmt::format("SELECT pg_advisory_xact_lock({})", kMigrationLockKey));
-      current = readVersion(tx);
+      conn->exec(fmt::format("BEGIN; SELECT pg_advisory_xact_lock({})",
+                             kMigrationLockKey),
+                 deadline);
+      current = readVersion(*conn, deadline);
       if (current > latest) throw newerThanLibrary(current, latest);
-      if (current >= m.version) continue;  // applied meanwhile; tx rolls back
+      if (current >= m.version) {
+        // Applied meanwhile.
+        conn->exec("ROLLBACK", deadline);
+        continue;
+      }
       // The migration file: several statements, sent as one simple query.
-      tx.exec(std::string(m.sql));
-      if (readVersion(tx) != m.version) {
+      conn->exec(std::string(m.sql), deadline);
+      if (readVersion(*conn, deadline) != m.version) {
         throw DLMException(
             ErrorCode::TABLE_CREATION_ERROR,
             fmt::format("PostgreSQL migrate: migrations/postgres/{} did not "
                         "record version {} in dlm_schema_version",
                         m.file, m.version));
       }
-      tx.commit();
+      conn->exec("COMMIT", deadline);
       current = m.version;
       ++applied;
     } catch (const DLMException&) {
-      // Already classified above (newer schema, missing version row).
+      rollbackQuietly(*conn, deadline);
+      // A deadline that passed stays a (transient) connection error; the
+      // rest was classified above (newer schema, missing version row).
       throw;
     } catch (...) {
+      rollbackQuietly(*conn, deadline);
       // Whatever broke a migration (privileges, a conflicting object, a lost
       // connection) is reported as a failed migration, SQLSTATE included.
       const DLMException e = translatePgError(fmt::format(

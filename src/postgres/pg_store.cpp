@@ -1,9 +1,10 @@
 // dlm::PostgresStore: each operation is one prepared statement in autocommit
-// (pqxx::nontransaction), calling a server function from
-// schema/postgres.sql, so the function call is the whole transaction and one
-// round trip: no BEGIN, no COMMIT. releaseWithin is the exception: it runs
-// in the application's own transaction. Release notifications come from a
-// ReleaseChannel (its own connection and thread).
+// on the store's own libpq connection (PgConn: every wait bounded by the
+// call's deadline), calling a server function from schema/postgres.sql, so
+// the function call is the whole transaction and one round trip: no BEGIN,
+// no COMMIT. releaseWithin is the exception: it runs in the application's
+// own libpqxx transaction. Release notifications come from a ReleaseChannel
+// (its own connection and thread).
 #include <fmt/format.h>
 
 #include <mutex>
@@ -15,118 +16,54 @@
 #include <vector>
 
 #include "crc32.h"
+#include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
 #include "migration.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_array.h"
+#include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_keys.h"
 #include "postgres/pg_migrate.h"
+#include "postgres/pg_session.h"
+#include "postgres/pg_statements.h"
 #include "postgres/release_channel.h"
 
 namespace dlm {
 namespace {
 
 using internal::ConnectionPool;
+using internal::PgConn;
+using internal::PgResult;
+using Params = std::vector<const char*>;
 
-// Columns of a LockRecord, times as epoch milliseconds by the server clock.
-constexpr const char* kRecordColumns =
-    "resource, status = 'HELD', "
-    "status = 'HELD' AND expires_at > clock_timestamp(), owner_id, "
-    "fencing_token, floor(extract(epoch FROM acquired_at) * 1000)::bigint, "
-    "floor(extract(epoch FROM expires_at) * 1000)::bigint, ttl_ms, "
-    "holder_host, holder_pid";
-
-// Every statement the store runs, prepared (lazily, on first use) on each
-// connection.
-const std::vector<std::pair<std::string, std::string>>& statements() {
-  static const std::vector<std::pair<std::string, std::string>> kStatements{
-      // The whole acquire transaction, server side (hierarchy protocol).
-      {"dlm_acquire",
-       "SELECT acquired, fencing_token, acquired_at_ms, expires_at_ms, "
-       "blocked_by FROM dlm_acquire($1::text[], $2::bigint[], $3, $4, $5, $6, "
-       "$7, $8, $9)"},
-      // Token-conditional release, committed lazily; NOTIFYs when someone
-      // waits (see the function).
-      {"dlm_release", "SELECT dlm_release($1, $2, $3::text[], $4, $5)"},
-      // Deadlock check + request row, serialised server side. One row per
-      // key of the cycle, in order (none when registered), so no array
-      // literal has to be parsed.
-      {"dlm_register_wait",
-       "SELECT u.k FROM unnest(dlm_register_wait($1, $2::text[], $3, $4, $5, "
-       "$6)) WITH ORDINALITY AS u (k, i) ORDER BY u.i"},
-      {"dlm_unregister_wait", "SELECT dlm_unregister_wait($1, $2)"},
-      // Where dlm_release_within lives, for calling it schema-qualified on
-      // the application's connection when no schema was configured.
-      {"dlm_function_schema",
-       "SELECT n.nspname FROM pg_catalog.pg_proc p JOIN pg_catalog."
-       "pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = "
-       "to_regprocedure('dlm_release_within(text, text, text[], text, "
-       "text)')"},
-      // Token-conditional lease extension.
-      {"dlm_extend", "SELECT dlm_extend($1, $2, $3)"},
-      // Operator override.
-      {"dlm_force_release", "SELECT dlm_force_release($1)"},
-      // One row by primary key; intention-only rows (never acquired,
-      // fencing_token 0) count as "never locked".
-      {"dlm_describe",
-       fmt::format("SELECT {} FROM dlm_locks WHERE resource = $1 AND "
-                   "fencing_token > 0",
-                   kRecordColumns)},
-      // Held rows under a prefix: primary-key range scan, then the exact
-      // prefix test.
-      {"dlm_list_held_range",
-       fmt::format("SELECT {} FROM dlm_locks WHERE status = 'HELD' AND "
-                   "resource >= $1 AND resource < $2 AND "
-                   "starts_with(resource, $1) ORDER BY resource",
-                   kRecordColumns)},
-      // The same without an upper bound (empty or non-ASCII prefix).
-      {"dlm_list_held_from",
-       fmt::format("SELECT {} FROM dlm_locks WHERE status = 'HELD' AND "
-                   "resource >= $1 AND starts_with(resource, $1) "
-                   "ORDER BY resource",
-                   kRecordColumns)},
-      // The database clock.
-      {"dlm_now",
-       "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},
-      // The schema version initialize() checks.
-      {"dlm_version", "SELECT max(version) FROM dlm_schema_version"},
-  };
-  return kStatements;
+StoreTime fromEpochMs(const PgResult& r, int row, int col) {
+  if (r.isNull(row, col)) return StoreTime{};
+  return StoreTime(std::chrono::milliseconds(r.int64(row, col)));
 }
 
-StoreTime fromEpochMs(const pqxx::field& f) {
-  if (f.is_null()) return StoreTime{};
-  return StoreTime(std::chrono::milliseconds(f.as<std::int64_t>()));
+LockRecord toRecord(const PgResult& r, int row) {
+  LockRecord rec;
+  rec.key = r.text(row, 0);
+  rec.statusHeld = r.boolean(row, 1);
+  rec.held = r.boolean(row, 2);
+  rec.owner = r.text(row, 3);
+  rec.fencingToken = r.int64(row, 4);
+  rec.acquiredAt = fromEpochMs(r, row, 5);
+  rec.expiresAt = fromEpochMs(r, row, 6);
+  rec.ttl = std::chrono::milliseconds(r.int64(row, 7));
+  rec.holder.host = r.text(row, 8);
+  rec.holder.pid = r.int64(row, 9);
+  return rec;
 }
 
-std::string textOrEmpty(const pqxx::field& f) {
-  return f.is_null() ? std::string() : f.as<std::string>();
-}
-
-LockRecord toRecord(const pqxx::row& row) {
-  LockRecord r;
-  r.key = row[0].as<std::string>();
-  r.statusHeld = row[1].as<bool>();
-  r.held = !row[2].is_null() && row[2].as<bool>();
-  r.owner = textOrEmpty(row[3]);
-  r.fencingToken = row[4].as<std::int64_t>();
-  r.acquiredAt = fromEpochMs(row[5]);
-  r.expiresAt = fromEpochMs(row[6]);
-  r.ttl = std::chrono::milliseconds(
-      row[7].is_null() ? 0 : row[7].as<std::int64_t>());
-  r.holder.host = textOrEmpty(row[8]);
-  r.holder.pid = row[9].is_null() ? 0 : row[9].as<std::int64_t>();
-  return r;
-}
-
-// The single value of a one-row, one-column result.
-pqxx::field single(const pqxx::result& r, const char* what) {
-  if (r.size() != 1 || r.columns() != 1) {
+// Checks the shape of a one-row, one-column result.
+const PgResult& single(const PgResult& r, const char* what) {
+  if (r.rows() != 1 || r.columns() != 1) {
     throw DLMException(ErrorCode::INTERNAL_ERROR,
-                       fmt::format("{} returned {} rows", what, r.size()));
+                       fmt::format("{} returned {} rows", what, r.rows()));
   }
-  return r[0][0];
+  return r;
 }
 
 // A bound of a descendant range as the dlm_* functions take it: NULL when
@@ -150,31 +87,39 @@ struct Hierarchy {
   const char* descEnd;
 };
 
+// SQLSTATE lock_not_available: lock_timeout (rowLockWait) expired.
+constexpr const char* kLockNotAvailable = "55P03";
+
 }  // namespace
 
 class PostgresStore::Impl {
  public:
   explicit Impl(PostgresStoreOptions options)
       : options_(std::move(options)),
-        pool_(options_.connection, options_.poolSize, options_.poolWait,
-              [schema = options_.schema](pqxx::connection& c) {
-                setUp(c, schema);
-              }) {}
+        sessions_(options_),
+        pool_(options_.poolSize, options_.poolWait,
+              [this](Deadline d) { return sessions_.openForStore(d); }),
+        releases_([this](Deadline d,
+                         int wakeFd) { return sessions_.open(d, wakeFd); },
+                  options_.operationTimeout) {}
+
+  void addClient(std::string_view clientId) { sessions_.addClient(clientId); }
 
   void initialize(bool applyMigrations) {
     if (applyMigrations) internal::applyPostgresMigrations(options_);
     const auto& migrations = internal::postgresMigrations();
     const int latest = internal::latestVersion(migrations);
-    const int version = run("initialize", "", [](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
+    const int version = run("initialize", "", [](PgConn& c, Deadline d) {
       try {
-        const pqxx::field f =
-            single(tx.exec_prepared("dlm_version"), "dlm_version");
+        const PgResult r =
+            c.execPrepared(internal::pgStatements().version, Params{}, d);
+        single(r, "dlm_version");
         // An empty version table means nothing applied yet.
-        return f.is_null() ? 0 : f.as<int>();
-      } catch (const pqxx::undefined_table&) {
+        return r.isNull(0, 0) ? 0 : static_cast<int>(r.int64(0, 0));
+      } catch (const internal::PgError& e) {
         // No dlm schema at all: reported below with what to apply.
-        return -1;
+        if (e.sqlstate() == "42P01") return -1;
+        throw;
       }
     });
     const std::string where =
@@ -233,30 +178,47 @@ class PostgresStore::Impl {
     crcs.push_back(internal::crc32(key.key));
     const std::string keys = internal::textArrayLiteral(path);
     const std::string crcList = internal::bigintArrayLiteral(crcs);
-    const char* descBegin = boundOrNull(key.descendantsBegin);
-    const char* descEnd = boundOrNull(key.descendantsEnd);
     const std::string owner(request.owner);
     const std::string token(request.token);
-    const std::int64_t ttl = request.ttl.count();
+    const std::string ttl = std::to_string(request.ttl.count());
+    const std::string pid = std::to_string(request.holder.pid);
+    const Params params{keys.c_str(),
+                        crcList.c_str(),
+                        boundOrNull(key.descendantsBegin),
+                        boundOrNull(key.descendantsEnd),
+                        owner.c_str(),
+                        token.c_str(),
+                        ttl.c_str(),
+                        request.holder.host.c_str(),
+                        pid.c_str()};
 
-    return run("acquire", key.key, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      const pqxx::result r = tx.exec_prepared(
-          "dlm_acquire", keys, crcList, descBegin, descEnd, owner, token, ttl,
-          request.holder.host, request.holder.pid);
-      if (r.size() != 1) {
+    return run("acquire", key.key, [&](PgConn& c, Deadline d) {
+      PgResult r;
+      try {
+        r = c.execPrepared(internal::pgStatements().acquire, params, d);
+      } catch (const internal::PgError& e) {
+        // Someone else's open transaction holds a row lock we need (a
+        // SELECT ... FOR UPDATE, a long migration): the key is busy, which
+        // is an answer, not a failure. The function's transaction rolled
+        // back, so nothing changed.
+        if (e.sqlstate() != kLockNotAvailable) throw;
+        AcquireResult busy;
+        busy.blockedBy = key.key;
+        return busy;
+      }
+      if (r.rows() != 1) {
         throw DLMException(
             ErrorCode::INTERNAL_ERROR,
-            fmt::format("dlm_acquire returned {} rows", r.size()));
+            fmt::format("dlm_acquire returned {} rows", r.rows()));
       }
       AcquireResult result;
-      result.acquired = r[0][0].as<bool>();
+      result.acquired = r.boolean(0, 0);
       if (result.acquired) {
-        result.fencingToken = r[0][1].as<std::int64_t>();
-        result.acquiredAt = fromEpochMs(r[0][2]);
-        result.expiresAt = fromEpochMs(r[0][3]);
+        result.fencingToken = r.int64(0, 1);
+        result.acquiredAt = fromEpochMs(r, 0, 2);
+        result.expiresAt = fromEpochMs(r, 0, 3);
       } else {
-        result.blockedBy = textOrEmpty(r[0][4]);
+        result.blockedBy = r.text(0, 4);
       }
       return result;
     });
@@ -265,12 +227,12 @@ class PostgresStore::Impl {
   bool release(const StoreKey& key, std::string_view token) {
     const Hierarchy h(key);
     const std::string t(token);
-    return run("release", key.key, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      return single(tx.exec_prepared("dlm_release", key.key, t, h.ancestors,
-                                     h.descBegin, h.descEnd),
+    const Params params{key.key.c_str(), t.c_str(), h.ancestors.c_str(),
+                        h.descBegin, h.descEnd};
+    return run("release", key.key, [&](PgConn& c, Deadline d) {
+      return single(c.execPrepared(internal::pgStatements().release, params, d),
                     "dlm_release")
-          .as<bool>();
+          .boolean(0, 0);
     });
   }
 
@@ -337,16 +299,17 @@ class PostgresStore::Impl {
   WaitRegistration registerWait(const WaitRequest& request) {
     const Hierarchy h(request.key);
     const std::string owner(request.owner);
-    const std::int64_t maxWait = request.maxWait.count();
-    return run("registerWait", request.key.key, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      const pqxx::result r =
-          tx.exec_prepared("dlm_register_wait", request.key.key, h.ancestors,
-                           h.descBegin, h.descEnd, owner, maxWait);
+    const std::string maxWait = std::to_string(request.maxWait.count());
+    const Params params{
+        request.key.key.c_str(), h.ancestors.c_str(), h.descBegin, h.descEnd,
+        owner.c_str(),           maxWait.c_str()};
+    return run("registerWait", request.key.key, [&](PgConn& c, Deadline d) {
+      const PgResult r =
+          c.execPrepared(internal::pgStatements().registerWait, params, d);
       WaitRegistration registration;
-      registration.deadlockCycle.reserve(r.size());
-      for (const auto& row : r) {
-        registration.deadlockCycle.push_back(row[0].as<std::string>());
+      registration.deadlockCycle.reserve(static_cast<std::size_t>(r.rows()));
+      for (int row = 0; row < r.rows(); ++row) {
+        registration.deadlockCycle.push_back(r.text(row, 0));
       }
       return registration;
     });
@@ -354,9 +317,9 @@ class PostgresStore::Impl {
 
   void unregisterWait(std::string_view key, std::string_view owner) {
     const std::string k(key), o(owner);
-    run("unregisterWait", key, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      tx.exec_prepared("dlm_unregister_wait", k, o);
+    run("unregisterWait", key, [&](PgConn& c, Deadline d) {
+      c.execPrepared(internal::pgStatements().unregisterWait,
+                     Params{k.c_str(), o.c_str()}, d);
     });
   }
 
@@ -370,80 +333,67 @@ class PostgresStore::Impl {
 
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl) {
-    const std::string k(key), t(token);
-    const std::int64_t ttlMs = ttl.count();
+    const std::string k(key), t(token), ttlMs = std::to_string(ttl.count());
     return run(
-        "extend", key, [&](pqxx::connection& c) -> std::optional<StoreTime> {
-          pqxx::nontransaction tx(c);
-          const pqxx::field f =
-              single(tx.exec_prepared("dlm_extend", k, t, ttlMs), "dlm_extend");
+        "extend", key, [&](PgConn& c, Deadline d) -> std::optional<StoreTime> {
+          const PgResult r =
+              c.execPrepared(internal::pgStatements().extend,
+                             Params{k.c_str(), t.c_str(), ttlMs.c_str()}, d);
+          single(r, "dlm_extend");
           // NULL: the token no longer holds the row.
-          if (f.is_null()) return std::nullopt;
-          return fromEpochMs(f);
+          if (r.isNull(0, 0)) return std::nullopt;
+          return fromEpochMs(r, 0, 0);
         });
   }
 
   std::optional<LockRecord> describe(std::string_view key) {
     const std::string k(key);
     return run("describe", key,
-               [&](pqxx::connection& c) -> std::optional<LockRecord> {
-                 pqxx::nontransaction tx(c);
-                 const pqxx::result r = tx.exec_prepared("dlm_describe", k);
-                 if (r.empty()) return std::nullopt;
-                 return toRecord(r[0]);
+               [&](PgConn& c, Deadline d) -> std::optional<LockRecord> {
+                 const PgResult r = c.execPrepared(
+                     internal::pgStatements().describe, Params{k.c_str()}, d);
+                 if (r.rows() == 0) return std::nullopt;
+                 return toRecord(r, 0);
                });
   }
 
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) {
     const std::string prefix(keyPrefix);
     const std::optional<std::string> upper = internal::prefixUpperBound(prefix);
-    return run("listHeld", keyPrefix, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      const pqxx::result r =
-          upper ? tx.exec_prepared("dlm_list_held_range", prefix, *upper)
-                : tx.exec_prepared("dlm_list_held_from", prefix);
+    return run("listHeld", keyPrefix, [&](PgConn& c, Deadline d) {
+      const auto& st = internal::pgStatements();
+      const PgResult r =
+          upper ? c.execPrepared(st.listHeldRange,
+                                 Params{prefix.c_str(), upper->c_str()}, d)
+                : c.execPrepared(st.listHeldFrom, Params{prefix.c_str()}, d);
       std::vector<LockRecord> records;
-      records.reserve(r.size());
-      for (const auto& row : r) records.push_back(toRecord(row));
+      records.reserve(static_cast<std::size_t>(r.rows()));
+      for (int row = 0; row < r.rows(); ++row) {
+        records.push_back(toRecord(r, row));
+      }
       return records;
     });
   }
 
   bool forceRelease(std::string_view key) {
     const std::string k(key);
-    return run("forceRelease", key, [&](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      return single(tx.exec_prepared("dlm_force_release", k),
+    return run("forceRelease", key, [&](PgConn& c, Deadline d) {
+      return single(c.execPrepared(internal::pgStatements().forceRelease,
+                                   Params{k.c_str()}, d),
                     "dlm_force_release")
-          .as<bool>();
+          .boolean(0, 0);
     });
   }
 
   StoreTime now() {
-    return run("now", "", [](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      return fromEpochMs(single(tx.exec_prepared("dlm_now"), "dlm_now"));
+    return run("now", "", [](PgConn& c, Deadline d) {
+      const PgResult r =
+          c.execPrepared(internal::pgStatements().now, Params{}, d);
+      return fromEpochMs(single(r, "dlm_now"), 0, 0);
     });
   }
 
  private:
-  // Runs on each new connection: the schema and the statement definitions
-  // (the server sees each statement's PREPARE on its first use).
-  static void setUp(pqxx::connection& c, const std::string& schema) {
-    if (!schema.empty()) {
-      // set_variable (not a raw SET) so that libpqxx restores it should it
-      // ever reopen this connection itself.
-      c.set_variable("search_path", c.quote_name(schema));
-    }
-    // Custom plans were re-made on every call of dlm_acquire (its
-    // descendant range check), about 0.05 ms of planning per acquire; the
-    // generic plans are the same index scans. PostgreSQL 12 and later only.
-    if (c.server_version() >= 120000) {
-      c.set_variable("plan_cache_mode", "force_generic_plan");
-    }
-    for (const auto& [name, sql] : statements()) c.prepare(name, sql);
-  }
-
   // The schema holding the dlm functions: the configured one, else where
   // the search_path of the store's connections finds dlm_release_within
   // (looked up once).
@@ -451,45 +401,77 @@ class PostgresStore::Impl {
     if (!options_.schema.empty()) return options_.schema;
     std::lock_guard<std::mutex> lock(schemaMu_);
     if (!resolvedSchema_) {
-      const pqxx::result r = run("releaseWithin", "", [](pqxx::connection& c) {
-        pqxx::nontransaction tx(c);
-        return tx.exec_prepared("dlm_function_schema");
-      });
-      if (r.empty() || r[0][0].is_null()) {
+      const std::optional<std::string> found =
+          run("releaseWithin", "",
+              [](PgConn& c, Deadline d) -> std::optional<std::string> {
+                const PgResult r = c.execPrepared(
+                    internal::pgStatements().functionSchema, Params{}, d);
+                if (r.rows() == 0 || r.isNull(0, 0)) return std::nullopt;
+                return r.text(0, 0);
+              });
+      if (!found) {
         throw DLMException(ErrorCode::SCHEMA_MISMATCH,
                            "PostgreSQL store: releaseWithin: no function "
                            "dlm_release_within on the search_path; apply "
                            "migrations/postgres/ or run `dlmctl migrate`");
       }
-      resolvedSchema_ = r[0][0].as<std::string>();
+      resolvedSchema_ = *found;
     }
     return *resolvedSchema_;
   }
 
-  // Leases a connection, runs `fn` on it and translates every failure; a
-  // connection that failed at the connection level is dropped, not pooled.
+  // Leases a connection, runs `fn(connection, deadline)` on it and
+  // translates every failure, all by the call's deadline. A connection that
+  // failed at the connection level is dropped, not pooled. When it was a
+  // reused idle one, its siblings of the same generation most likely died
+  // the same way (restart, mass termination): they are dropped too and the
+  // call is made once more at once on a new connection. That is not a
+  // retry of the caller's policy: the server never saw the first attempt
+  // (or, if it did, the store's calls are safe to repeat, being
+  // conditional on the caller's token).
   template <typename Fn>
   auto run(std::string_view op, std::string_view key, Fn&& fn)
-      -> std::invoke_result_t<Fn&, pqxx::connection&> {
-    std::optional<ConnectionPool::Lease> lease;
-    try {
-      lease.emplace(pool_.lease());
-      return fn(**lease);
-    } catch (...) {
-      DLMException error = internal::translatePgError(
-          key.empty() ? fmt::format("PostgreSQL store: {}", op)
-                      : fmt::format("PostgreSQL store: {} {}", op, key));
-      if (lease && (error.code() == ErrorCode::CONNECTION_ERROR ||
-                    !(*lease)->is_open())) {
-        lease->discard();
+      -> std::invoke_result_t<Fn&, PgConn&, Deadline> {
+    const Deadline deadline = deadlineOr(options_.operationTimeout);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // Nothing to wait for: fail without leasing (a pooled connection
+      // would be closed for a reply it had no time to read).
+      throw DLMException(
+          ErrorCode::CONNECTION_ERROR,
+          key.empty()
+              ? fmt::format("PostgreSQL store: {}: deadline already passed", op)
+              : fmt::format("PostgreSQL store: {} {}: deadline already passed",
+                            op, key),
+          true);
+    }
+    for (int attempt = 0;; ++attempt) {
+      std::optional<ConnectionPool::Lease> lease;
+      try {
+        lease.emplace(pool_.lease(deadline));
+        return fn(**lease, deadline);
+      } catch (...) {
+        const bool lost = lease && !(*lease)->usable();
+        if (lost) lease->discard();
+        if (lost && lease->reused() && attempt == 0 &&
+            std::chrono::steady_clock::now() < deadline) {
+          pool_.dropIdle(lease->generation());
+          continue;
+        }
+        DLMException error = internal::translatePgError(
+            key.empty() ? fmt::format("PostgreSQL store: {}", op)
+                        : fmt::format("PostgreSQL store: {} {}", op, key));
+        if (lease && error.code() == ErrorCode::CONNECTION_ERROR) {
+          lease->discard();
+        }
+        throw error;
       }
-      throw error;
     }
   }
 
   const PostgresStoreOptions options_;
+  internal::PgSessions sessions_;
   ConnectionPool pool_;
-  internal::ReleaseChannel releases_{options_.connection};
+  internal::ReleaseChannel releases_;
   std::mutex schemaMu_;
   std::optional<std::string> resolvedSchema_;  // guarded by schemaMu_
 };
@@ -503,12 +485,29 @@ PostgresStore::PostgresStore(PostgresStoreOptions options) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        "PostgresStoreOptions::poolWait must not be negative");
   }
+  if (options.rowLockWait.count() <= 0) {
+    // lock_timeout = 0 would mean "wait forever".
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "PostgresStoreOptions::rowLockWait must be positive");
+  }
+  if (options.operationTimeout.count() <= 0) {
+    throw DLMException(
+        ErrorCode::INVALID_ARGUMENT,
+        "PostgresStoreOptions::operationTimeout must be positive");
+  }
   impl_ = std::make_unique<Impl>(std::move(options));
 }
 
 PostgresStore::~PostgresStore() = default;
 
 std::string_view PostgresStore::name() const { return "postgres"; }
+void PostgresStore::addClient(std::string_view clientId) noexcept {
+  try {
+    impl_->addClient(clientId);
+  } catch (...) {
+    // Out of memory: the label is a courtesy to DBAs, not worth failing for.
+  }
+}
 void PostgresStore::initialize(bool applyMigrations) {
   impl_->initialize(applyMigrations);
 }

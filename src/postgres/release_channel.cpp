@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <pqxx/pqxx>
 #include <utility>
 #include <vector>
 
@@ -16,51 +15,13 @@
 namespace dlm::internal {
 namespace {
 
-// Collects the payloads (freed keys) that get_notifs() hands over, so that
-// they are dispatched outside libpqxx (which swallows a receiver's
-// exceptions) and under the listener mutex.
-class KeyCollector final : public pqxx::notification_receiver {
- public:
-  KeyCollector(pqxx::connection_base& conn, std::vector<std::string>& sink)
-      : pqxx::notification_receiver(conn, kReleaseChannel), sink_(sink) {}
-  void operator()(const std::string& payload, int) override {
-    sink_.push_back(payload);
-  }
-
- private:
-  std::vector<std::string>& sink_;
-};
-
-// The listening connection and its receiver (whose constructor runs LISTEN).
-class Listening {
- public:
-  // Connects and LISTENs; throws what libpqxx throws.
-  Listening(const std::string& conninfo, std::vector<std::string>& sink)
-      : conn_(std::make_unique<pqxx::connection>(conninfo)),
-        collector_(std::make_unique<KeyCollector>(*conn_, sink)) {
-    // libpqxx swallows a connection that broke during LISTEN; an open
-    // connection after it means the LISTEN succeeded.
-    if (!conn_->is_open()) {
-      throw pqxx::broken_connection("connection lost while running LISTEN");
-    }
-  }
-  ~Listening() {
-    // Disconnect first: the receiver's destructor would otherwise send
-    // UNLISTEN, and on a broken connection libpqxx would quietly reconnect
-    // to send it.
-    conn_->disconnect();
-    collector_.reset();
-    conn_.reset();
-  }
-  Listening(const Listening&) = delete;
-  Listening& operator=(const Listening&) = delete;
-
-  pqxx::connection& conn() { return *conn_; }
-
- private:
-  std::unique_ptr<pqxx::connection> conn_;
-  std::unique_ptr<KeyCollector> collector_;
-};
+// Connects and LISTENs by `deadline`; throws what PgConn throws.
+std::unique_ptr<PgConn> startListening(const ReleaseChannel::Connect& connect,
+                                       Deadline deadline, int wakeFd) {
+  std::unique_ptr<PgConn> conn = connect(deadline, wakeFd);
+  conn->exec(std::string("LISTEN ") + kReleaseChannel, deadline);
+  return conn;
+}
 
 // Both ends of a non-blocking, close-on-exec pipe; writing a byte wakes a
 // poll() on the read end.
@@ -99,11 +60,8 @@ class WakePipe {
 // The thread and what only it touches (the connection, once started).
 class ReleaseChannel::Worker {
  public:
-  Worker(ReleaseChannel& channel, std::unique_ptr<Listening> listening,
-         std::unique_ptr<std::vector<std::string>> sink)
-      : channel_(channel),
-        sink_(std::move(sink)),
-        listening_(std::move(listening)) {
+  Worker(ReleaseChannel& channel, std::unique_ptr<PgConn> listening)
+      : channel_(channel), listening_(std::move(listening)) {
     thread_ = std::thread([this] { run(); });
   }
   // Stops the thread (promptly: it waits in poll() on the pipe as well) and
@@ -126,9 +84,13 @@ class ReleaseChannel::Worker {
         pause = std::clamp(pause * 2, std::chrono::milliseconds(100),
                            kMaxReconnectPause);
         try {
-          listening_ = std::make_unique<Listening>(channel_.conninfo_, *sink_);
+          // Bounded, and cut short by stop(): the pipe is the wake fd.
+          listening_ = startListening(channel_.connect_,
+                                      deadlineAfter(channel_.connectTimeout_),
+                                      pipe_.readEnd());
         } catch (...) {
-          // Server down or refusing: try again after the pause.
+          // Server down, refusing or silent (or stopping): try again after
+          // the pause.
           continue;
         }
         pause = std::chrono::milliseconds(0);
@@ -142,7 +104,7 @@ class ReleaseChannel::Worker {
         listening_.reset();
         continue;
       }
-      const int sock = listening_->conn().sock();
+      const int sock = listening_->socket();
       if (sock < 0) {
         listening_.reset();
         continue;
@@ -161,17 +123,15 @@ class ReleaseChannel::Worker {
   // Reads the socket and dispatches the notifications. False when the
   // connection broke.
   bool drain() {
-    bool ok = true;
-    try {
-      listening_->conn().get_notifs();
-      ok = listening_->conn().is_open();
-    } catch (...) {
-      // broken_connection: the backend went away (terminated, restart).
-      ok = false;
+    // False: the backend went away (terminated, restart, keepalive expired).
+    const bool ok = listening_->consumeInput();
+    std::vector<std::string> keys;
+    while (auto key = listening_->nextNotification()) {
+      keys.push_back(std::move(*key));
     }
-    if (!sink_->empty()) {
+    if (!keys.empty()) {
       std::lock_guard<std::mutex> lock(channel_.listenersMu_);
-      for (const std::string& key : *sink_) {
+      for (const std::string& key : keys) {
         for (ReleaseListener* l : channel_.listeners_) {
           try {
             l->released(key);
@@ -180,7 +140,6 @@ class ReleaseChannel::Worker {
           }
         }
       }
-      sink_->clear();
     }
     return ok;
   }
@@ -204,16 +163,15 @@ class ReleaseChannel::Worker {
   }
 
   ReleaseChannel& channel_;
-  // Filled by the connection's KeyCollector inside get_notifs().
-  std::unique_ptr<std::vector<std::string>> sink_;
-  std::unique_ptr<Listening> listening_;  // null while reconnecting
   WakePipe pipe_;
+  std::unique_ptr<PgConn> listening_;  // null while reconnecting
   std::atomic<bool> stop_{false};
   std::thread thread_;  // last: starts once the rest exists
 };
 
-ReleaseChannel::ReleaseChannel(std::string conninfo)
-    : conninfo_(std::move(conninfo)) {}
+ReleaseChannel::ReleaseChannel(Connect connect,
+                               std::chrono::milliseconds connectTimeout)
+    : connect_(std::move(connect)), connectTimeout_(connectTimeout) {}
 
 ReleaseChannel::~ReleaseChannel() { close(); }
 
@@ -224,17 +182,15 @@ bool ReleaseChannel::subscribe(ReleaseListener* listener) {
                        "PostgreSQL store: subscribeReleases: store closed");
   }
   if (!worker_) {
-    auto sink = std::make_unique<std::vector<std::string>>();
-    std::unique_ptr<Listening> listening;
+    std::unique_ptr<PgConn> listening;
     try {
       // Connect and LISTEN here, so delivery is active when we return.
-      listening = std::make_unique<Listening>(conninfo_, *sink);
+      listening = startListening(connect_, deadlineOr(connectTimeout_), -1);
     } catch (...) {
       // Unreachable server, or LISTEN refused: the caller polls instead.
       return false;
     }
-    worker_ =
-        std::make_unique<Worker>(*this, std::move(listening), std::move(sink));
+    worker_ = std::make_unique<Worker>(*this, std::move(listening));
   }
   std::lock_guard<std::mutex> lock(listenersMu_);
   listeners_.insert(listener);

@@ -4,13 +4,15 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <string>
 #include <thread>
 
+#include "dlm/deadline.h"
 #include "dlm/lock_store.h"
+#include "postgres/pg_conn.h"
 
 namespace dlm::internal {
 
@@ -30,9 +32,11 @@ inline constexpr const char* kReleaseChannel = "dlm_release";
 // kMaxReconnectPause), LISTENs again and then calls missedReleases() on
 // every listener, since releases in between went unheard.
 //
-// A connection that dies silently (no FIN/RST from a lost host) is noticed
-// only by TCP keepalive; set keepalives_idle etc. in the connection string
-// where that matters. Waiters poll in any case (sleepBetweenRetries).
+// Connecting and LISTEN are bounded by `connectTimeout` (or the caller's
+// deadline in subscribe); a stop interrupts a reconnection at once. A
+// connection that dies silently (no FIN/RST from a lost host) is noticed by
+// TCP keepalive, which the store's connection parameters turn on. Waiters
+// poll in any case (sleepBetweenRetries).
 //
 // Thread-safe. Listeners' callbacks must not call back into the channel.
 class ReleaseChannel {
@@ -40,9 +44,12 @@ class ReleaseChannel {
   // The longest pause between two reconnection attempts.
   static constexpr std::chrono::milliseconds kMaxReconnectPause{5000};
 
-  // `conninfo`: a libpq connection string or URI ("" = PG* variables).
+  // Opens a connection by the deadline; the wake descriptor (or -1) aborts
+  // the wait when readable (PgConn::open).
+  using Connect = std::function<std::unique_ptr<PgConn>(Deadline, int)>;
+
   // Opens nothing yet.
-  explicit ReleaseChannel(std::string conninfo);
+  ReleaseChannel(Connect connect, std::chrono::milliseconds connectTimeout);
   // close().
   ~ReleaseChannel();
   ReleaseChannel(const ReleaseChannel&) = delete;
@@ -54,7 +61,7 @@ class ReleaseChannel {
   // the connection cannot be opened or the server refuses LISTEN (a hot
   // standby, an engine without LISTEN): the caller polls, and may try again
   // later. Throws DLMException INTERNAL_ERROR after close(). Blocks for the
-  // connection set-up (the connect timeout of `conninfo` at worst).
+  // connection set-up: until currentDeadline(), or connectTimeout.
   bool subscribe(ReleaseListener* listener);
 
   // Removes `listener`; no call to it is running or made after this returns.
@@ -74,7 +81,8 @@ class ReleaseChannel {
 
   void stopWorker() noexcept;  // needs lifecycleMu_
 
-  const std::string conninfo_;
+  const Connect connect_;
+  const std::chrono::milliseconds connectTimeout_;
 
   // Serialises subscribe / unsubscribe / close (starting and stopping the
   // worker). Never taken by the worker thread.

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "postgres/pg_conn.h"
+
 namespace dlm::test {
 namespace {
 
@@ -96,6 +98,43 @@ TEST(TranslatePgError, KeepsTheClassOfTheStoresOwnErrors) {
   expectClass(
       translated(DLMException(ErrorCode::INTERNAL_ERROR, "store closed")),
       ErrorCode::INTERNAL_ERROR, false, "store closed");
+}
+
+TEST(TranslatePgError, LibpqErrorsAreClassifiedBySqlState) {
+  using internal::PgError;
+  expectClass(translated(PgError("57P01", "terminating connection", true)),
+              ErrorCode::CONNECTION_ERROR, true, "57P01");
+  expectClass(
+      translated(PgError("08006", "server closed the connection", true)),
+      ErrorCode::CONNECTION_ERROR, true, "server closed");
+  // Lost without a connection-class SQLSTATE: still a lost connection.
+  expectClass(translated(PgError("", "poll failed", true)),
+              ErrorCode::CONNECTION_ERROR, true, "poll failed");
+  // statement_timeout: the server-side bound of the call.
+  expectClass(translated(PgError("57014", "canceling statement", false)),
+              ErrorCode::CONNECTION_ERROR, true, "57014");
+  expectClass(translated(PgError("40P01", "deadlock detected", false)),
+              ErrorCode::RETRIES_EXHAUSTED, true, "40P01");
+  expectClass(translated(PgError("55P03", "lock timeout", false)),
+              ErrorCode::RETRIES_EXHAUSTED, true, "55P03");
+  expectClass(translated(PgError("DLM01", "lock lost", false)),
+              ErrorCode::LOCK_NOT_HELD, false, "DLM01");
+  expectClass(translated(PgError("42883", "no function", false)),
+              ErrorCode::SCHEMA_MISMATCH, false, "dlmctl migrate");
+  expectClass(translated(PgError("23505", "duplicate", false)),
+              ErrorCode::INTERNAL_ERROR, false, "SQLSTATE 23505");
+}
+
+TEST(TranslatePgError, RedactsPasswordsFromEveryMessage) {
+  const DLMException e = translated(internal::PgError(
+      "08001", "could not connect: password=hunter2 postgresql://u:pw2@h",
+      true));
+  const std::string what = e.what();
+  EXPECT_EQ(what.find("hunter2"), std::string::npos) << what;
+  EXPECT_EQ(what.find("pw2"), std::string::npos) << what;
+  const DLMException e2 = translated(
+      DLMException(ErrorCode::CONNECTION_ERROR, "password='a b'", true));
+  EXPECT_EQ(std::string(e2.what()).find("a b"), std::string::npos) << e2.what();
 }
 
 }  // namespace

@@ -422,9 +422,17 @@ TEST_F(ReleaseNotifyTest, KilledListeningBackendIsReplacedAndMissedReported) {
   EXPECT_TRUE(listener_.waitFor(k.key));
 }
 
+// Connections for a bare ReleaseChannel, as the store opens them.
+internal::ReleaseChannel::Connect connectTo(const std::string& conninfo) {
+  return
+      [params = internal::ConnParams::parse(conninfo)](Deadline d, int wakeFd) {
+        return internal::PgConn::open(params, d, wakeFd);
+      };
+}
+
 TEST(ReleaseChannel, SubscribeIsFalseWhenNoServerAnswers) {
   // Port 1 on loopback: nothing listens there.
-  internal::ReleaseChannel channel("host=127.0.0.1 port=1 connect_timeout=2");
+  internal::ReleaseChannel channel(connectTo("host=127.0.0.1 port=1"), 2s);
   RecordingListener listener;
   EXPECT_FALSE(channel.subscribe(&listener));
   EXPECT_FALSE(channel.running());
@@ -432,7 +440,7 @@ TEST(ReleaseChannel, SubscribeIsFalseWhenNoServerAnswers) {
 }
 
 TEST(ReleaseChannel, RunsOnlyWhileSomeoneListens) {
-  internal::ReleaseChannel channel("");
+  internal::ReleaseChannel channel(connectTo(""), 5s);
   RecordingListener a, b;
   EXPECT_FALSE(channel.running());
   ASSERT_TRUE(channel.subscribe(&a));

@@ -1,0 +1,28 @@
+// The statements the PostgreSQL store prepares on its connections.
+#pragma once
+
+#include "postgres/pg_conn.h"
+
+namespace dlm::internal {
+
+// Every statement the store runs, each prepared lazily, on first use, on
+// each connection (PgConn::execPrepared).
+struct PgStatements {
+  PreparedStatement acquire;
+  PreparedStatement release;
+  PreparedStatement registerWait;
+  PreparedStatement unregisterWait;
+  PreparedStatement functionSchema;
+  PreparedStatement extend;
+  PreparedStatement forceRelease;
+  PreparedStatement describe;
+  PreparedStatement listHeldRange;
+  PreparedStatement listHeldFrom;
+  PreparedStatement now;
+  PreparedStatement version;
+};
+
+// The one set (built on first use).
+const PgStatements& pgStatements();
+
+}  // namespace dlm::internal
