@@ -13,11 +13,14 @@ ConnectionMutex::ConnectionMutex(std::string path,
                                  std::chrono::milliseconds busyTimeout)
     : path_(std::move(path)), busyTimeout_(busyTimeout) {}
 
-std::unique_lock<std::timed_mutex> ConnectionMutex::lock(std::string_view what,
-                                                         Deadline callLimit) {
+ConnectionMutex::Guard ConnectionMutex::lock(std::string_view what,
+                                             Deadline callLimit) {
+  std::unique_lock<std::mutex> lock(mutex_);
   // The uncontended case costs no clock read.
-  std::unique_lock<std::timed_mutex> guard(mutex_, std::try_to_lock);
-  if (guard.owns_lock()) return guard;
+  if (!held_) {
+    held_ = true;
+    return Guard(this);
+  }
 
   const Deadline started = std::chrono::steady_clock::now();
   Deadline until = std::min(deadlineAfter(busyTimeout_), callLimit);
@@ -26,9 +29,11 @@ std::unique_lock<std::timed_mutex> ConnectionMutex::lock(std::string_view what,
     until = *deadline;
     atDeadline = true;
   }
-  // steady_clock: try_lock_until waits on the monotonic clock, so a wall
-  // clock step cannot stretch the wait.
-  if (guard.try_lock_until(until)) return guard;
+  // steady_clock: a wall clock step cannot stretch the wait.
+  if (released_.wait_until(lock, until, [this] { return !held_; })) {
+    held_ = true;
+    return Guard(this);
+  }
 
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);
@@ -44,8 +49,19 @@ std::unique_lock<std::timed_mutex> ConnectionMutex::lock(std::string_view what,
       /*transient=*/true);
 }
 
-std::unique_lock<std::timed_mutex> ConnectionMutex::lockForClose() {
-  return std::unique_lock<std::timed_mutex>(mutex_);
+ConnectionMutex::Guard ConnectionMutex::lockForClose() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  released_.wait(lock, [this] { return !held_; });
+  held_ = true;
+  return Guard(this);
+}
+
+void ConnectionMutex::unlock() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = false;
+  }
+  released_.notify_one();
 }
 
 }  // namespace dlm::internal::sqlite

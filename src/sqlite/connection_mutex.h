@@ -9,16 +9,39 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "dlm/deadline.h"
 
 namespace dlm::internal::sqlite {
 
+// Built from a plain mutex, a condition variable and a flag rather than
+// std::timed_mutex: libstdc++'s timed_mutex::try_lock_until on the steady
+// clock calls pthread_mutex_clocklock, which the thread sanitizer of GCC 12
+// does not see, so it reported races on everything the mutex guards.
 class ConnectionMutex {
  public:
+  // Holds the connection while it lives (move-only).
+  class Guard {
+   public:
+    explicit Guard(ConnectionMutex* owner) : owner_(owner) {}
+    Guard(Guard&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)) {}
+    Guard& operator=(Guard&&) = delete;
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    ~Guard() {
+      if (owner_ != nullptr) owner_->unlock();
+    }
+
+   private:
+    ConnectionMutex* owner_;
+  };
+
   // `path` and `busyTimeout` are for the error message and the default
   // bound of a wait.
   ConnectionMutex(std::string path, std::chrono::milliseconds busyTimeout);
@@ -31,18 +54,21 @@ class ConnectionMutex {
   // takes a free mutex: only waiting is refused). Throws
   // DLMException(RETRIES_EXHAUSTED, transient) naming `what` (the store call)
   // and how long it waited for the connection.
-  std::unique_lock<std::timed_mutex> lock(std::string_view what,
-                                          Deadline callLimit = Deadline::max());
+  Guard lock(std::string_view what, Deadline callLimit = Deadline::max());
 
   // Waits without a bound of its own: for close(), which must not leave the
   // connection open. The holder it waits for is itself bounded (its busy
   // waits end at its deadline or busy timeout).
-  std::unique_lock<std::timed_mutex> lockForClose();
+  Guard lockForClose();
 
  private:
+  void unlock();
+
   const std::string path_;
   const std::chrono::milliseconds busyTimeout_;
-  std::timed_mutex mutex_;
+  std::mutex mutex_;  // guards held_
+  std::condition_variable released_;
+  bool held_ = false;
 };
 
 }  // namespace dlm::internal::sqlite
