@@ -18,7 +18,7 @@
 namespace dlm::test {
 namespace {
 
-enum Command { kNone = 0, kStall, kResume, kCut, kStop };
+enum Command { kNone = 0, kStall, kHoldReplies, kResume, kCut, kStop };
 
 // Bytes buffered per direction before the proxy stops reading that side:
 // keeps memory bounded when one side does not drain.
@@ -131,6 +131,7 @@ std::string TcpProxy::conninfo() const {
 }
 
 void TcpProxy::stall() { command(kStall); }
+void TcpProxy::holdReplies() { command(kHoldReplies); }
 void TcpProxy::resume() { command(kResume); }
 void TcpProxy::cutAll() { command(kCut); }
 
@@ -155,6 +156,7 @@ void TcpProxy::command(int what) {
 void TcpProxy::run() {
   std::vector<Pair> pairs;
   bool stalled = false;
+  bool holding = false;  // the server's bytes are kept from the client
   auto closeAll = [&] {
     for (auto& p : pairs) closePair(p);
     pairs.clear();
@@ -173,7 +175,8 @@ void TcpProxy::run() {
     }
     if (what != kNone) {
       if (what == kStall) stalled = true;
-      if (what == kResume) stalled = false;
+      if (what == kHoldReplies) holding = true;
+      if (what == kResume) stalled = holding = false;
       if (what == kCut || what == kStop) closeAll();
       std::lock_guard<std::mutex> lock(mutex_);
       pending_ = kNone;
@@ -191,7 +194,7 @@ void TcpProxy::run() {
         short c = 0, s = 0;
         if (p.toServer.size() < kMaxBuffered) c |= POLLIN;
         if (p.toClient.size() < kMaxBuffered) s |= POLLIN;
-        if (!p.toClient.empty()) c |= POLLOUT;
+        if (!p.toClient.empty() && !holding) c |= POLLOUT;
         if (!p.toServer.empty()) s |= POLLOUT;
         fds.push_back({p.client, c, 0});
         fds.push_back({p.server, s, 0});
@@ -220,7 +223,8 @@ void TcpProxy::run() {
           ok = ok && pull(p.client, p.toServer);
         if (sr & (POLLIN | POLLHUP | POLLERR))
           ok = ok && pull(p.server, p.toClient);
-        ok = ok && push(p.server, p.toServer) && push(p.client, p.toClient);
+        ok = ok && push(p.server, p.toServer) &&
+             (holding || push(p.client, p.toClient));
         // Either side gone: a half-open PostgreSQL session is useless, so the
         // other side is closed too (as a dead server or client would be).
         if (!ok) closePair(p);

@@ -35,6 +35,10 @@ class TcpProxy {
   // or written, new connections are accepted but get no bytes. Returns once
   // the loop has stopped forwarding.
   void stall();
+  // Forwards the client's bytes to the server but keeps the server's
+  // answers from the client: requests run, their replies are lost (once
+  // the connections are cut) or late (after resume()).
+  void holdReplies();
   // Forwards again, starting with what was buffered.
   void resume();
   // Closes every proxied connection (both sides); the listener stays open.
