@@ -56,8 +56,12 @@ void InDoubtResolver::pruneLocked(SteadyTime now) {
   auto expired = [now](const Entry& e) { return e.forgetAt <= now; };
   inDoubt_.erase(std::remove_if(inDoubt_.begin(), inDoubt_.end(), expired),
                  inDoubt_.end());
-  released_.erase(std::remove_if(released_.begin(), released_.end(), expired),
-                  released_.end());
+  // Oldest first, so only the front is looked at: this runs on refused
+  // attempts, and an expired entry further back is harmless (its release
+  // would answer false) until the ring pushes it out.
+  while (!released_.empty() && expired(released_.front())) {
+    released_.pop_front();
+  }
 }
 
 bool InDoubtResolver::releaseLeftovers(std::string_view owner,

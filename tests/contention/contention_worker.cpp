@@ -40,12 +40,9 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
                      .build();
   manager->initialize();
 
-  const auto startAt = std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::nanoseconds(startAtNs)));
-  const auto deadline =
-      startAt + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                    std::chrono::duration<double>(seconds));
+  const auto window = dlm::test::contention::runWindow(startAtNs, seconds);
+  const auto startAt = window.startAt;
+  const auto deadline = window.deadline;
   std::vector<ContendResult> results(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {

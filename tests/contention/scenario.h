@@ -19,6 +19,21 @@ inline constexpr const char* kFarm = "farm1";
 // Three unrelated keys and a family: "job" conflicts with all of "job.a",
 // "job.b", "job.a.x"; "job.a" with "job.a.x"; "job.a" and "job.b" are
 // siblings and never conflict.
+// The window a worker process contends in: from `startAtNs` (steady clock,
+// ns, given by the parent so every process starts together) for `seconds`.
+struct RunWindow {
+  std::chrono::steady_clock::time_point startAt;
+  std::chrono::steady_clock::time_point deadline;
+};
+inline RunWindow runWindow(std::int64_t startAtNs, double seconds) {
+  using Duration = std::chrono::steady_clock::duration;
+  const auto startAt = std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<Duration>(
+          std::chrono::nanoseconds(startAtNs)));
+  return {startAt, startAt + std::chrono::duration_cast<Duration>(
+                                 std::chrono::duration<double>(seconds))};
+}
+
 inline std::vector<cli::WeightedKey> scenarioKeys() {
   return {{"alpha", 3}, {"beta", 3},  {"gamma", 3},  {"job", 2},
           {"job.a", 2}, {"job.b", 2}, {"job.a.x", 1}};
