@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 #include <utility>
 
+#include "dlm/deadline.h"
 #include "dlm/error.h"
 
 namespace dlm::internal::sqlite {
@@ -151,9 +154,7 @@ Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout,
   // to the log instead of rewriting pages. The mode is stored in the file, so
   // this only changes something the first time; it may wait for other
   // connections through the busy handler.
-  Statement mode = statement("PRAGMA journal_mode = WAL");
-  if (!mode.step()) fail(SQLITE_ERROR, "switching to WAL mode");
-  const std::string journal = mode.text(0);
+  const std::string journal = switchToWal(callLimit);
   // ":memory:" databases report "memory" and cannot use WAL (nor need it).
   if (journal != "wal" && journal != "memory") {
     throw DLMException(
@@ -166,6 +167,26 @@ Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout,
   // default differs between builds of SQLite).
   execute("PRAGMA synchronous = FULL", "setting synchronous");
   durability_ = Durability::kDurable;
+}
+
+std::string Connection::switchToWal(
+    std::chrono::steady_clock::time_point callLimit) {
+  // Two connections switching a new file to WAL at once: SQLite answers
+  // SQLITE_BUSY to one of them without calling the busy handler (waiting
+  // there could deadlock), so try again, within the same bounds a busy wait
+  // has.
+  const auto until = std::min(
+      {callLimit, deadlineOr(busy_.timeout()), deadlineAfter(busy_.timeout())});
+  for (;;) {
+    try {
+      Statement mode = statement("PRAGMA journal_mode = WAL");
+      if (!mode.step()) fail(SQLITE_ERROR, "switching to WAL mode");
+      return mode.text(0);
+    } catch (const DLMException& e) {
+      if (!e.transient() || std::chrono::steady_clock::now() >= until) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 Connection::~Connection() = default;

@@ -134,6 +134,10 @@ class Connection {
   void setDurability(Durability durability);
 
  private:
+  // PRAGMA journal_mode = WAL, retried while another connection switches
+  // the same new file (see the .cpp); the journal mode it reports.
+  std::string switchToWal(std::chrono::steady_clock::time_point callLimit);
+
   std::string path_;
   // Declared before db_ so it outlives the handle that points to it.
   BusyWait busy_;
