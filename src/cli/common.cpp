@@ -79,7 +79,8 @@ Lists the locks whose status is HELD, one per line: store key, owner GUID,
 holder host and pid, fencing token, acquired-at and expires-at (UTC, the
 store's clock) and the time left, or EXPIRED for a lock past its TTL that
 nobody has taken over yet. --prefix keeps the store keys starting with P
-(e.g. "DC#default#dlmctl#demo").
+(e.g. "DC#default#dlmctl#demo"). Creates no database: a SQLite file that
+does not exist is an error.
 )";
   }
   if (command == "release") {
@@ -89,7 +90,8 @@ Force-releases a lock whoever holds it (the operator's override for a holder
 that is gone; the holder is not told). KEY is a store key as `list` prints
 it ("DC#default#dlmctl#demo.key-1"), or a lock id ("demo.key-1") taken in
 the scope of --client and --farm (a DC lock, or XDC with --xdc). Prints
-whether the lock was held.
+whether the lock was held. Creates no database: a SQLite file that does not
+exist is an error.
 )";
   }
   if (command == "exec") {
