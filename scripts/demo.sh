@@ -9,7 +9,8 @@
 # default: the file build/dlm.sqlite. Extra arguments go to the demo, e.g.
 #   scripts/demo.sh --workers 8 --seconds 10
 #   scripts/demo.sh --db postgresql://user@host/db     (PostgreSQL instead)
-# DLM_DATABASE_URL, when set, names the database as it does for dlmctl.
+# DLM_DATABASE_URL, when set, names the database as it does for dlmctl; so
+# do PGHOST, PGDATABASE or PGSERVICE (PostgreSQL) when it is not.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -9,25 +9,67 @@
 
 namespace dlm {
 
-// A new, not yet initialized store for `url`:
-//   "postgresql://..." or "postgres://..."  PostgresStore; the whole URL is
-//       the libpq connection string, so libpq's PG* variables fill in what it
-//       leaves out ("postgresql://app@" takes host, port and database from
-//       the environment). `postgresSchema` names the schema holding dlm's
-//       tables ("" = the role's search_path).
-//   "sqlite:<path>"  SqliteStore on the file <path> (created if missing).
-//   "" (empty)       SqliteStore on the embedded default file "dlm.sqlite" in
-//       the working directory.
-//   any other string without a "<scheme>://" prefix  a SQLite file path.
-// Opens no connection: the first call on the store (usually initialize())
-// does. `postgresSchema` must be empty for SQLite.
-// Throws DLMException(INVALID_ARGUMENT) for an unknown scheme
-// ("mysql://..."), an empty SQLite path, a schema given for SQLite, or a store
-// this build does not include (DLM_WITH_POSTGRES / DLM_WITH_SQLITE off).
+// The forms a database URL takes (openStore, parseStoreUrl):
+//   "postgresql://..." or "postgres://..."  a libpq URI;
+//   a libpq keyword string ("host=db port=5432 dbname=orders");
+//       both are checked with libpq's own parser and go to PostgresStore
+//       as they are, so libpq's PG* variables fill in what they leave out
+//       ("postgresql://" alone is all of PGHOST, PGDATABASE, ...);
+//   "sqlite:<path>"  the SQLite file <path> ("sqlite:///abs/path" also
+//       works); "sqlite::memory:" an in-memory database;
+//   "" (empty)  the default, see defaultStoreUrl().
+// Anything else (a bare file name, "mysql://...") is refused: a mistyped
+// URL must not silently become a SQLite file of that name.
+enum class StoreKind { POSTGRES, SQLITE };
+
+struct ParsedStoreUrl {
+  StoreKind kind = StoreKind::SQLITE;
+  // POSTGRES: the libpq connection string (the URL as given, "" for the
+  // PG* variables). SQLITE: the file path, or ":memory:".
+  std::string location;
+};
+
+// Which form `url` is. Opens nothing, touches no file. Throws
+// DLMException(INVALID_ARGUMENT), with a message naming the accepted forms
+// and never a password, for: a form not listed above, a connection string
+// libpq cannot parse, "sqlite:" without a path, a NUL byte anywhere (it
+// would silently cut the path or string short), a PostgreSQL URL or
+// keyword string in a build without the PostgreSQL store.
+ParsedStoreUrl parseStoreUrl(const std::string& url);
+
+// The database of a program that names none, and why it is that one.
+struct DefaultStoreUrl {
+  std::string url;
+  // "PGHOST", "PGHOST, PGDATABASE", ... or "default" (the SQLite file).
+  std::string origin;
+};
+
+// "postgresql://" (libpq reads PGHOST, PGPORT, PGUSER, PGDATABASE, ...)
+// when any of PGHOST, PGHOSTADDR, PGDATABASE or PGSERVICE is set and not
+// empty: they name a PostgreSQL server the way every libpq program reads
+// them. Otherwise kDefaultStoreUrl, the embedded SQLite file. Reads the
+// environment only.
+DefaultStoreUrl defaultStoreUrl();
+
+// `url` for messages: "postgresql://user@host:port/dbname" (what libpq
+// will use, its defaults filled in) or "sqlite:/absolute/path". Never
+// contains a password. Throws like parseStoreUrl.
+std::string describeStoreUrl(const std::string& url);
+
+// A new, not yet initialized store for `url` (see the forms above).
+// `postgresSchema` names the schema holding dlm's tables ("" = the role's
+// search_path); it must be empty for SQLite. Opens no connection and
+// creates no file: the first call on the store (usually initialize())
+// does; for SQLite that creates the file if missing.
+// Throws DLMException(INVALID_ARGUMENT) as parseStoreUrl does, for a
+// schema given for SQLite, or a store this build does not include
+// (DLM_WITH_POSTGRES / DLM_WITH_SQLITE off). Messages never contain a
+// password.
 std::shared_ptr<LockStore> openStore(const std::string& url,
                                      const std::string& postgresSchema = "");
 
-// The URL openStore uses when none is given: "sqlite:dlm.sqlite".
+// The embedded default when no PG* variable names a server:
+// "sqlite:dlm.sqlite" (in the working directory).
 inline constexpr const char* kDefaultStoreUrl = "sqlite:dlm.sqlite";
 
 }  // namespace dlm

@@ -22,8 +22,22 @@ int runExec(const GlobalOptions& global, Args& args);
 std::string commandUsage(const std::string& command);
 std::string programUsage();
 
-// The store named by --db / DLM_DATABASE_URL / the default, not initialized.
+// `global` with its database settled: --db, else DLM_DATABASE_URL, else
+// PostgreSQL when PG* variables name a server, else ./dlm.sqlite
+// (dlm::defaultStoreUrl). Says on stderr which database that is (never a
+// password) and where the choice came from. A URL of no known form is a
+// command-line mistake: UsageError naming the forms. Called once, before
+// a command runs.
+GlobalOptions settleDatabase(GlobalOptions global);
+
+// The store named by global.db (settled), not initialized.
 std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);
+
+// For commands that only read (list, release): an error saying that there
+// is no database when global.db is a SQLite file that does not exist, so
+// that opening it does not create an empty one. (A file removed between
+// this check and the open is created; an operator's race, not a concern.)
+void requireExistingDatabase(const GlobalOptions& global);
 
 // A manager for --client / --farm on `store`, initialized (after applying
 // migrations when `applyMigrations`).

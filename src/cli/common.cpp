@@ -1,6 +1,10 @@
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <stdexcept>
+
 #include "cli/commands.h"
+#include "dlm/error.h"
 #include "dlm/store_url.h"
 #include "migration.h"
 
@@ -22,8 +26,12 @@ commands:
   help [CMD]  this text, or a command's usage
 
 global options (anywhere on the line):
-  --db URL        database: postgresql://..., sqlite:<path> or a file path
-                  (default: $DLM_DATABASE_URL, else the SQLite file ./dlm.sqlite)
+  --db URL        database: a postgresql:// URI, a libpq keyword string
+                  ("host=db dbname=app"), sqlite:PATH or sqlite::memory:
+                  (default: $DLM_DATABASE_URL, else PostgreSQL when PGHOST,
+                  PGHOSTADDR, PGDATABASE or PGSERVICE is set, else the SQLite
+                  file ./dlm.sqlite); each command says on stderr which
+                  database it uses. list and release never create one.
   --schema NAME   PostgreSQL schema holding dlm's tables (default: search_path)
   --client ID     clientId of the locks (default "dlmctl")
   --farm ID       farmId of DC locks (default "default")
@@ -71,7 +79,8 @@ Lists the locks whose status is HELD, one per line: store key, owner GUID,
 holder host and pid, fencing token, acquired-at and expires-at (UTC, the
 store's clock) and the time left, or EXPIRED for a lock past its TTL that
 nobody has taken over yet. --prefix keeps the store keys starting with P
-(e.g. "DC#default#dlmctl#demo").
+(e.g. "DC#default#dlmctl#demo"). Creates no database: a SQLite file that
+does not exist is an error.
 )";
   }
   if (command == "release") {
@@ -81,7 +90,8 @@ Force-releases a lock whoever holds it (the operator's override for a holder
 that is gone; the holder is not told). KEY is a store key as `list` prints
 it ("DC#default#dlmctl#demo.key-1"), or a lock id ("demo.key-1") taken in
 the scope of --client and --farm (a DC lock, or XDC with --xdc). Prints
-whether the lock was held.
+whether the lock was held. Creates no database: a SQLite file that does not
+exist is an error.
 )";
   }
   if (command == "exec") {
@@ -106,8 +116,50 @@ or a library error; 127 when COMMAND cannot be started.
   return "";
 }
 
+GlobalOptions settleDatabase(GlobalOptions global) {
+  if (global.dbOrigin == "default") {
+    // cli_args leaves the SQLite default in place; whether PG* variables
+    // name a server instead is the library's rule, shared with openStore.
+    const DefaultStoreUrl chosen = defaultStoreUrl();
+    global.db = chosen.url;
+    global.dbOrigin = chosen.origin;
+  }
+  std::string shown;
+  try {
+    shown = describeStoreUrl(global.db);
+  } catch (const DLMException& e) {
+    if (e.code() != ErrorCode::INVALID_ARGUMENT) throw;
+    // The message is redacted and names the forms that would work.
+    throw UsageError(fmt::format("{} (database from {})", e.what(),
+                                 global.dbOrigin == "default"
+                                     ? std::string("the default")
+                                     : global.dbOrigin));
+  }
+  const std::string origin =
+      global.dbOrigin == "default"
+          ? "default: no --db, DLM_DATABASE_URL, PGHOST, PGDATABASE or "
+            "PGSERVICE"
+          : "from " + global.dbOrigin;
+  // stderr: stdout stays the command's own output for scripts.
+  fmt::print(stderr, "dlmctl: database: {} ({})\n", shown, origin);
+  return global;
+}
+
 std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global) {
   return openStore(global.db, global.schema);
+}
+
+void requireExistingDatabase(const GlobalOptions& global) {
+  const ParsedStoreUrl parsed = parseStoreUrl(global.db);
+  if (parsed.kind != StoreKind::SQLITE || parsed.location == ":memory:") {
+    return;
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(parsed.location, ec) || ec) return;
+  throw std::runtime_error(fmt::format(
+      "there is no database at {} (no such file; nothing was created). "
+      "Name the database with --db, or create it with `dlmctl migrate`",
+      describeStoreUrl(global.db)));
 }
 
 std::unique_ptr<DistributedLockManager> openManager(

@@ -24,6 +24,7 @@
 #include "cli/hold_log.h"
 #include "cli/temp_dir.h"
 #include "dlm/error.h"
+#include "dlm/store_url.h"
 
 namespace dlm::cli {
 namespace {
@@ -180,7 +181,7 @@ int runDemo(const GlobalOptions& global, Args& args) {
       settings.workers, settings.locks, parentText, settings.seconds,
       settings.holdMs);
   fmt::print("database: {} {} ({}{}), schema version {}\n", storeName,
-             redactUrl(global.db), global.dbOrigin,
+             describeStoreUrl(global.db), global.dbOrigin,
              global.schema.empty() ? "" : ", schema " + global.schema, version);
   fmt::print("client '{}', farm '{}'\n\n", global.client, global.farm);
   std::fflush(stdout);  // or the children would print the buffer again

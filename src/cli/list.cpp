@@ -19,6 +19,8 @@ int runList(const GlobalOptions& global, Args& args) {
   // The whole command, connecting included, within one operation timeout.
   const DeadlineScope deadline(
       deadlineAfter(LockConfiguration{}.operationTimeout));
+  // Listing must not leave an empty database file behind.
+  requireExistingDatabase(global);
   auto store = openCliStore(global);
   // Only checks the version: listing must not change the schema.
   store->initialize(/*applyMigrations=*/false);

@@ -15,12 +15,19 @@ using dlm::cli::Args;
 
 int dispatch(const std::string& command, const dlm::cli::GlobalOptions& global,
              Args& args) {
-  if (command == "migrate") return dlm::cli::runMigrate(global, args);
-  if (command == "demo") return dlm::cli::runDemo(global, args);
-  if (command == "list") return dlm::cli::runList(global, args);
-  if (command == "release") return dlm::cli::runRelease(global, args);
-  if (command == "exec") return dlm::cli::runExec(global, args);
-  throw dlm::cli::UsageError("unknown command '" + command + "'");
+  using Run = int (*)(const dlm::cli::GlobalOptions&, Args&);
+  Run run = nullptr;
+  if (command == "migrate") run = dlm::cli::runMigrate;
+  if (command == "demo") run = dlm::cli::runDemo;
+  if (command == "list") run = dlm::cli::runList;
+  if (command == "release") run = dlm::cli::runRelease;
+  if (command == "exec") run = dlm::cli::runExec;
+  if (run == nullptr) {
+    throw dlm::cli::UsageError("unknown command '" + command + "'");
+  }
+  // Once, here: demo's forked workers open the same database again and
+  // must not announce it again.
+  return run(dlm::cli::settleDatabase(global), args);
 }
 
 }  // namespace

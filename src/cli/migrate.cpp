@@ -3,6 +3,7 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "dlm/store_url.h"
 
 namespace dlm::cli {
 
@@ -14,7 +15,7 @@ int runMigrate(const GlobalOptions& global, Args& args) {
   store->initialize(/*applyMigrations=*/true);
   fmt::print(
       "{} database {}{}: schema at version {}\n", store->name(),
-      redactUrl(global.db),
+      describeStoreUrl(global.db),
       global.schema.empty() ? "" : fmt::format(" (schema {})", global.schema),
       schemaVersionFor(*store));
   store->close();

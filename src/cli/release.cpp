@@ -26,6 +26,9 @@ int runRelease(const GlobalOptions& global, Args& args) {
   // The whole command, connecting included, within one operation timeout.
   const DeadlineScope deadline(
       deadlineAfter(LockConfiguration{}.operationTimeout));
+  // Where there is no database, nothing is held: say so rather than
+  // create an empty file.
+  requireExistingDatabase(global);
   auto store = openCliStore(global);
   std::string key = *target;
   if (!isStoreKey(key)) {

@@ -10,6 +10,7 @@
 
 #include "dlm/error.h"
 #include "postgres/pg_errors.h"
+#include "redact.h"
 
 namespace dlm::internal {
 namespace {

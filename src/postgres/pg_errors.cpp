@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <pqxx/pqxx>
-#include <regex>
 #include <string>
 
 #include "migration.h"
@@ -71,18 +70,6 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
 }
 
 }  // namespace
-
-std::string redactSecrets(std::string_view text) {
-  // password=value, password = 'quoted \' value', ?password=value&...
-  static const std::regex kKeyword(
-      R"((password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*))", std::regex::icase);
-  // postgresql://user:secret@host (the secret may hold ':' but not '@' or
-  // whitespace; libpq wants '@' percent-encoded there).
-  static const std::regex kUri(R"((postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@)",
-                               std::regex::icase);
-  std::string out = std::regex_replace(std::string(text), kKeyword, "$1***");
-  return std::regex_replace(out, kUri, "$1***@");
-}
 
 DLMException translatePgError(std::string_view context) {
   try {

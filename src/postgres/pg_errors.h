@@ -5,6 +5,8 @@
 #include <string_view>
 
 #include "dlm/error.h"
+// redactSecrets, which every message of translatePgError goes through.
+#include "redact.h"
 
 namespace dlm::internal {
 
@@ -34,11 +36,5 @@ inline constexpr std::string_view kLockNotHeldState = "DLM01";
 // A CONNECTION_ERROR also means the connection is unusable: the pool drops it.
 // Every message goes through redactSecrets.
 DLMException translatePgError(std::string_view context);
-
-// `text` with passwords replaced by "***": the value of every password=
-// keyword (quoted or not, also in a URI query) and the password part of
-// postgres[ql]://user:password@host. For anything that may quote a
-// connection string on its way into an exception message.
-std::string redactSecrets(std::string_view text);
 
 }  // namespace dlm::internal

@@ -95,7 +95,7 @@ std::optional<std::string> prefixEnd(std::string_view prefix) {
 std::string migrateHint(const std::string& path) {
   return fmt::format(
       "apply the migrations in migrations/sqlite/ with `dlmctl migrate --db "
-      "{}` (or build the manager with applyMigrations)",
+      "sqlite:{}` (or build the manager with applyMigrations)",
       path);
 }
 

@@ -135,7 +135,7 @@ TEST_F(SqliteSchemaTest, AnEmptyFileIsSchemaMismatchNamingTheFirstMigration) {
     EXPECT_NE(message.find("migrations/sqlite/V1__create_lock_tables.sql"),
               std::string::npos)
         << message;
-    EXPECT_NE(message.find("dlmctl migrate --db " + path), std::string::npos)
+    EXPECT_NE(message.find("dlmctl migrate --db sqlite:" + path), std::string::npos)
         << message;
   }
   // Nothing was created.

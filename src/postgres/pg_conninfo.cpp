@@ -1,0 +1,91 @@
+#include "postgres/pg_conninfo.h"
+
+#include <libpq-fe.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "postgres/pg_conn.h"
+#include "redact.h"
+
+namespace dlm::internal {
+namespace {
+
+std::vector<std::string> splitCommas(const std::string& list) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', start);
+    items.push_back(list.substr(start, comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+// libpq's defaults for what a connection string leaves out: PG* variables,
+// the service file, the OS user name, port 5432.
+std::map<std::string, std::string, std::less<>> libpqDefaults() {
+  struct Free {
+    void operator()(PQconninfoOption* o) const noexcept { PQconninfoFree(o); }
+  };
+  std::map<std::string, std::string, std::less<>> out;
+  const std::unique_ptr<PQconninfoOption, Free> options(PQconndefaults());
+  // nullptr only when out of memory: the description then says less.
+  if (!options) return out;
+  for (const PQconninfoOption* o = options.get(); o->keyword; ++o) {
+    if (o->val != nullptr && *o->val != '\0') out[o->keyword] = o->val;
+  }
+  return out;
+}
+
+}  // namespace
+
+void checkConninfo(std::string_view conninfo) {
+  // ConnParams::parse is the store's own reading of the string (redacted
+  // INVALID_ARGUMENT on failure); checking with it means the store will
+  // accept what openStore accepted.
+  (void)ConnParams::parse(conninfo);
+}
+
+std::string describeConninfo(std::string_view conninfo) {
+  const ConnParams explicitly = ConnParams::parse(conninfo);
+  auto values = libpqDefaults();
+  for (const auto& [keyword, value] : explicitly.items()) {
+    values[keyword] = value;
+  }
+  auto get = [&](const char* keyword) {
+    const auto it = values.find(keyword);
+    return it == values.end() ? std::string() : it->second;
+  };
+  const std::string user = get("user");
+  std::string hostList = get("host");
+  if (hostList.empty()) hostList = get("hostaddr");
+  // libpq connects to the user's own database when none is named.
+  std::string dbname = get("dbname");
+  if (dbname.empty()) dbname = user;
+
+  const auto hosts = splitCommas(hostList);
+  const auto ports = splitCommas(get("port"));
+  std::string authority;
+  std::string socketDir;  // a Unix socket directory is no URI authority
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const std::string& host = hosts[i];
+    if (!host.empty() && host.front() == '/') {
+      if (socketDir.empty()) socketDir = host;
+      continue;
+    }
+    if (!authority.empty()) authority += ',';
+    authority += host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    const std::string& port = ports[std::min(i, ports.size() - 1)];
+    if (!port.empty()) authority += ":" + port;
+  }
+  std::string uri = "postgresql://";
+  if (!user.empty()) uri += user + "@";
+  uri += authority + "/" + dbname;
+  if (!socketDir.empty()) uri += "?host=" + socketDir;
+  // A dbname may itself hold a connection string (libpq expands it).
+  return redactSecrets(uri);
+}
+
+}  // namespace dlm::internal

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# How dlmctl is told which database to use (--db, DLM_DATABASE_URL, PG*
+# variables, the SQLite default), as an operator types it:
+#
+#   dburl_test.sh DLMCTL sqlite    no server needed: refusals exit 2 with the
+#       accepted forms, no password is ever printed, list and release create
+#       no database file, the default is announced on stderr;
+#   dburl_test.sh DLMCTL postgres  against the server named by the PG*
+#       variables (scripts/test.sh sets them): a libpq keyword string and a
+#       URI work, PG* variables without --db select PostgreSQL (stderr says
+#       so, no SQLite file appears). Fails, never skips, without a server.
+set -uo pipefail
+dlmctl=$1
+mode=$2
+dir=$(mktemp -d)
+secret=secretpw
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# run ARGS...: runs dlmctl in $dir/cwd; sets status, out (stdout), err.
+run() {
+  status=0
+  (cd "$dir/cwd" && "$dlmctl" "$@") >"$dir/out" 2>"$dir/err" || status=$?
+  out=$(cat "$dir/out")
+  err=$(cat "$dir/err")
+}
+expect_status() {
+  [ "$status" = "$1" ] || fail "dlmctl $2: exit status $status, wanted $1; stderr: $err"
+}
+no_secret() {
+  case "$out$err" in *"$secret"*) fail "dlmctl $1 printed the password: $out $err" ;; esac
+}
+no_files() {
+  [ -z "$(ls -A "$dir/cwd")" ] || fail "dlmctl $1 created $(ls -A "$dir/cwd")"
+}
+mkdir "$dir/cwd"
+
+sqlite_checks() {
+  # The SQLite default is only the default when no PG* variable names a
+  # server: leave none.
+  unset PGHOST PGHOSTADDR PGDATABASE PGSERVICE DLM_DATABASE_URL
+
+  # list and release in a directory without a database create none.
+  run list
+  expect_status 1 "list (no database)"
+  [[ $err == *"database: sqlite:$dir/cwd/dlm.sqlite (default"* ]] ||
+    fail "list did not say it used the default file: $err"
+  [[ $err == *"no database at"* ]] || fail "list did not say there is no database: $err"
+  no_files "list"
+  run --db "sqlite:$dir/cwd/locks.sqlite" release jobs.import
+  expect_status 1 "release (no database)"
+  [[ $err == *"no database at"* ]] || fail "release did not say there is no database: $err"
+  no_files "release"
+  run --db "sqlite:$dir/cwd/locks.sqlite" release DC#default#dlmctl#jobs.import
+  expect_status 1 "release of a store key (no database)"
+  no_files "release of a store key"
+
+  # A bare word (what used to become a SQLite file) is a usage mistake.
+  run --db dlm.sqlite migrate
+  expect_status 2 "--db dlm.sqlite migrate"
+  [[ $err == *"sqlite:dlm.sqlite"* && $err == *"postgresql://"* ]] ||
+    fail "the refusal of a bare word does not name the forms: $err"
+  no_files "--db dlm.sqlite migrate"
+  status=0
+  (cd "$dir/cwd" && DLM_DATABASE_URL=locks "$dlmctl" list) >"$dir/out" 2>"$dir/err" ||
+    status=$?
+  err=$(cat "$dir/err")
+  expect_status 2 "DLM_DATABASE_URL=locks list"
+  [[ $err == *"DLM_DATABASE_URL"* ]] || fail "the refusal does not name DLM_DATABASE_URL: $err"
+  no_files "DLM_DATABASE_URL=locks list"
+
+  # Malformed or foreign URLs and keyword strings: refused, password hidden.
+  for db in "postgresql://u:$secret@[::1" "mysql://u:$secret@h/db" \
+    "host=h password=$secret bogus=1" "postgresql:/u:$secret@h/db" \
+    "password='$secret"; do
+    run --db "$db" list
+    expect_status 2 "--db '$db' list"
+    no_secret "--db '$db' list"
+    no_files "--db '$db' list"
+  done
+  # Well-formed but nothing listens on port 1: a connection error, still
+  # without the password, and no file named after the string.
+  run --db "host=127.0.0.1 port=1 dbname=app password=$secret" list
+  expect_status 1 "list on a closed port"
+  no_secret "list on a closed port"
+  no_files "list on a closed port"
+
+  # The explicit prefix works, and is announced.
+  run --db "sqlite:$dir/locks.sqlite" migrate
+  expect_status 0 "migrate on sqlite:"
+  [[ $err == "dlmctl: database: sqlite:$dir/locks.sqlite (from --db)" ]] ||
+    fail "migrate announced '$err'"
+  run --db "sqlite:$dir/locks.sqlite" list
+  expect_status 0 "list on sqlite:"
+  [[ $out == "no held locks" ]] || fail "list printed '$out'"
+}
+
+postgres_checks() {
+  [[ -n ${PGHOST:-}${PGDATABASE:-}${PGSERVICE:-} ]] ||
+    fail "no PostgreSQL server: set PGHOST/PGPORT/PGUSER/PGDATABASE (scripts/test.sh does)"
+  unset DLM_DATABASE_URL
+  local schema
+  schema="dlm_cli_dburl_$$_$RANDOM"
+  psql -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null ||
+    fail "cannot reach PostgreSQL through PG* (psql failed)"
+  # shellcheck disable=SC2064
+  trap "psql -qc 'DROP SCHEMA $schema CASCADE' >/dev/null 2>&1; rm -rf '$dir'" EXIT
+
+  local host=${PGHOST:-127.0.0.1} port=${PGPORT:-5432}
+  local user=${PGUSER:-$(id -un)} db=${PGDATABASE:-${PGUSER:-$(id -un)}}
+  local keywords="host=$host port=$port user=$user dbname=$db password=$secret"
+  local uri="postgresql://$user:$secret@$host:$port/$db"
+
+  # A keyword string (the test cluster trusts local connections, so the
+  # password is only there to be hidden).
+  run --db "$keywords" --schema "$schema" migrate
+  expect_status 0 "migrate with a keyword string"
+  [[ $out == "postgres database postgresql://$user@$host:$port/$db (schema $schema): schema at version "* ]] ||
+    fail "migrate printed '$out'"
+  [[ $err == "dlmctl: database: postgresql://$user@$host:$port/$db (from --db)" ]] ||
+    fail "migrate announced '$err'"
+  no_secret "migrate with a keyword string"
+  no_files "migrate with a keyword string"
+
+  # A URI with the password in it.
+  run --db "$uri" --schema "$schema" list
+  expect_status 0 "list with a URI"
+  [[ $out == "no held locks" ]] || fail "list printed '$out'"
+  no_secret "list with a URI"
+  run --db "$uri" --schema "$schema" release jobs.import
+  expect_status 0 "release with a URI"
+  [[ $out == *"was not held"* ]] || fail "release printed '$out'"
+  no_secret "release with a URI"
+
+  # The same through DLM_DATABASE_URL.
+  status=0
+  (cd "$dir/cwd" && DLM_DATABASE_URL=$keywords "$dlmctl" --schema "$schema" list) \
+    >"$dir/out" 2>"$dir/err" || status=$?
+  out=$(cat "$dir/out") err=$(cat "$dir/err")
+  expect_status 0 "list with DLM_DATABASE_URL"
+  [[ $err == *"(from DLM_DATABASE_URL)"* ]] || fail "list announced '$err'"
+  no_secret "list with DLM_DATABASE_URL"
+
+  # No --db, no DLM_DATABASE_URL: the PG* variables choose PostgreSQL, and
+  # no SQLite file appears in the working directory.
+  run --schema "$schema" list
+  expect_status 0 "list with PG* only"
+  [[ $err == "dlmctl: database: postgresql://"*"(from PG"* ]] ||
+    fail "list with PG* only announced '$err'"
+  [[ $out == "no held locks" ]] || fail "list printed '$out'"
+  run --schema "$schema" migrate
+  expect_status 0 "migrate with PG* only"
+  [[ $out == "postgres database "* ]] || fail "migrate with PG* only printed '$out'"
+  no_files "commands with PG* only"
+}
+
+trap 'rm -rf "$dir"' EXIT
+case "$mode" in
+  sqlite) sqlite_checks ;;
+  postgres) postgres_checks ;;
+  *) fail "mode must be sqlite or postgres, not '$mode'" ;;
+esac
+echo "PASS"

@@ -1,0 +1,219 @@
+// Naming a database (dlm/store_url.h): every accepted form, every refused
+// one, and no password in any message. Opens no database: openStore creates
+// stores without connecting.
+#include "dlm/store_url.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlm/error.h"
+#include "redact.h"
+#include "support/error_code.h"
+
+namespace dlm {
+namespace {
+
+using test::errorOf;
+
+constexpr const char* kSecret = "secretpw";
+
+// The variables that pick PostgreSQL as the default, cleared for a test and
+// restored after it (scripts/test.sh sets them for the whole run).
+class ServerVariables : public ::testing::Test {
+ protected:
+  static constexpr const char* kNames[] = {"PGHOST", "PGHOSTADDR",
+                                           "PGDATABASE", "PGSERVICE"};
+  void SetUp() override {
+    for (const char* name : kNames) {
+      const char* value = std::getenv(name);
+      saved_.push_back(value ? std::optional<std::string>(value)
+                             : std::nullopt);
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (std::size_t i = 0; i < saved_.size(); ++i) {
+      if (saved_[i]) {
+        ::setenv(kNames[i], saved_[i]->c_str(), 1);
+      } else {
+        ::unsetenv(kNames[i]);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::optional<std::string>> saved_;
+};
+
+// The refusal of `url`: INVALID_ARGUMENT, naming the accepted forms, never
+// the password.
+void expectRefused(const std::string& url) {
+  SCOPED_TRACE(url);
+  const DLMException e = errorOf([&] { parseStoreUrl(url); });
+  EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
+  const std::string message = e.what();
+  EXPECT_NE(message.find("sqlite:PATH"), std::string::npos) << message;
+  EXPECT_NE(message.find("postgresql://"), std::string::npos) << message;
+  EXPECT_EQ(message.find(kSecret), std::string::npos) << message;
+  const DLMException opened = errorOf([&] { openStore(url); });
+  EXPECT_EQ(opened.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(opened.what()).find(kSecret), std::string::npos);
+}
+
+TEST(ParseStoreUrl, SqliteNeedsItsPrefixAndTakesPathsAndMemory) {
+  for (const auto& [url, path] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"sqlite:/var/lib/app/locks.sqlite", "/var/lib/app/locks.sqlite"},
+           {"sqlite:locks.sqlite", "locks.sqlite"},
+           {"sqlite:///var/lib/app/locks.sqlite", "/var/lib/app/locks.sqlite"},
+           {"sqlite:/tmp/a=b.sqlite", "/tmp/a=b.sqlite"},
+           {"sqlite::memory:", ":memory:"}}) {
+    const ParsedStoreUrl parsed = parseStoreUrl(url);
+    EXPECT_EQ(parsed.kind, StoreKind::SQLITE) << url;
+    EXPECT_EQ(parsed.location, path) << url;
+  }
+#ifdef DLM_WITH_SQLITE
+  EXPECT_EQ(openStore("sqlite::memory:")->name(), "sqlite");
+#endif
+}
+
+TEST(ParseStoreUrl, RefusesBareWordsPathsAndUnknownSchemes) {
+  for (const char* url :
+       {"dlm.sqlite", "/tmp/locks.sqlite", "./locks", "locks",
+        "mysql://u:secretpw@h/db", "POSTGRESQL://u:secretpw@h/db",
+        "postgresql:/u:secretpw@h/db", "sqlite:", "sqlite://"}) {
+    expectRefused(url);
+  }
+}
+
+TEST(ParseStoreUrl, ABareWordIsToldAboutTheSqlitePrefix) {
+  const std::string message =
+      errorOf([] { parseStoreUrl("dlm.sqlite"); }).what();
+  EXPECT_NE(message.find("sqlite:dlm.sqlite"), std::string::npos) << message;
+}
+
+TEST(ParseStoreUrl, RefusesANulByteInsteadOfCuttingThePathShort) {
+  expectRefused(std::string("sqlite:/tmp/a\0b.sqlite", 22));
+  expectRefused(std::string("sqlite:\0", 8));
+  expectRefused(std::string("postgresql://u:secretpw@h/db\0x", 30));
+}
+
+#ifdef DLM_WITH_POSTGRES
+
+TEST(ParseStoreUrl, TakesPostgresUrisAsTheyAre) {
+  for (const char* url :
+       {"postgresql://app@db/orders", "postgres://app@db:5433/orders",
+        "postgresql://", "postgresql://a,b/orders?target_session_attrs=read-write",
+        "postgresql://app:secretpw@[::1]:5432/orders"}) {
+    const ParsedStoreUrl parsed = parseStoreUrl(url);
+    EXPECT_EQ(parsed.kind, StoreKind::POSTGRES) << url;
+    EXPECT_EQ(parsed.location, url);
+    EXPECT_EQ(openStore(url)->name(), "postgres") << url;
+  }
+}
+
+TEST(ParseStoreUrl, TakesLibpqKeywordStrings) {
+  for (const char* conninfo :
+       {"host=127.0.0.1 port=5432 dbname=app", "dbname=app",
+        "host=db user=app password=secretpw",
+        "host = db  dbname = 'my app'"}) {
+    const ParsedStoreUrl parsed = parseStoreUrl(conninfo);
+    EXPECT_EQ(parsed.kind, StoreKind::POSTGRES) << conninfo;
+    EXPECT_EQ(parsed.location, conninfo);
+    EXPECT_EQ(openStore(conninfo)->name(), "postgres") << conninfo;
+  }
+}
+
+TEST(ParseStoreUrl, WhatLibpqCannotParseIsInvalidArgumentNotAConnectError) {
+  for (const char* url :
+       {"postgresql://u:secretpw@[::1", "postgresql://u:secretpw@h/db?bogus=1",
+        "host=h password=secretpw bogus=1", "host=h password=secretpw dbname",
+        "password='secretpw"}) {
+    expectRefused(url);
+  }
+}
+
+TEST_F(ServerVariables, PgVariablesPickPostgresWhenNoUrlIsGiven) {
+  ::setenv("PGHOST", "db.example", 1);
+  ::setenv("PGDATABASE", "orders", 1);
+  const DefaultStoreUrl chosen = defaultStoreUrl();
+  EXPECT_EQ(chosen.url, "postgresql://");
+  EXPECT_EQ(chosen.origin, "PGHOST, PGDATABASE");
+  EXPECT_EQ(parseStoreUrl("").kind, StoreKind::POSTGRES);
+  EXPECT_EQ(openStore("")->name(), "postgres");
+  // What libpq will use, from the variables.
+  const std::string shown = describeStoreUrl("");
+  EXPECT_NE(shown.find("@db.example"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("/orders"), std::string::npos) << shown;
+
+  ::unsetenv("PGHOST");
+  ::unsetenv("PGDATABASE");
+  ::setenv("PGSERVICE", "locks", 1);
+  EXPECT_EQ(defaultStoreUrl().origin, "PGSERVICE");
+}
+
+TEST(DescribeStoreUrl, ShowsWhereLibpqGoesWithoutThePassword) {
+  EXPECT_EQ(describeStoreUrl("postgresql://app:secretpw@db:5433/orders"),
+            "postgresql://app@db:5433/orders");
+  EXPECT_EQ(describeStoreUrl("host=db port=5432 user=app password=secretpw "
+                             "dbname=orders"),
+            "postgresql://app@db:5432/orders");
+  EXPECT_EQ(describeStoreUrl("host=a,b port=1,2 user=app dbname=orders"),
+            "postgresql://app@a:1,b:2/orders");
+  EXPECT_EQ(describeStoreUrl("host=::1 port=5432 user=app dbname=orders"),
+            "postgresql://app@[::1]:5432/orders");
+  EXPECT_EQ(
+      describeStoreUrl("host=/run/postgresql port=5432 user=app dbname=d"),
+      "postgresql://app@/d?host=/run/postgresql");
+  // A dbname may hold a whole connection string; libpq expands it.
+  const std::string nested = describeStoreUrl(
+      "user=app host=db port=1 dbname='postgresql://u:secretpw@h/x'");
+  EXPECT_EQ(nested.find(kSecret), std::string::npos) << nested;
+}
+
+#endif  // DLM_WITH_POSTGRES
+
+TEST_F(ServerVariables, WithoutPgVariablesTheDefaultIsTheSqliteFile) {
+  ::setenv("PGHOST", "", 1);  // set but empty names nothing
+  const DefaultStoreUrl chosen = defaultStoreUrl();
+  EXPECT_EQ(chosen.url, kDefaultStoreUrl);
+  EXPECT_EQ(chosen.origin, "default");
+  const ParsedStoreUrl parsed = parseStoreUrl("");
+  EXPECT_EQ(parsed.kind, StoreKind::SQLITE);
+  EXPECT_EQ(parsed.location, "dlm.sqlite");
+}
+
+TEST(DescribeStoreUrl, ShowsSqliteFilesAsAbsolutePaths) {
+  EXPECT_EQ(describeStoreUrl("sqlite:/var/lib/../lib/locks.sqlite"),
+            "sqlite:/var/lib/locks.sqlite");
+  const std::string relative = describeStoreUrl("sqlite:locks.sqlite");
+  EXPECT_EQ(relative.rfind("sqlite:/", 0), 0u) << relative;
+  EXPECT_NE(relative.find("/locks.sqlite"), std::string::npos) << relative;
+  EXPECT_EQ(describeStoreUrl("sqlite::memory:"), "sqlite::memory:");
+}
+
+TEST(OpenStore, RefusesAPostgresSchemaForSqlite) {
+  const DLMException e =
+      errorOf([] { openStore("sqlite::memory:", "dlm"); });
+  EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(RedactSecrets, HidesPasswordsOfAnySchemeAndKeyword) {
+  EXPECT_EQ(internal::redactSecrets("mysql://u:secretpw@h/db"),
+            "mysql://u:***@h/db");
+  EXPECT_EQ(internal::redactSecrets("postgresql:/u:secretpw@h/db"),
+            "postgresql:/u:***@h/db");
+  EXPECT_EQ(internal::redactSecrets("host=h password=secretpw user=u"),
+            "host=h password=*** user=u");
+  EXPECT_EQ(internal::redactSecrets("postgresql://u@h/db?password=secretpw"),
+            "postgresql://u@h/db?password=***");
+  EXPECT_EQ(internal::redactSecrets("sqlite:/tmp/locks.sqlite"),
+            "sqlite:/tmp/locks.sqlite");
+}
+
+}  // namespace
+}  // namespace dlm
