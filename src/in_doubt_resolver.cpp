@@ -5,6 +5,7 @@
 
 #include "dlm/deadline.h"
 #include "dlm/error.h"
+#include "wait_hub.h"
 
 namespace dlm::internal {
 namespace {
@@ -65,14 +66,17 @@ void InDoubtResolver::pruneLocked(SteadyTime now) {
 }
 
 bool InDoubtResolver::releaseLeftovers(std::string_view owner,
-                                       std::string_view blockingKey) {
+                                       std::string_view key, Match match) {
+  const auto matches_ = [&](const Entry& e) {
+    return match == Match::kExact ? e.key.key == key : mayUnblock(e.key, key);
+  };
   std::vector<Entry> matches;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pruneLocked(std::chrono::steady_clock::now());
     auto take = [&](auto& from) {
       for (auto it = from.begin(); it != from.end();) {
-        if (it->owner == owner && it->key.key == blockingKey) {
+        if (it->owner == owner && matches_(*it)) {
           matches.push_back(std::move(*it));
           it = from.erase(it);
         } else {

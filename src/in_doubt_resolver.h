@@ -52,12 +52,18 @@ class InDoubtResolver {
   void addReleased(const StoreKey& key, std::string token, std::string owner,
                    std::chrono::milliseconds ttl);
 
+  // Which leftovers releaseLeftovers looks at.
+  enum class Match {
+    kExact,       // on exactly the key
+    kConflicting  // on the key, an ancestor or a descendant of it
+  };
   // Releases by token, under the caller's deadline, every leftover of
-  // `owner` (in doubt or recently released) on exactly `blockingKey`. True
+  // `owner` (in doubt or recently released) on `key` (as `match` says). True
   // when one of them was found and the store freed it or had already freed
   // it: the caller's next attempt may succeed. Transient store errors
   // propagate (the entry is kept).
-  bool releaseLeftovers(std::string_view owner, std::string_view blockingKey);
+  bool releaseLeftovers(std::string_view owner, std::string_view key,
+                        Match match = Match::kExact);
 
   // In-doubt tokens not yet resolved (tests).
   std::size_t inDoubtCount();

@@ -360,19 +360,23 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
       return true;
     }
     *blockedBy = result.blockedBy;
-    if (round > 0 || !releaseOwnLeftovers(owner, *blockedBy, deadline)) {
+    if (round > 0 ||
+        !releaseOwnLeftovers(owner, *blockedBy, deadline, /*related=*/false)) {
       return false;
     }
   }
 }
 
 bool DistributedLockManager::releaseOwnLeftovers(const std::string& owner,
-                                                 const std::string& blockedBy,
-                                                 Deadline deadline) {
-  if (blockedBy.empty()) return false;
+                                                 const std::string& key,
+                                                 Deadline deadline,
+                                                 bool related) {
+  using Match = internal::InDoubtResolver::Match;
+  if (key.empty()) return false;
   try {
     const DeadlineScope scope(deadline);
-    return resolver_->releaseLeftovers(owner, blockedBy);
+    return resolver_->releaseLeftovers(
+        owner, key, related ? Match::kConflicting : Match::kExact);
   } catch (const DLMException&) {
     // The background resolver keeps trying; this attempt stays refused.
     return false;
@@ -562,8 +566,10 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
                 WaitRequest{lock.key_, owner, maxWait()});
           });
       if (registered.deadlockCycle.empty()) return false;
-      if (round < 2 && registered.deadlockCycle.size() == 1 &&
-          releaseOwnLeftovers(owner, blockedBy, stepDeadline())) {
+      // The cycle closes at a lock of this owner's that blocks its last key.
+      if (round < 2 &&
+          releaseOwnLeftovers(owner, registered.deadlockCycle.back(),
+                              stepDeadline(), /*related=*/true)) {
         if (attempt(lock, ttl, &blockedBy, stepDeadline())) return true;
         continue;
       }

@@ -208,10 +208,10 @@ class DistributedLockManager {
   // calling owner (see acquireLock) releases it and tries once more.
   bool attempt(Lock& lock, std::chrono::milliseconds ttl,
                std::string* blockedBy, Deadline deadline);
-  // Releases the calling owner's leftovers on `blockedBy`; true when the
-  // key may now be free.
-  bool releaseOwnLeftovers(const std::string& owner,
-                           const std::string& blockedBy, Deadline deadline);
+  // Releases the calling owner's leftovers on `key` (with `related` also on
+  // its ancestors and descendants); true when the key may now be free.
+  bool releaseOwnLeftovers(const std::string& owner, const std::string& key,
+                           Deadline deadline, bool related);
 
   std::string clientId_;
   std::string farmId_;
