@@ -65,6 +65,8 @@ signal_case() {
   wait "$holder" || status=$?
   local t1
   t1=$(now_ms)
+  # dlmctl waits for the command: it must be gone already.
+  ! alive "$child" || fail "$name: the command still ran when dlmctl exited"
   wait_for 5000 not_alive "$child" || fail "$name: the command outlived dlmctl by 5 s"
   local t2
   t2=$(now_ms)
@@ -163,6 +165,19 @@ echo "SIGTERM while waiting for the lock: exit $status after $((t1 - t0)) ms"
 [ ! -e "$dir/ran" ] || fail "the command ran after SIGTERM during the wait"
 kill -TERM "$holder"
 wait "$holder" || true
+
+# A process the command left behind in its group is the command too: the
+# lock stays held until it ends.
+t0=$(now_ms)
+"${dl[@]}" exec --lock leftover -- sh -c "sleep 1 & echo \$! > $dir/bg.pid" 2>/dev/null &
+exec_pid=$!
+wait_for 5000 exists "$dir/bg.pid" || fail "leftover: the command did not start"
+is_held leftover || fail "leftover: the lock was free while the command's background process ran"
+wait "$exec_pid" || fail "leftover: dlmctl failed"
+t1=$(now_ms)
+! alive "$(cat "$dir/bg.pid")" || fail "leftover: dlmctl ended before the process the command left"
+is_free leftover || fail "leftover: the lock was kept after everything ended"
+echo "leftover background process (sleep 1): dlmctl ended after $((t1 - t0)) ms, then the lock was free"
 
 # Options after the command word are the command's.
 out=$("${dl[@]}" exec --lock args echo --db oops -n -- -h)
