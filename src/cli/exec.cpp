@@ -288,6 +288,14 @@ int runExec(const GlobalOptions& global, Args& args) {
     return 128 + sig;
   }
   const std::string lockId = guard.lock().lockId();
+  if (guard.lost()) {
+    // Lost between the acquisition and now: the command must not start.
+    std::fprintf(stderr,
+                 "dlmctl: the lock '%s' was lost before the command started; "
+                 "not running it\n",
+                 lockId.c_str());
+    return kLockLost;
+  }
   ChildProcess child =
       ChildProcess::start(o.command, childEnvironment(guard.lock()));
   if (!child.started()) {
