@@ -97,7 +97,10 @@ ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
 }
 
 void ChildProcess::signalGroup(int sig) const {
-  if (pid_ > 0) kill(-pid_, sig);
+  if (pid_ <= 0) return;
+  kill(-pid_, sig);
+  // A stopped process would keep the signal pending, and dlmctl the lock.
+  if (sig != SIGKILL) kill(-pid_, SIGCONT);
 }
 
 bool ChildProcess::reap() {

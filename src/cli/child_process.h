@@ -26,7 +26,9 @@ class ChildProcess {
   bool started() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   // Sends `sig` to the command's process group (the command and whatever it
-  // started that stayed in the group). No-op once the group is empty.
+  // started that stayed in the group), then SIGCONT, so that a stopped
+  // process (Ctrl-Z, or SIGTTIN for reading the terminal from outside the
+  // foreground group) acts on it. No-op once the group is empty.
   void signalGroup(int sig) const;
   // Reaps every ended child without waiting; true once the command itself
   // has ended (its status in exitStatus()).

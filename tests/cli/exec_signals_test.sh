@@ -33,6 +33,7 @@ wait_for() {
 is_free() { "${dl[@]}" exec -n --lock "$1" true 2>/dev/null; }
 is_held() { local s=0; "${dl[@]}" exec -n --lock "$1" true 2>/dev/null || s=$?; [ "$s" = 75 ]; }
 not_alive() { ! alive "$1"; }
+is_stopped() { grep -q '^[0-9]* (.*) T' "/proc/$1/stat" 2>/dev/null; }
 exists() { [ -s "$1" ]; }
 
 "${dl[@]}" migrate >/dev/null ||
@@ -81,6 +82,18 @@ signal_case() {
 signal_case SIGTERM TERM 143
 signal_case SIGINT INT 130
 signal_case SIGHUP HUP 129
+
+# A stopped command (as after Ctrl-Z, or reading the terminal from outside
+# the foreground group) still acts on the forwarded SIGTERM: it gets SIGCONT.
+start_holder stopped sig.stopped --ttl 30 -- "kill -STOP \$\$"
+wait_for 5000 is_stopped "$child" || fail "stopped: the command did not stop"
+status=0
+kill -TERM "$holder"
+t0=$(now_ms)
+wait_for 5000 not_alive "$holder" || fail "stopped: dlmctl still waits 5 s after SIGTERM"
+wait "$holder" || status=$?
+echo "stopped command: dlmctl exited $status $(($(now_ms) - t0)) ms after SIGTERM"
+[ "$status" = 143 ] || fail "stopped: dlmctl exited $status, wanted 143"
 
 # SIGKILL: nothing of dlmctl runs; the command dies by PDEATHSIG and the lock
 # stays held until its 3 s TTL.
