@@ -215,7 +215,10 @@ bool supervise(ChildProcess& child, const LossPipe& loss, SignalFd& signals,
     // Group members that are not our children send no SIGCHLD: look again
     // now and then.
     if (child.ended()) timeout = timeout < 0 ? 100 : std::min(timeout, 100);
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {loss.fd(), POLLIN, 0}};
+    // Once the loss is handled, its pipe stays readable: leave it out, or
+    // poll() would spin.
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0},
+                     {lost ? -1 : loss.fd(), POLLIN, 0}};
     const int n = poll(fds, 2, timeout);
     if (n < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "poll");
