@@ -186,7 +186,8 @@ class LossPipe {
 // Runs the command under the held guard until its whole process group has
 // ended. Returns true when the lock was lost meanwhile.
 bool supervise(ChildProcess& child, const LossPipe& loss, SignalFd& signals,
-               milliseconds killAfter, const std::string& lockId) {
+               milliseconds killAfter, const LockGuard& guard) {
+  const std::string lockId = guard.lock().lockId();
   bool lost = false;
   bool leftoverNoted = false;
   // SIGKILL is due at killAt while killPending (an optional here trips GCC's
@@ -225,10 +226,21 @@ bool supervise(ChildProcess& child, const LossPipe& loss, SignalFd& signals,
     }
     if (!lost && n > 0 && (fds[1].revents & POLLIN) != 0) {
       lost = true;
-      std::fprintf(stderr,
-                   "dlmctl: the lock '%s' was lost; stopping the command "
-                   "(SIGTERM, SIGKILL in %.3g s)\n",
-                   lockId.c_str(), static_cast<double>(killAfter.count()) / 1000);
+      // When the last confirmed lease ends (epoch ms, the store's clock),
+      // for the operator and for the test that checks SIGKILL comes first.
+      const auto end = guard.expiresAt();
+      const auto left = std::chrono::duration_cast<milliseconds>(
+          end - std::chrono::system_clock::now());
+      std::fprintf(
+          stderr,
+          "dlmctl: the lock '%s' was lost; stopping the command (SIGTERM, "
+          "SIGKILL in %.3g s); its last confirmed lease ends at %lld (epoch "
+          "ms, in %lld ms)\n",
+          lockId.c_str(), static_cast<double>(killAfter.count()) / 1000,
+          static_cast<long long>(
+              std::chrono::duration_cast<milliseconds>(end.time_since_epoch())
+                  .count()),
+          static_cast<long long>(left.count()));
       child.signalGroup(SIGTERM);
       killAt = Clock::now() + killAfter;
       killPending = true;
@@ -305,7 +317,7 @@ int runExec(const GlobalOptions& global, Args& args) {
     guard.release();
     return child.exitStatus();
   }
-  const bool lost = supervise(child, loss, signals, o.killAfter, lockId);
+  const bool lost = supervise(child, loss, signals, o.killAfter, guard);
   if (lost || guard.lost()) {
     std::fprintf(stderr,
                  "dlmctl: the lock '%s' was lost while the command ran; the "

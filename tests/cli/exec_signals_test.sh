@@ -132,6 +132,40 @@ grep -q 'its status: 137' "$dir/lost.err" || fail "lost: the command was not SIG
 kill -TERM "$next"
 wait "$next" 2>/dev/null || true
 
+# Lost lock by a stalled store (SQLite: another process holds the write lock,
+# so renewals cannot commit): the keep-alive reports the loss before the lease
+# ends (a tenth of the 6 s TTL before), and the command ignoring SIGTERM must
+# be dead by SIGKILL (--kill-after clamped to 0.3 s) before the lease ends.
+stall_case=$db
+command -v python3 >/dev/null || { stall_case=none; echo "stalled store: not run (no python3 to hold SQLite's write lock)"; }
+case $stall_case in
+  sqlite:*)
+    start_holder stall lock.stall --ttl 6 --kill-after 5 -- \
+      "trap '' TERM; while :; do sleep 0.05; done"
+    python3 - "${db#sqlite:}" "$dir/stalled" <<'PY' &
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+c.execute("BEGIN IMMEDIATE")
+open(sys.argv[2], "w").close()
+time.sleep(8)
+c.execute("ROLLBACK")
+PY
+    staller=$!
+    wait_for 5000 test -e "$dir/stalled" || fail "stall: the write lock was not taken"
+    t0=$(now_ms)
+    wait_for 10000 not_alive "$child" || fail "stall: the command still runs 10 s into the stall"
+    t1=$(now_ms)
+    end=$(sed -n 's/.*lease ends at \([0-9]*\).*/\1/p' "$dir/stall.err")
+    [ -n "$end" ] || fail "stall: no loss reported: $(cat "$dir/stall.err")"
+    echo "stalled store: the command was killed $((t1 - t0)) ms into the stall, $((end - t1)) ms before its lease ended"
+    ((t1 < end)) || fail "stall: the command outlived its lease by $((t1 - end)) ms"
+    status=0
+    wait "$holder" || status=$?
+    [ "$status" = 1 ] || fail "stall: dlmctl exited $status, wanted 1"
+    wait "$staller"
+    ;;
+esac
+
 # Exit statuses are the command's, as a shell reports them.
 check_status() {
   local want=$1 status=0
