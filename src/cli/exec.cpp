@@ -7,25 +7,21 @@
 //    waits for the group to end, then releases.
 //  - A lost lease sends the group SIGTERM, then SIGKILL after --kill-after.
 //  - Signals are read from a signalfd and the loss from a pipe, in one poll()
-//    loop on the main thread: no work in signal handlers.
-#include <fcntl.h>
+//    loop on the main thread (command_supervisor.h): no signal handlers.
 #include <fmt/format.h>
-#include <poll.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
-#include <system_error>
 #include <vector>
 
 #include "cli/child_process.h"
 #include "cli/cli_args.h"
+#include "cli/command_supervisor.h"
 #include "cli/commands.h"
 #include "cli/signal_fd.h"
-#include "cli/unique_fd.h"
 #include "dlm/lock_guard.h"
 
 extern char** environ;
@@ -81,8 +77,8 @@ ExecOptions parseOptions(Args& args) {
   auto conflict = args.take("--conflict-exit-code");
   if (auto e = args.take("-E")) conflict = e;
   if (conflict) {
-    o.conflictExitCode =
-        static_cast<int>(parseInteger("--conflict-exit-code", *conflict, 0, 255));
+    o.conflictExitCode = static_cast<int>(
+        parseInteger("--conflict-exit-code", *conflict, 0, 255));
   }
   while (auto word = args.takePositional()) o.command.push_back(*word);
   if (o.command.empty()) throw UsageError("exec needs a command after --");
@@ -126,8 +122,8 @@ int pendingStopSignal(SignalFd& signals) {
 // Acquires `lock`, waiting up to `wait` in short slices so that a stop
 // signal during the wait is acted on. Returns 0 once held, else the exit
 // status: conflictExitCode when the wait ran out, 128+N for signal N.
-int acquire(DistributedLockManager& manager, Lock& lock,
-            const ExecOptions& o, SignalFd& signals) {
+int acquire(DistributedLockManager& manager, Lock& lock, const ExecOptions& o,
+            SignalFd& signals) {
   const auto deadline = Clock::now() + o.wait;
   for (;;) {
     const auto left = std::max(
@@ -144,8 +140,7 @@ int acquire(DistributedLockManager& manager, Lock& lock,
     } catch (const DLMException& e) {
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
       if (slice >= left) {
-        std::fprintf(stderr, "dlmctl: %s; not running the command\n",
-                     e.what());
+        std::fprintf(stderr, "dlmctl: %s; not running the command\n", e.what());
         return o.conflictExitCode;
       }
     }
@@ -159,107 +154,15 @@ int acquire(DistributedLockManager& manager, Lock& lock,
   }
 }
 
-// A pipe the keep-alive thread writes one byte to when the lease is lost,
-// so that the poll() loop wakes up.
-class LossPipe {
- public:
-  LossPipe() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-      throw std::system_error(errno, std::generic_category(), "pipe2");
-    }
-    read_ = UniqueFd(fds[0]);
-    write_ = UniqueFd(fds[1]);
-  }
-  void notify() const {
-    const char byte = 1;
-    ssize_t ignored = ::write(write_.get(), &byte, 1);
-    (void)ignored;  // full pipe: a wake-up is pending anyway
-  }
-  int fd() const { return read_.get(); }
-
- private:
-  UniqueFd read_;
-  UniqueFd write_;
-};
-
-// Runs the command under the held guard until its whole process group has
-// ended. Returns true when the lock was lost meanwhile.
-bool supervise(ChildProcess& child, const LossPipe& loss, SignalFd& signals,
-               milliseconds killAfter, const LockGuard& guard) {
-  const std::string lockId = guard.lock().lockId();
-  bool lost = false;
-  bool leftoverNoted = false;
-  // SIGKILL is due at killAt while killPending (an optional here trips GCC's
-  // maybe-uninitialized warning).
-  bool killPending = false;
-  Clock::time_point killAt{};
-  for (;;) {
-    child.reap();
-    const bool groupAlive = child.groupAlive();
-    if (child.ended() && !groupAlive) return lost;
-    if (child.ended() && !leftoverNoted) {
-      // Processes the command started in its group still run: they are the
-      // command too, so the lock stays held for them.
-      std::fprintf(stderr,
-                   "dlmctl: the command ended; waiting for the processes it "
-                   "left in its process group\n");
-      leftoverNoted = true;
-    }
-    int timeout = -1;
-    if (killPending) {
-      timeout = static_cast<int>(std::max<std::int64_t>(
-          0, std::chrono::duration_cast<milliseconds>(killAt - Clock::now())
-                     .count() +
-                 1));
-    }
-    // Group members that are not our children send no SIGCHLD: look again
-    // now and then.
-    if (child.ended()) timeout = timeout < 0 ? 100 : std::min(timeout, 100);
-    // Once the loss is handled, its pipe stays readable: leave it out, or
-    // poll() would spin.
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0},
-                     {lost ? -1 : loss.fd(), POLLIN, 0}};
-    const int n = poll(fds, 2, timeout);
-    if (n < 0 && errno != EINTR) {
-      throw std::system_error(errno, std::generic_category(), "poll");
-    }
-    if (!lost && n > 0 && (fds[1].revents & POLLIN) != 0) {
-      lost = true;
-      // When the last confirmed lease ends (epoch ms, the store's clock),
-      // for the operator and for the test that checks SIGKILL comes first.
-      const auto end = guard.expiresAt();
-      const auto left = std::chrono::duration_cast<milliseconds>(
-          end - std::chrono::system_clock::now());
-      std::fprintf(
-          stderr,
-          "dlmctl: the lock '%s' was lost; stopping the command (SIGTERM, "
-          "SIGKILL in %.3g s); its last confirmed lease ends at %lld (epoch "
-          "ms, in %lld ms)\n",
-          lockId.c_str(), static_cast<double>(killAfter.count()) / 1000,
-          static_cast<long long>(
-              std::chrono::duration_cast<milliseconds>(end.time_since_epoch())
-                  .count()),
-          static_cast<long long>(left.count()));
-      child.signalGroup(SIGTERM);
-      killAt = Clock::now() + killAfter;
-      killPending = true;
-    }
-    for (int sig = signals.take(); sig != 0; sig = signals.take()) {
-      // SIGCHLD: reaped at the top of the loop.
-      if (isStopSignal(sig)) child.signalGroup(sig);
-    }
-    if (killPending && Clock::now() >= killAt) {
-      child.signalGroup(SIGKILL);
-      killPending = false;
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> execValueOptions() {
-  return {"--lock", "--ttl", "--wait", "-w", "--kill-after", "-E",
+  return {"--lock",
+          "--ttl",
+          "--wait",
+          "-w",
+          "--kill-after",
+          "-E",
           "--conflict-exit-code"};
 }
 
@@ -317,7 +220,7 @@ int runExec(const GlobalOptions& global, Args& args) {
     guard.release();
     return child.exitStatus();
   }
-  const bool lost = supervise(child, loss, signals, o.killAfter, guard);
+  const bool lost = superviseCommand(child, loss, signals, o.killAfter, guard);
   if (lost || guard.lost()) {
     std::fprintf(stderr,
                  "dlmctl: the lock '%s' was lost while the command ran; the "
