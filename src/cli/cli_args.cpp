@@ -74,6 +74,45 @@ void Args::requireEmpty() const {
   }
 }
 
+namespace {
+
+// The global options that take a value (takeGlobalOptions).
+const std::vector<std::string> kGlobalValueOptions = {"--db", "--schema",
+                                                      "--client", "--farm"};
+
+bool isOption(const std::string& word) {
+  return word.size() > 1 && word[0] == '-';
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& w) {
+  return std::find(names.begin(), names.end(), w) != names.end();
+}
+
+}  // namespace
+
+void Args::keepCommandLineAfter(const std::string& command,
+                                const std::vector<std::string>& valueOptions) {
+  // The first word that is not an option or an option's value, from `from`
+  // up to end_ (end_ when there is none).
+  const auto firstWord = [&](std::size_t from, bool withCommandOptions) {
+    std::size_t i = from;
+    while (i < end_ && isOption(args_[i])) {
+      const bool takesValue =
+          contains(kGlobalValueOptions, args_[i]) ||
+          (withCommandOptions && contains(valueOptions, args_[i]));
+      i += takesValue ? 2 : 1;
+    }
+    return std::min(i, end_);
+  };
+  const std::size_t commandWord = firstWord(0, false);
+  if (commandWord >= end_ || args_[commandWord] != command) return;
+  const std::size_t start = firstWord(commandWord + 1, true);
+  if (start >= end_) return;  // no word before "--" (or no command at all)
+  // A "--" of the program's own (after `start`) stays an argument of it.
+  args_.insert(args_.begin() + static_cast<std::ptrdiff_t>(start), "--");
+  end_ = start;
+}
+
 std::int64_t parseInteger(const std::string& option, const std::string& text,
                           std::int64_t min, std::int64_t max) {
   errno = 0;

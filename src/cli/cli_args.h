@@ -34,6 +34,14 @@ class Args {
   std::optional<std::string> takePositional();
   // Throws UsageError naming the first argument nobody consumed.
   void requireEmpty() const;
+  // For a command that runs another program (exec): when the command word
+  // (the first word that is neither an option nor the value of a global
+  // option) is `command`, the first later word that is neither an option nor
+  // the value of one in `valueOptions` starts the program's own command line,
+  // which becomes positional as if a "--" stood before it. So in
+  // "exec --lock x echo --db oops", "--db oops" stays echo's.
+  void keepCommandLineAfter(const std::string& command,
+                            const std::vector<std::string>& valueOptions);
 
  private:
   std::vector<std::string> args_;

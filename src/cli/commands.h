@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/cli_args.h"
 #include "dlm/lock_manager.h"
@@ -17,6 +18,8 @@ int runDemo(const GlobalOptions& global, Args& args);
 int runList(const GlobalOptions& global, Args& args);
 int runRelease(const GlobalOptions& global, Args& args);
 int runExec(const GlobalOptions& global, Args& args);
+// The options of exec that take a value (for Args::keepCommandLineAfter).
+std::vector<std::string> execValueOptions();
 
 // The usage text of one command ("" for an unknown one), and of dlmctl.
 std::string commandUsage(const std::string& command);

@@ -1,18 +1,27 @@
 // dlmctl exec: runs a command while holding a lock, renewing the lease while
-// the command runs.
+// the command runs. The promise: the command never runs without the lock,
+// and the lock is never kept for a command that ended.
+//  - The command leads its own process group and gets SIGKILL if dlmctl dies
+//    (child_process.h), so it cannot outlive dlmctl, even a kill -9.
+//  - SIGINT, SIGTERM and SIGHUP to dlmctl are passed on to the group; dlmctl
+//    waits for the group to end, then releases.
+//  - A lost lease sends the group SIGTERM, then SIGKILL after --kill-after.
+//  - Signals are read from a signalfd and the loss from a pipe, in one poll()
+//    loop on the main thread (command_supervisor.h): no signal handlers.
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "cli/child_process.h"
 #include "cli/cli_args.h"
+#include "cli/command_supervisor.h"
 #include "cli/commands.h"
+#include "cli/signal_fd.h"
 #include "dlm/lock_guard.h"
 
 extern char** environ;
@@ -20,9 +29,69 @@ extern char** environ;
 namespace dlm::cli {
 namespace {
 
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
 // Exit status when the lock is held elsewhere and the command did not run
 // (EX_TEMPFAIL of sysexits.h: "try again later").
 constexpr int kLockUnavailable = 75;
+// Exit status when the lock was lost while the command ran.
+constexpr int kLockLost = 1;
+// How long a waiting acquire runs before dlmctl looks for signals again: the
+// bound on how late a Ctrl-C during the wait is noticed.
+constexpr milliseconds kWaitSlice{250};
+
+struct ExecOptions {
+  std::string id;
+  bool xdc = false;
+  milliseconds ttl{60000};
+  milliseconds wait{0};
+  milliseconds killAfter{1000};
+  bool killAfterGiven = false;
+  int conflictExitCode = kLockUnavailable;
+  std::vector<std::string> command;
+};
+
+milliseconds seconds(const std::string& option, const std::string& text,
+                     double min) {
+  return milliseconds(static_cast<std::int64_t>(
+      parseDecimal(option, text, min, 86400) * 1000 + 0.5));
+}
+
+ExecOptions parseOptions(Args& args) {
+  ExecOptions o;
+  const auto id = args.take("--lock");
+  if (!id) throw UsageError("exec needs --lock ID");
+  o.id = *id;
+  o.xdc = args.takeFlag("--xdc");
+  if (auto ttl = args.take("--ttl")) o.ttl = seconds("--ttl", *ttl, 0.001);
+  auto wait = args.take("--wait");
+  if (auto w = args.take("-w")) wait = w;
+  const bool once = args.takeFlag("-n");
+  if (once && wait) throw UsageError("-n and --wait exclude each other");
+  if (wait) o.wait = seconds("--wait", *wait, 0);
+  if (auto k = args.take("--kill-after")) {
+    o.killAfter = seconds("--kill-after", *k, 0);
+    o.killAfterGiven = true;
+  }
+  auto conflict = args.take("--conflict-exit-code");
+  if (auto e = args.take("-E")) conflict = e;
+  if (conflict) {
+    o.conflictExitCode = static_cast<int>(
+        parseInteger("--conflict-exit-code", *conflict, 0, 255));
+  }
+  while (auto word = args.takePositional()) o.command.push_back(*word);
+  if (o.command.empty()) throw UsageError("exec needs a command after --");
+  args.requireEmpty();
+  return o;
+}
+
+// The keep-alive reports a loss this long before the lease ends (it mirrors
+// lossMargin in src/keep_alive.cpp); SIGKILL must come well inside it, or the
+// command could outlive the lease, so --kill-after gets at most half of it.
+milliseconds maxKillAfter(milliseconds ttl) {
+  return std::clamp(ttl / 10, milliseconds(20), milliseconds(2000)) / 2;
+}
 
 std::vector<std::string> childEnvironment(const Lock& lock) {
   std::vector<std::string> env;
@@ -37,87 +106,134 @@ std::vector<std::string> childEnvironment(const Lock& lock) {
   return env;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
+bool isStopSignal(int sig) {
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
 }
 
-int exitStatusOf(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+// The first pending SIGINT/SIGTERM/SIGHUP (SIGCHLD is of no interest while
+// no child runs), or 0.
+int pendingStopSignal(SignalFd& signals) {
+  for (int sig = signals.take(); sig != 0; sig = signals.take()) {
+    if (isStopSignal(sig)) return sig;
+  }
+  return 0;
+}
+
+// Acquires `lock`, waiting up to `wait` in short slices so that a stop
+// signal during the wait is acted on. Returns 0 once held, else the exit
+// status: conflictExitCode when the wait ran out, 128+N for signal N.
+int acquire(DistributedLockManager& manager, Lock& lock, const ExecOptions& o,
+            SignalFd& signals) {
+  const auto deadline = Clock::now() + o.wait;
+  for (;;) {
+    const auto left = std::max(
+        milliseconds(0),
+        std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    const milliseconds slice = std::min(left, kWaitSlice);
+    try {
+      if (slice.count() == 0) {
+        manager.tryAcquireLock(lock, o.ttl);
+      } else {
+        manager.acquireLock(lock, o.ttl, slice);
+      }
+      return 0;
+    } catch (const DLMException& e) {
+      if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
+      if (slice >= left) {
+        std::fprintf(stderr, "dlmctl: %s; not running the command\n", e.what());
+        return o.conflictExitCode;
+      }
+    }
+    if (const int sig = pendingStopSignal(signals)) {
+      std::fprintf(stderr,
+                   "dlmctl: %s while waiting for the lock; not running the "
+                   "command\n",
+                   strsignal(sig));
+      return 128 + sig;
+    }
+  }
 }
 
 }  // namespace
 
-int runExec(const GlobalOptions& global, Args& args) {
-  const auto id = args.take("--lock");
-  if (!id) throw UsageError("exec needs --lock ID");
-  const bool xdc = args.takeFlag("--xdc");
-  LockConfiguration config;
-  config.lockTtl = std::chrono::seconds(
-      parseInteger("--ttl", args.take("--ttl").value_or("60"), 1, 86400));
-  config.waitForLock = std::chrono::seconds(
-      parseInteger("--wait", args.take("--wait").value_or("0"), 0, 86400));
-  std::vector<std::string> command;
-  while (auto word = args.takePositional()) command.push_back(*word);
-  if (command.empty()) throw UsageError("exec needs a command after --");
-  args.requireEmpty();
+std::vector<std::string> execValueOptions() {
+  return {"--lock",
+          "--ttl",
+          "--wait",
+          "-w",
+          "--kill-after",
+          "-E",
+          "--conflict-exit-code"};
+}
 
+int runExec(const GlobalOptions& global, Args& args) {
+  ExecOptions o = parseOptions(args);
+  const milliseconds killCap = maxKillAfter(o.ttl);
+  if (o.killAfter > killCap) {
+    if (o.killAfterGiven) {
+      std::fprintf(stderr,
+                   "dlmctl: --kill-after clamped to %.3g s: a lost lease may "
+                   "end %.3g s after the loss is reported, and the command "
+                   "must be gone well before\n",
+                   static_cast<double>(killCap.count()) / 1000,
+                   static_cast<double>(killCap.count()) * 2 / 1000);
+    }
+    o.killAfter = killCap;
+  }
+
+  // Before any thread exists (the manager starts some): see SignalFd.
+  SignalFd signals;
+  LockConfiguration config;
+  config.lockTtl = o.ttl;
   auto manager = openManager(global, openCliStore(global),
                              /*applyMigrations=*/false, config);
   Lock lock =
-      manager->getLockInstance(*id, xdc ? LockLevel::XDC : LockLevel::DC);
-  try {
-    manager->acquireLock(lock);
-  } catch (const DLMException& e) {
-    if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
-    std::fprintf(stderr, "dlmctl: %s; not running the command\n", e.what());
-    return kLockUnavailable;
+      manager->getLockInstance(o.id, o.xdc ? LockLevel::XDC : LockLevel::DC);
+  if (const int status = acquire(*manager, lock, o, signals); status != 0) {
+    return status;
   }
 
-  std::atomic<pid_t> child{0};
-  std::atomic<bool> lost{false};
-  LockGuard guard(*manager, std::move(lock),
-                  KeepAliveOptions{true, [&](const DLMException&) {
-                                     // The command must not go on without
-                                     // the lock.
-                                     lost = true;
-                                     if (pid_t pid = child.load(); pid > 0) {
-                                       kill(pid, SIGTERM);
-                                     }
-                                   }});
-  std::vector<std::string> env = childEnvironment(guard.lock());
-  std::vector<char*> argv = pointers(command);
-  std::vector<char*> envp = pointers(env);
-  pid_t pid = 0;
-  const int rc =
-      posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
-  if (rc != 0) {
-    std::fprintf(stderr, "dlmctl: cannot run %s: %s\n", argv[0],
-                 std::strerror(rc));
-    return 127;
+  // Declared before the guard: the keep-alive may write to it until the
+  // guard is gone.
+  LossPipe loss;
+  LockGuard guard(
+      *manager, std::move(lock),
+      KeepAliveOptions{true, [&loss](const DLMException&) { loss.notify(); }});
+  if (const int sig = pendingStopSignal(signals)) {
+    std::fprintf(stderr, "dlmctl: %s; not running the command\n",
+                 strsignal(sig));
+    guard.release();
+    return 128 + sig;
   }
-  child = pid;
-  if (lost) kill(pid, SIGTERM);  // lost before the pid was published
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const std::string lockId = guard.lock().lockId();
+  if (guard.lost()) {
+    // Lost between the acquisition and now: the command must not start.
+    std::fprintf(stderr,
+                 "dlmctl: the lock '%s' was lost before the command started; "
+                 "not running it\n",
+                 lockId.c_str());
+    return kLockLost;
   }
-  if (lost) {
+  ChildProcess child =
+      ChildProcess::start(o.command, childEnvironment(guard.lock()));
+  if (!child.started()) {
+    guard.release();
+    return child.exitStatus();
+  }
+  const bool lost = superviseCommand(child, loss, signals, o.killAfter, guard);
+  if (lost || guard.lost()) {
     std::fprintf(stderr,
                  "dlmctl: the lock '%s' was lost while the command ran; the "
-                 "command was stopped\n",
-                 guard.lock().lockId().c_str());
-    return 1;
+                 "command was stopped (its status: %d)\n",
+                 lockId.c_str(), child.exitStatus());
+    return kLockLost;
   }
-  const bool released = guard.release();
-  if (!released) {
+  // Only now: the command and its whole group have ended.
+  if (!guard.release()) {
     std::fprintf(stderr, "dlmctl: the lock was taken over before release\n");
-    return 1;
+    return kLockLost;
   }
-  return exitStatusOf(status);
+  return child.exitStatus();
 }
 
 }  // namespace dlm::cli

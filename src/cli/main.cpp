@@ -34,6 +34,9 @@ int dispatch(const std::string& command, const dlm::cli::GlobalOptions& global,
 
 int main(int argc, char** argv) {
   Args args(std::vector<std::string>(argv + 1, argv + argc));
+  // exec's command line is the command's own: no option after its first word
+  // is dlmctl's.
+  args.keepCommandLineAfter("exec", dlm::cli::execValueOptions());
   std::string command;
   try {
     const dlm::cli::GlobalOptions global = dlm::cli::takeGlobalOptions(args);

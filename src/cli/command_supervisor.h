@@ -1,0 +1,37 @@
+// While dlmctl exec's command runs: passes signals to its process group,
+// stops it when the lease is lost, and waits until the whole group ended.
+#pragma once
+
+#include <chrono>
+
+#include "cli/child_process.h"
+#include "cli/signal_fd.h"
+#include "cli/unique_fd.h"
+#include "dlm/lock_guard.h"
+
+namespace dlm::cli {
+
+// A pipe the keep-alive thread writes one byte to when the lease is lost,
+// so that superviseCommand's poll() wakes up. Throws std::system_error.
+class LossPipe {
+ public:
+  LossPipe();
+  // Safe from any thread; never blocks.
+  void notify() const;
+  int fd() const { return read_.get(); }
+
+ private:
+  UniqueFd read_;
+  UniqueFd write_;
+};
+
+// Runs until the command and every process left in its group have ended,
+// reaping them. SIGINT, SIGTERM and SIGHUP read from `signals` go to the
+// group; a byte on `loss` sends it SIGTERM, then SIGKILL `killAfter` later.
+// `guard` holds the lock (for messages). Returns true when the lock was lost.
+// Blocks as long as the command runs.
+bool superviseCommand(ChildProcess& child, const LossPipe& loss,
+                      SignalFd& signals, std::chrono::milliseconds killAfter,
+                      const LockGuard& guard);
+
+}  // namespace dlm::cli
