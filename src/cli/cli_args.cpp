@@ -163,31 +163,4 @@ GlobalOptions takeGlobalOptions(Args& args) {
   return g;
 }
 
-std::string redactUrl(const std::string& input) {
-  std::string url = input;
-  // A "password=..." query parameter: hide its value.
-  for (std::size_t p = url.find("password="); p != std::string::npos;
-       p = url.find("password=", p + 1)) {
-    const std::size_t valueStart = p + 9;
-    const std::size_t valueEnd = url.find('&', valueStart);
-    url.replace(valueStart,
-                valueEnd == std::string::npos ? std::string::npos
-                                              : valueEnd - valueStart,
-                "***");
-  }
-  // postgresql://user:secret@host/db: hide what sits between ':' and '@' in
-  // the authority part.
-  const std::size_t scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  const std::size_t authorityStart = scheme + 3;
-  const std::size_t authorityEnd = url.find_first_of("/?", authorityStart);
-  const std::size_t at =
-      url.rfind('@', authorityEnd == std::string::npos ? std::string::npos
-                                                       : authorityEnd);
-  if (at == std::string::npos || at < authorityStart) return url;
-  const std::size_t colon = url.find(':', authorityStart);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
-}
-
 }  // namespace dlm::cli

@@ -68,7 +68,5 @@ struct GlobalOptions {
 // Takes the global options out of `args`.
 GlobalOptions takeGlobalOptions(Args& args);
 
-// The database URL with any password replaced by "***", for printing.
-std::string redactUrl(const std::string& url);
 
 }  // namespace dlm::cli

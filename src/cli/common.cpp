@@ -96,21 +96,30 @@ exist is an error.
   }
   if (command == "exec") {
     return R"(usage: dlmctl [global options] exec --lock ID [--xdc] [--ttl S]
-                  [--wait S] -- COMMAND [ARG...]
+                  [-n | -w S] [-E N] [--kill-after S] [--] COMMAND [ARG...]
 
 Takes the lock ID (a DC lock in the scope of --client and --farm, or XDC with
---xdc), runs COMMAND while holding it, renewing the lease every third of the
-TTL, and releases it when COMMAND ends. COMMAND sees DLM_FENCING_TOKEN (send
-it with writes downstream) and DLM_LOCK_KEY in its environment. If a renewal
-finds the lock lost, COMMAND is sent SIGTERM. The schema must be in place
-(dlmctl migrate).
+--xdc), runs COMMAND in its own process group while holding it, renewing the
+lease every third of the TTL, and releases it after the whole group has
+ended. COMMAND sees DLM_FENCING_TOKEN (send it with writes downstream) and
+DLM_LOCK_KEY in its environment. SIGINT, SIGTERM and SIGHUP to dlmctl are
+passed on to the group; COMMAND dies with dlmctl (even under kill -9). If the
+lock is lost, the group gets SIGTERM, then SIGKILL after --kill-after.
+Everything after the first word that is not an option belongs to COMMAND.
+The schema must be in place (dlmctl migrate).
 
-  --ttl S    lease length in seconds (default 60)
-  --wait S   how long to wait for the lock (default 0: one attempt)
+  --ttl S          lease length in seconds (default 60)
+  -w, --wait S     how long to wait for the lock, fractional (default 0: one
+                   attempt)
+  -n               one attempt (the default)
+  -E, --conflict-exit-code N
+                   exit status when the lock is held elsewhere (default 75)
+  --kill-after S   SIGTERM to SIGKILL after a lost lock (default 1; at most
+                   half the keep-alive's loss margin, a tenth of the TTL)
 
-Exit status: COMMAND's (128+N when killed by signal N); 75 when the lock is
-held elsewhere (COMMAND not run); 1 when the lock was lost while COMMAND ran
-or a library error; 127 when COMMAND cannot be started.
+Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
+not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
+run); 1 when the lock was lost while COMMAND ran or a library error.
 )";
   }
   return "";

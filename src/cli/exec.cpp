@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/signal_fd.h"
 #include "dlm/lock_guard.h"
+#include "keep_alive.h"
 
 extern char** environ;
 
@@ -86,11 +87,11 @@ ExecOptions parseOptions(Args& args) {
   return o;
 }
 
-// The keep-alive reports a loss this long before the lease ends (it mirrors
-// lossMargin in src/keep_alive.cpp); SIGKILL must come well inside it, or the
-// command could outlive the lease, so --kill-after gets at most half of it.
+// The keep-alive reports a loss this long before the lease ends; SIGKILL
+// must come well inside it, or the command could outlive the lease, so
+// --kill-after gets at most half of it.
 milliseconds maxKillAfter(milliseconds ttl) {
-  return std::clamp(ttl / 10, milliseconds(20), milliseconds(2000)) / 2;
+  return internal::lossMargin(ttl) / 2;
 }
 
 std::vector<std::string> childEnvironment(const Lock& lock) {
