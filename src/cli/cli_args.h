@@ -68,5 +68,4 @@ struct GlobalOptions {
 // Takes the global options out of `args`.
 GlobalOptions takeGlobalOptions(Args& args);
 
-
 }  // namespace dlm::cli
