@@ -7,21 +7,11 @@
 #include <vector>
 
 #include "postgres/pg_conn.h"
+#include "postgres/pg_session.h"
 #include "redact.h"
 
 namespace dlm::internal {
 namespace {
-
-std::vector<std::string> splitCommas(const std::string& list) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = list.find(',', start);
-    items.push_back(list.substr(start, comma - start));
-    if (comma == std::string::npos) return items;
-    start = comma + 1;
-  }
-}
 
 // libpq's defaults for what a connection string leaves out: PG* variables,
 // the service file, the OS user name, port 5432.

@@ -29,17 +29,6 @@ ConnParams withDefaults(const std::string& conninfo) {
   return p;
 }
 
-std::vector<std::string> splitCommas(const std::string& list) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = list.find(',', start);
-    items.push_back(list.substr(start, comma - start));
-    if (comma == std::string::npos) return items;
-    start = comma + 1;
-  }
-}
-
 // The i-th of a comma list that is either one value for all hosts or one
 // per host ("" when unset).
 std::string nth(const std::vector<std::string>& items, std::size_t i) {
@@ -156,6 +145,17 @@ std::unique_ptr<PgConn> PgSessions::openForStore(Deadline deadline) const {
   }
   conn->exec(sql, deadline);
   return conn;
+}
+
+std::vector<std::string> splitCommas(const std::string& list) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', start);
+    items.push_back(list.substr(start, comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
 }
 
 }  // namespace dlm::internal

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
@@ -58,5 +59,9 @@ class PgSessions {
   mutable std::mutex mu_;
   std::set<std::string> clients_;  // guarded by mu_
 };
+
+// The items of a libpq comma list ("a,b" -> {"a", "b"}; "" -> {""}), as
+// multi-host connection strings give hosts, addresses and ports.
+std::vector<std::string> splitCommas(const std::string& list);
 
 }  // namespace dlm::internal
