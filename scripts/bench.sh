@@ -29,7 +29,7 @@ case "${1:-}" in
 esac
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
-  libsqlite3-dev libfmt-dev postgresql-15 gnuplot-nox)
+  libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev postgresql-15 gnuplot-nox)
 
 # shellcheck source=scripts/install-missing.sh
 source "$root/scripts/install-missing.sh"

@@ -36,7 +36,8 @@ for arg in "$@"; do
 done
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
-  libsqlite3-dev libfmt-dev googletest libgtest-dev postgresql-15)
+  libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
+  postgresql-15 sqlite3)
 
 started=$SECONDS
 summary=()

@@ -13,3 +13,4 @@
 #include "dlm/lock_manager.h"
 #include "dlm/lock_store.h"
 #include "dlm/owner.h"
+#include "dlm/version.h"

@@ -4,26 +4,24 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "cli/cli_args.h"
+#include "cli/options.h"
 #include "dlm/lock_manager.h"
 #include "dlm/lock_store.h"
 
 namespace dlm::cli {
 
-int runMigrate(const GlobalOptions& global, Args& args);
-int runDemo(const GlobalOptions& global, Args& args);
-int runList(const GlobalOptions& global, Args& args);
-int runRelease(const GlobalOptions& global, Args& args);
-int runExec(const GlobalOptions& global, Args& args);
-// The options of exec that take a value (for Args::keepCommandLineAfter).
-std::vector<std::string> execValueOptions();
-
-// The usage text of one command ("" for an unknown one), and of dlmctl.
-std::string commandUsage(const std::string& command);
-std::string programUsage();
+int runExec(const GlobalOptions& global, const ExecOptions& options);
+int runList(const GlobalOptions& global, const ListOptions& options);
+int runShow(const GlobalOptions& global, const ShowOptions& options);
+int runWaiters(const GlobalOptions& global, const ListOptions& options);
+int runRelease(const GlobalOptions& global, const ReleaseOptions& options);
+int runSchemaStatus(const GlobalOptions& global);
+int runMigrate(const GlobalOptions& global, const MigrateOptions& options);
+int runDemo(const GlobalOptions& global, const DemoOptions& options);
 
 // `global` with its database settled: --db, else DLM_DATABASE_URL, else
 // PostgreSQL when PG* variables name a server, else ./dlm.sqlite
@@ -42,14 +40,30 @@ std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);
 // this check and the open is created; an operator's race, not a concern.)
 void requireExistingDatabase(const GlobalOptions& global);
 
+// For commands that only read or release: the store of an existing database
+// (requireExistingDatabase) whose schema is at this build's version
+// (initialize without migrations: SCHEMA_MISMATCH otherwise).
+std::shared_ptr<LockStore> openExistingStore(const GlobalOptions& global);
+
 // A manager for --client / --farm on `store`, initialized (after applying
 // migrations when `applyMigrations`).
 std::unique_ptr<DistributedLockManager> openManager(
     const GlobalOptions& global, std::shared_ptr<LockStore> store,
     bool applyMigrations, const LockConfiguration& config = {});
 
-// The schema version this build of dlm needs on `store` (its newest
-// migration).
-int schemaVersionFor(const LockStore& store);
+// The StoreKey of lock id `id` in the scope of --client and --farm (XDC
+// with `xdc`). INVALID_ARGUMENT for an id the library would refuse.
+StoreKey scopedKey(const GlobalOptions& global, const std::string& id,
+                   bool xdc);
+
+// The store key `target` names: a store key as list prints it ("DC#..." or
+// "XDC#...") as it is, else a lock id in the scope of --client and --farm
+// (XDC with `xdc`), built by the library's own rules.
+std::string resolveStoreKey(const GlobalOptions& global,
+                            const std::string& target, bool xdc);
+
+// Whoever holds `key` or a lock that conflicts with it (an ancestor, a
+// descendant), unexpired; nullopt when nobody does. Reads only.
+std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key);
 
 }  // namespace dlm::cli

@@ -18,13 +18,13 @@
 #include <thread>
 #include <vector>
 
-#include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/contender.h"
 #include "cli/hold_log.h"
 #include "cli/temp_dir.h"
 #include "dlm/error.h"
 #include "dlm/store_url.h"
+#include "dlm/version.h"
 
 namespace dlm::cli {
 namespace {
@@ -33,35 +33,7 @@ using std::chrono::milliseconds;
 
 constexpr const char* kParentKey = "demo";
 
-struct DemoSettings {
-  int workers = 4;
-  int locks = 3;
-  double seconds = 5;
-  int holdMs = 20;
-  int parentPercent = 10;
-};
-
-DemoSettings parseSettings(Args& args) {
-  DemoSettings s;
-  if (auto v = args.take("--workers")) {
-    s.workers = static_cast<int>(parseInteger("--workers", *v, 1, 64));
-  }
-  if (auto v = args.take("--locks")) {
-    s.locks = static_cast<int>(parseInteger("--locks", *v, 1, 1000));
-  }
-  if (auto v = args.take("--seconds")) {
-    s.seconds = parseDecimal("--seconds", *v, 0.1, 3600);
-  }
-  if (auto v = args.take("--hold-ms")) {
-    s.holdMs = static_cast<int>(parseInteger("--hold-ms", *v, 0, 60'000));
-  }
-  if (auto v = args.take("--parent-percent")) {
-    s.parentPercent =
-        static_cast<int>(parseInteger("--parent-percent", *v, 0, 100));
-  }
-  args.requireEmpty();
-  return s;
-}
+using DemoSettings = DemoOptions;
 
 // What every worker runs with; only `worker` and `seed` differ.
 ContendOptions workerOptions(const DemoSettings& s) {
@@ -158,8 +130,7 @@ struct WorkerOutcome {
 
 }  // namespace
 
-int runDemo(const GlobalOptions& global, Args& args) {
-  const DemoSettings settings = parseSettings(args);
+int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
 
   std::string storeName;
   int version = 0;
@@ -168,7 +139,7 @@ int runDemo(const GlobalOptions& global, Args& args) {
     auto manager = openManager(global, openCliStore(global),
                                /*applyMigrations=*/true, workerConfiguration());
     storeName = std::string(manager->store().name());
-    version = schemaVersionFor(manager->store());
+    version = requiredSchemaVersion(storeName);
     manager->destroy();
   }
   const std::string parentText =

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "cli/child_process.h"
-#include "cli/cli_args.h"
 #include "cli/command_supervisor.h"
 #include "cli/commands.h"
 #include "cli/signal_fd.h"
+#include "cli/output_text.h"
+#include "dlm/deadline.h"
 #include "dlm/lock_guard.h"
 #include "keep_alive.h"
 
@@ -33,59 +34,11 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// Exit status when the lock is held elsewhere and the command did not run
-// (EX_TEMPFAIL of sysexits.h: "try again later").
-constexpr int kLockUnavailable = 75;
 // Exit status when the lock was lost while the command ran.
 constexpr int kLockLost = 1;
 // How long a waiting acquire runs before dlmctl looks for signals again: the
 // bound on how late a Ctrl-C during the wait is noticed.
 constexpr milliseconds kWaitSlice{250};
-
-struct ExecOptions {
-  std::string id;
-  bool xdc = false;
-  milliseconds ttl{60000};
-  milliseconds wait{0};
-  milliseconds killAfter{1000};
-  bool killAfterGiven = false;
-  int conflictExitCode = kLockUnavailable;
-  std::vector<std::string> command;
-};
-
-milliseconds seconds(const std::string& option, const std::string& text,
-                     double min) {
-  return milliseconds(static_cast<std::int64_t>(
-      parseDecimal(option, text, min, 86400) * 1000 + 0.5));
-}
-
-ExecOptions parseOptions(Args& args) {
-  ExecOptions o;
-  const auto id = args.take("--lock");
-  if (!id) throw UsageError("exec needs --lock ID");
-  o.id = *id;
-  o.xdc = args.takeFlag("--xdc");
-  if (auto ttl = args.take("--ttl")) o.ttl = seconds("--ttl", *ttl, 0.001);
-  auto wait = args.take("--wait");
-  if (auto w = args.take("-w")) wait = w;
-  const bool once = args.takeFlag("-n");
-  if (once && wait) throw UsageError("-n and --wait exclude each other");
-  if (wait) o.wait = seconds("--wait", *wait, 0);
-  if (auto k = args.take("--kill-after")) {
-    o.killAfter = seconds("--kill-after", *k, 0);
-    o.killAfterGiven = true;
-  }
-  auto conflict = args.take("--conflict-exit-code");
-  if (auto e = args.take("-E")) conflict = e;
-  if (conflict) {
-    o.conflictExitCode = static_cast<int>(
-        parseInteger("--conflict-exit-code", *conflict, 0, 255));
-  }
-  while (auto word = args.takePositional()) o.command.push_back(*word);
-  if (o.command.empty()) throw UsageError("exec needs a command after --");
-  args.requireEmpty();
-  return o;
-}
 
 // The keep-alive reports a loss this long before the lease ends; SIGKILL
 // must come well inside it, or the command could outlive the lease, so
@@ -120,16 +73,54 @@ int pendingStopSignal(SignalFd& signals) {
   return 0;
 }
 
-// Acquires `lock`, waiting up to `wait` in short slices so that a stop
-// signal during the wait is acted on. Returns 0 once held, else the exit
-// status: conflictExitCode when the wait ran out, 128+N for signal N.
-int acquire(DistributedLockManager& manager, Lock& lock, const ExecOptions& o,
-            SignalFd& signals) {
-  const auto deadline = Clock::now() + o.wait;
+double secondsOf(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// "held by owner O (host H, pid P) since T UTC, expires T UTC", naming the
+// key when it is not the lock's own (an ancestor or descendant blocks it).
+std::string holderText(const LockRecord& r, const std::string& ownKey) {
+  std::string text = r.key == ownKey
+                         ? std::string("held")
+                         : fmt::format("blocked by '{}', held", printable(r.key));
+  text += fmt::format(" by owner {} (host {}, pid {}", r.owner,
+                      printable(r.holder.host), r.holder.pid);
+  if (!r.holderIp.empty()) text += ", address " + r.holderIp;
+  return text + fmt::format(") since {} UTC, expires {} UTC", formatUtc(r.acquiredAt),
+                            formatUtc(r.expiresAt));
+}
+
+// Who blocks `key`, as holderText says it; "held elsewhere" when the store
+// cannot tell (the holder just left, or the store did not answer: the
+// description is only for the operator).
+std::string blockerText(LockStore& store, const StoreKey& key) {
+  try {
+    const DeadlineScope deadline(
+        deadlineAfter(LockConfiguration{}.operationTimeout));
+    if (auto r = findBlocker(store, key)) return holderText(*r, key.key);
+    return "held elsewhere (its holder just left)";
+  } catch (const DLMException& e) {
+    return "held elsewhere (who holds it is unknown: " + std::string(e.what()) +
+           ")";
+  }
+}
+
+// Acquires `lock`, waiting as `o` says in short slices so that a stop signal
+// during the wait is acted on. Returns 0 once held, else the exit status:
+// conflictExitCode when the wait ran out, 128+N for signal N.
+int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
+            const ExecOptions& o, SignalFd& signals) {
+  const auto started = Clock::now();
+  const auto deadline =
+      o.wait ? started + *o.wait : Clock::time_point::max();
+  auto nextReport = started;
+  bool waited = false;
   for (;;) {
     const auto left = std::max(
-        milliseconds(0),
-        std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+        milliseconds(0), deadline == Clock::time_point::max()
+                             ? kWaitSlice
+                             : std::chrono::duration_cast<milliseconds>(
+                                   deadline - Clock::now()));
     const milliseconds slice = std::min(left, kWaitSlice);
     try {
       if (slice.count() == 0) {
@@ -137,13 +128,33 @@ int acquire(DistributedLockManager& manager, Lock& lock, const ExecOptions& o,
       } else {
         manager.acquireLock(lock, o.ttl, slice);
       }
+      if (o.verbose && waited) {
+        fmt::print(stderr,
+                   "dlmctl: acquired '{}' after {:.1f} s (fencing token {})\n",
+                   printable(lock.lockId()), secondsOf(Clock::now() - started),
+                   lock.fencingToken());
+      }
       return 0;
     } catch (const DLMException& e) {
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
       if (slice >= left) {
-        std::fprintf(stderr, "dlmctl: %s; not running the command\n", e.what());
+        fmt::print(stderr, "dlmctl: lock '{}' is {}; not running the command\n",
+                   printable(lock.lockId()),
+                   blockerText(manager.store(), key));
         return o.conflictExitCode;
       }
+    }
+    waited = true;
+    if (o.verbose && Clock::now() >= nextReport) {
+      const bool first = nextReport == started;
+      fmt::print(stderr, "dlmctl: {} '{}'{}: {}\n",
+                 first ? "waiting for lock" : "still waiting for",
+                 printable(lock.lockId()),
+                 first ? std::string()
+                       : fmt::format(" after {:.0f} s",
+                                     secondsOf(Clock::now() - started)),
+                 blockerText(manager.store(), key));
+      nextReport = Clock::now() + o.progressEvery;
     }
     if (const int sig = pendingStopSignal(signals)) {
       std::fprintf(stderr,
@@ -157,18 +168,8 @@ int acquire(DistributedLockManager& manager, Lock& lock, const ExecOptions& o,
 
 }  // namespace
 
-std::vector<std::string> execValueOptions() {
-  return {"--lock",
-          "--ttl",
-          "--wait",
-          "-w",
-          "--kill-after",
-          "-E",
-          "--conflict-exit-code"};
-}
-
-int runExec(const GlobalOptions& global, Args& args) {
-  ExecOptions o = parseOptions(args);
+int runExec(const GlobalOptions& global, const ExecOptions& options) {
+  ExecOptions o = options;
   const milliseconds killCap = maxKillAfter(o.ttl);
   if (o.killAfter > killCap) {
     if (o.killAfterGiven) {
@@ -190,7 +191,9 @@ int runExec(const GlobalOptions& global, Args& args) {
                              /*applyMigrations=*/false, config);
   Lock lock =
       manager->getLockInstance(o.id, o.xdc ? LockLevel::XDC : LockLevel::DC);
-  if (const int status = acquire(*manager, lock, o, signals); status != 0) {
+  const StoreKey key = scopedKey(global, o.id, o.xdc);
+  if (const int status = acquire(*manager, lock, key, o, signals);
+      status != 0) {
     return status;
   }
 

@@ -1,73 +1,177 @@
-// dlmctl list: who holds which lock, for operators.
+// dlmctl list, show and waiters: who holds which lock and who waits, for
+// operators (tables) and scripts (--json).
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
+#include <map>
 #include <vector>
 
-#include "cli/cli_args.h"
 #include "cli/commands.h"
-#include "cli/time_text.h"
+#include "cli/lock_json.h"
+#include "cli/output_text.h"
+#include "cli/table.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_configuration.h"
 
 namespace dlm::cli {
+namespace {
 
-int runList(const GlobalOptions& global, Args& args) {
-  const std::string prefix = args.take("--prefix").value_or("");
-  args.requireEmpty();
-  // The whole command, connecting included, within one operation timeout.
-  const DeadlineScope deadline(
-      deadlineAfter(LockConfiguration{}.operationTimeout));
-  // Listing must not leave an empty database file behind.
-  requireExistingDatabase(global);
-  auto store = openCliStore(global);
-  // Only checks the version: listing must not change the schema.
-  store->initialize(/*applyMigrations=*/false);
-  const std::vector<LockRecord> records = store->listHeld(prefix);
+using std::chrono::milliseconds;
+
+// The whole of a read-only command, connecting included, runs within one
+// operation timeout.
+DeadlineScope commandDeadline() {
+  return DeadlineScope(deadlineAfter(LockConfiguration{}.operationTimeout));
+}
+
+std::string remainingText(const LockRecord& r, StoreTime now) {
+  if (!r.held) return "EXPIRED";
+  return formatDuration(std::max(
+      milliseconds(0),
+      std::chrono::duration_cast<milliseconds>(r.expiresAt - now)));
+}
+
+std::map<std::string, std::vector<WaitRecord>> byKey(
+    std::vector<WaitRecord> waiters) {
+  std::map<std::string, std::vector<WaitRecord>> out;
+  for (WaitRecord& w : waiters) out[w.key].push_back(std::move(w));
+  return out;
+}
+
+const std::vector<WaitRecord>& waitersOf(
+    const std::map<std::string, std::vector<WaitRecord>>& waiters,
+    const std::string& key) {
+  static const std::vector<WaitRecord> kNone;
+  const auto it = waiters.find(key);
+  return it == waiters.end() ? kNone : it->second;
+}
+
+std::string waitersTable(const std::vector<WaitRecord>& waiters,
+                         StoreTime now) {
+  Table table({"KEY", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"});
+  for (const WaitRecord& w : waiters) {
+    table.add({printable(w.key), printable(w.owner), formatUtc(w.requestedAt),
+               formatDuration(std::max(
+                   milliseconds(0),
+                   std::chrono::duration_cast<milliseconds>(now - w.requestedAt))),
+               formatUtc(w.expiresAt)});
+  }
+  return table.render();
+}
+
+}  // namespace
+
+int runList(const GlobalOptions& global, const ListOptions& options) {
+  const DeadlineScope deadline = commandDeadline();
+  auto store = openExistingStore(global);
+  const std::vector<LockRecord> records = store->listHeld(options.prefix);
+  const auto waiters = byKey(store->listWaiters(options.prefix));
   const StoreTime now = store->now();
   store->close();
 
-  if (records.empty()) {
-    fmt::print("no held locks{}\n",
-               prefix.empty() ? "" : fmt::format(" with prefix '{}'", prefix));
+  if (options.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const LockRecord& r : records) {
+      out.push_back(lockJson(r, now, waitersOf(waiters, r.key)));
+    }
+    fmt::print("{}", renderJson(out));
     return 0;
   }
-  using Row = std::array<std::string, 8>;
-  std::vector<Row> rows;
-  rows.push_back({"KEY", "OWNER", "HOST", "PID", "FENCING", "ACQUIRED (UTC)",
-                  "EXPIRES (UTC)", "REMAINING"});
+  if (records.empty()) {
+    fmt::print("no held locks{}\n",
+               options.prefix.empty()
+                   ? ""
+                   : fmt::format(" with prefix '{}'", printable(options.prefix)));
+    return 0;
+  }
+  Table table({"KEY", "OWNER", "HOST", "PID", "IP", "FENCING", "ACQUIRED (UTC)",
+               "EXPIRES (UTC)", "REMAINING", "WAITERS"});
   for (const LockRecord& r : records) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        r.expiresAt - now);
-    // `held` is the store's own verdict at query time; trust it over the
-    // subtraction, which uses a second reading of the clock.
-    const std::string remaining =
-        r.held ? formatDuration(std::max(left, std::chrono::milliseconds(0)))
-               : "EXPIRED";
-    rows.push_back({r.key, r.owner, r.holder.host, std::to_string(r.holder.pid),
-                    std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-                    formatUtc(r.expiresAt), remaining});
+    table.add({printable(r.key), printable(r.owner), printable(r.holder.host),
+               std::to_string(r.holder.pid),
+               r.holderIp.empty() ? "-" : printable(r.holderIp),
+               std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+               formatUtc(r.expiresAt), remainingText(r, now),
+               std::to_string(waitersOf(waiters, r.key).size())});
   }
-  std::array<std::size_t, 8> width{};
-  for (const Row& row : rows) {
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      width[c] = std::max(width[c], row[c].size());
-    }
-  }
-  for (const Row& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += c + 1 == row.size() ? row[c]
-                                  : fmt::format("{:<{}}  ", row[c], width[c]);
-    }
-    fmt::print("{}\n", line);
-  }
+  fmt::print("{}", table.render());
   const auto expired =
       std::count_if(records.begin(), records.end(),
                     [](const LockRecord& r) { return !r.held; });
-  fmt::print("{} held lock{}, {} of them expired\n", records.size(),
-             records.size() == 1 ? "" : "s", expired);
+  std::size_t waiting = 0;
+  for (const auto& entry : waiters) waiting += entry.second.size();
+  fmt::print("{} held lock{}, {} of them expired; {} waiting request{} "
+             "(dlmctl waiters)\n",
+             records.size(), records.size() == 1 ? "" : "s", expired, waiting,
+             waiting == 1 ? "" : "s");
+  return 0;
+}
+
+int runWaiters(const GlobalOptions& global, const ListOptions& options) {
+  const DeadlineScope deadline = commandDeadline();
+  auto store = openExistingStore(global);
+  const std::vector<WaitRecord> waiters = store->listWaiters(options.prefix);
+  const StoreTime now = store->now();
+  store->close();
+
+  if (options.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const WaitRecord& w : waiters) out.push_back(waiterJson(w, now));
+    fmt::print("{}", renderJson(out));
+    return 0;
+  }
+  if (waiters.empty()) {
+    fmt::print("no waiting requests\n");
+    return 0;
+  }
+  fmt::print("{}", waitersTable(waiters, now));
+  return 0;
+}
+
+int runShow(const GlobalOptions& global, const ShowOptions& options) {
+  const std::string key = resolveStoreKey(global, options.key, options.xdc);
+  const DeadlineScope deadline = commandDeadline();
+  auto store = openExistingStore(global);
+  const std::optional<LockRecord> record = store->describe(key);
+  std::vector<WaitRecord> waiters;
+  for (WaitRecord& w : store->listWaiters(key)) {
+    if (w.key == key) waiters.push_back(std::move(w));
+  }
+  const StoreTime now = store->now();
+  store->close();
+
+  if (!record) {
+    if (options.json) {
+      fmt::print("null\n");
+    } else {
+      fmt::print("{}: never locked\n", printable(key));
+    }
+    return 1;
+  }
+  if (options.json) {
+    fmt::print("{}", renderJson(lockJson(*record, now, waiters)));
+    return 0;
+  }
+  const LockRecord& r = *record;
+  const std::string state =
+      r.held ? "HELD" : r.statusHeld ? "HELD, EXPIRED (free to take)" : "FREE";
+  Table table({"FIELD", "VALUE"});
+  table.add({"key", printable(r.key)});
+  table.add({"state", state});
+  table.add({r.statusHeld ? "owner" : "last owner", printable(r.owner)});
+  table.add({"host", printable(r.holder.host)});
+  table.add({"pid", std::to_string(r.holder.pid)});
+  table.add({"ip", r.holderIp.empty() ? "-" : printable(r.holderIp)});
+  table.add({"fencing token", std::to_string(r.fencingToken)});
+  table.add({"acquired (UTC)", formatUtc(r.acquiredAt)});
+  table.add({"expires (UTC)", formatUtc(r.expiresAt)});
+  table.add({"ttl", formatDuration(r.ttl)});
+  if (r.statusHeld) table.add({"remaining", remainingText(r, now)});
+  table.add({"waiters", std::to_string(waiters.size())});
+  // The header row is for the waiters' table; this one reads as a list.
+  const std::string fields = table.render();
+  fmt::print("{}", fields.substr(fields.find('\n') + 1));
+  if (!waiters.empty()) fmt::print("\n{}", waitersTable(waiters, now));
   return 0;
 }
 

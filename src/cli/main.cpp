@@ -1,74 +1,62 @@
-// dlmctl: the operator's command line for dlm. Dispatches to one command;
-// turns usage mistakes into exit status 2 and library errors into 1.
+// dlmctl: the operator's command line for dlm. Parses the command line
+// (command_line.h) and runs one command; turns usage mistakes into exit
+// status 2 and library errors into 1.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
-#include "cli/cli_args.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "dlm/error.h"
 
 namespace {
 
-using dlm::cli::Args;
+using dlm::cli::CommandLine;
 
-int dispatch(const std::string& command, const dlm::cli::GlobalOptions& global,
-             Args& args) {
-  using Run = int (*)(const dlm::cli::GlobalOptions&, Args&);
-  Run run = nullptr;
-  if (command == "migrate") run = dlm::cli::runMigrate;
-  if (command == "demo") run = dlm::cli::runDemo;
-  if (command == "list") run = dlm::cli::runList;
-  if (command == "release") run = dlm::cli::runRelease;
-  if (command == "exec") run = dlm::cli::runExec;
-  if (run == nullptr) {
-    throw dlm::cli::UsageError("unknown command '" + command + "'");
-  }
+int dispatch(const CommandLine& line) {
   // Once, here: demo's forked workers open the same database again and
   // must not announce it again.
-  return run(dlm::cli::settleDatabase(global), args);
+  const dlm::cli::GlobalOptions global = dlm::cli::settleDatabase(line.global);
+  const std::string& c = line.command;
+  if (c == "exec") return dlm::cli::runExec(global, line.exec);
+  if (c == "list") return dlm::cli::runList(global, line.list);
+  if (c == "show") return dlm::cli::runShow(global, line.show);
+  if (c == "waiters") return dlm::cli::runWaiters(global, line.list);
+  if (c == "release") return dlm::cli::runRelease(global, line.release);
+  if (c == "schema status") return dlm::cli::runSchemaStatus(global);
+  if (c == "migrate") return dlm::cli::runMigrate(global, line.migrate);
+  if (c == "demo") return dlm::cli::runDemo(global, line.demo);
+  throw std::logic_error("dlmctl: no runner for command '" + c + "'");
+}
+
+std::optional<std::string> databaseUrlEnv() {
+  const char* env = std::getenv("DLM_DATABASE_URL");
+  if (env == nullptr) return std::nullopt;
+  return std::string(env);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args(std::vector<std::string>(argv + 1, argv + argc));
-  // exec's command line is the command's own: no option after its first word
-  // is dlmctl's.
-  args.keepCommandLineAfter("exec", dlm::cli::execValueOptions());
   std::string command;
   try {
-    const dlm::cli::GlobalOptions global = dlm::cli::takeGlobalOptions(args);
-    command = args.takePositional().value_or("");
-    if (command == "help") {
-      const std::string topic = args.takePositional().value_or("");
-      const std::string usage = dlm::cli::commandUsage(topic);
-      std::fputs(
-          usage.empty() ? dlm::cli::programUsage().c_str() : usage.c_str(),
-          stdout);
-      return 0;
+    dlm::cli::ParseOutcome parsed = dlm::cli::parseCommandLine(
+        std::vector<std::string>(argv + 1, argv + argc), databaseUrlEnv());
+    if (!parsed.run) {
+      std::fputs(parsed.out.c_str(), stdout);
+      std::fputs(parsed.err.c_str(), stderr);
+      return parsed.exitStatus;
     }
-    if (global.help) {
-      const std::string usage = dlm::cli::commandUsage(command);
-      std::fputs(
-          usage.empty() ? dlm::cli::programUsage().c_str() : usage.c_str(),
-          stdout);
-      return 0;
-    }
-    if (command.empty()) throw dlm::cli::UsageError("no command given");
-    return dispatch(command, global, args);
+    command = parsed.run->command;
+    return dispatch(*parsed.run);
   } catch (const dlm::cli::UsageError& e) {
-    // The mistake, the synopsis (the usage text up to its first blank line)
-    // and where to read more.
-    std::string usage = dlm::cli::commandUsage(command);
-    const bool known = !usage.empty();
-    if (!known) usage = dlm::cli::programUsage();
-    usage = usage.substr(0, usage.find("\n\n") + 1);
-    std::fprintf(stderr, "dlmctl: %s\n%sTry 'dlmctl help%s%s' for more.\n",
-                 e.what(), usage.c_str(), known ? " " : "",
-                 known ? command.c_str() : "");
-    return 2;
+    // A mistake only the command could see (a database URL of no known
+    // form): the mistake and where to read more.
+    std::fprintf(stderr, "dlmctl: %s\nTry 'dlmctl help %s' for more.\n",
+                 e.what(), command.c_str());
+    return dlm::cli::kUsageExitStatus;
   } catch (const dlm::DLMException& e) {
     // The library's message names the lock and the cause; the code says
     // what kind of failure it is (for scripts grepping the output).

@@ -4,6 +4,7 @@
 //
 //   dlm_contention_worker --url URL [--schema S] --worker N --threads T
 //       --attempts A --seconds S --start-at-ns NS --out FILE
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "cli/cli_args.h"
 #include "cli/contender.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
@@ -19,14 +19,7 @@
 
 namespace {
 
-using dlm::cli::Args;
 using dlm::cli::ContendResult;
-
-std::string required(Args& args, const std::string& name) {
-  auto value = args.take(name);
-  if (!value) throw dlm::cli::UsageError(name + " is required");
-  return *value;
-}
 
 ContendResult runThreads(const std::string& url, const std::string& schema,
                          int worker, int threads, std::int64_t attempts,
@@ -70,30 +63,29 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args(std::vector<std::string>(argv + 1, argv + argc));
-  std::string out;
+  CLI::App app{"one contention worker process"};
+  std::string url, schema, out;
+  int worker = 0, threads = 1;
+  std::int64_t attempts = 1, startAtNs = 0;
+  double seconds = 1;
+  app.add_option("--url", url)->required();
+  app.add_option("--schema", schema);
+  app.add_option("--worker", worker)->required()->check(CLI::Range(0, 9999));
+  app.add_option("--threads", threads)->required()->check(CLI::Range(1, 256));
+  app.add_option("--attempts", attempts)
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
+  app.add_option("--seconds", seconds)
+      ->required()
+      ->check(CLI::Range(0.01, 3600.0));
+  app.add_option("--start-at-ns", startAtNs)->required();
+  app.add_option("--out", out)->required();
+  // A bad command line from the test: no result file to write.
+  CLI11_PARSE(app, argc, argv);
   ContendResult result;
   try {
-    const std::string url = required(args, "--url");
-    const std::string schema = args.take("--schema").value_or("");
-    const int worker = static_cast<int>(dlm::cli::parseInteger(
-        "--worker", required(args, "--worker"), 0, 9999));
-    const int threads = static_cast<int>(dlm::cli::parseInteger(
-        "--threads", required(args, "--threads"), 1, 256));
-    const std::int64_t attempts = dlm::cli::parseInteger(
-        "--attempts", required(args, "--attempts"), 1, 1'000'000);
-    const double seconds = dlm::cli::parseDecimal(
-        "--seconds", required(args, "--seconds"), 0.01, 3600);
-    const std::int64_t startAtNs = dlm::cli::parseInteger(
-        "--start-at-ns", required(args, "--start-at-ns"), 0, INT64_MAX);
-    out = required(args, "--out");
-    args.requireEmpty();
     result =
         runThreads(url, schema, worker, threads, attempts, seconds, startAtNs);
-  } catch (const dlm::cli::UsageError& e) {
-    // The test built a bad command line: no result file to write.
-    std::fprintf(stderr, "dlm_contention_worker: %s\n", e.what());
-    return 2;
   } catch (const dlm::DLMException& e) {
     // Opening or initializing the store failed: report it in the result.
     result.error = std::string(dlm::toString(e.code())) + ": " + e.what();

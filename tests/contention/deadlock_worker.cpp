@@ -5,36 +5,29 @@
 //
 //   dlm_deadlock_worker --url URL [--schema S] --hold ID --want ID
 //       --start-at-ns NS --out FILE
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <thread>
 
-#include "cli/cli_args.h"
 #include "cli/contender.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
 #include "dlm/store_url.h"
 
-namespace {
-
-std::string required(dlm::cli::Args& args, const std::string& name) {
-  auto value = args.take(name);
-  if (!value) throw dlm::cli::UsageError(name + " is required");
-  return *value;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  CLI::App app{"one side of a cross-process deadlock"};
+  std::string url, schema, hold, want, out;
+  std::int64_t startAtNs = 0;
+  app.add_option("--url", url)->required();
+  app.add_option("--schema", schema);
+  app.add_option("--hold", hold)->required();
+  app.add_option("--want", want)->required();
+  app.add_option("--start-at-ns", startAtNs)->required();
+  app.add_option("--out", out)->required();
+  CLI11_PARSE(app, argc, argv);
   try {
-    dlm::cli::Args args(std::vector<std::string>(argv + 1, argv + argc));
-    const std::string url = required(args, "--url");
-    const std::string schema = args.take("--schema").value_or("");
-    const std::string hold = required(args, "--hold");
-    const std::string want = required(args, "--want");
-    const std::int64_t startAtNs = std::stoll(required(args, "--start-at-ns"));
-    const std::string out = required(args, "--out");
 
     dlm::LockConfiguration config;
     config.waitForLock = std::chrono::seconds(20);

@@ -1,4 +1,4 @@
-#include "cli/time_text.h"
+#include "cli/output_text.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,10 @@
 
 namespace dlm::cli {
 
-std::string formatUtc(StoreTime t) {
+namespace {
+
+// "YYYY-MM-DD<sep>hh:mm:ss.mmm" of t in UTC.
+std::string formatUtcWith(StoreTime t, char sep) {
   using namespace std::chrono;
   const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
   // Floor division so instants before 1970 still print sensibly.
@@ -19,9 +22,37 @@ std::string formatUtc(StoreTime t) {
   const std::time_t tt = static_cast<std::time_t>(secs);
   std::tm tm{};
   if (gmtime_r(&tt, &tm) == nullptr) return fmt::format("@{} ms", ms);
-  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, frac);
+  return fmt::format("{:04}-{:02}-{:02}{}{:02}:{:02}:{:02}.{:03}",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, sep,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+}
+
+}  // namespace
+
+std::string formatUtc(StoreTime t) { return formatUtcWith(t, ' '); }
+
+std::string formatIso8601(StoreTime t) { return formatUtcWith(t, 'T') + "Z"; }
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::string formatDuration(std::chrono::milliseconds d) {

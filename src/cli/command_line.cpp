@@ -1,0 +1,542 @@
+#include "cli/command_line.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+
+#include "cli/suggest.h"
+#include "dlm/store_url.h"
+#include "dlm/version.h"
+
+namespace dlm::cli {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds fromSeconds(double seconds) {
+  return milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
+}
+
+constexpr const char* kProgramFooter = R"(
+Each command says on stderr which database it uses. Exit status: 0 success,
+1 failure (library errors print their message and code), 2 command-line
+mistake; exec and release have their own (see their help).
+'dlmctl help COMMAND' or 'dlmctl COMMAND --help' shows a command's options.)";
+
+constexpr const char* kListFooter = R"(
+One row per lock whose status is HELD: store key, owner GUID, holder host,
+pid and address, fencing token, acquired-at and expires-at (UTC, the store's
+clock), time left (EXPIRED for a lock past its TTL that nobody took over
+yet) and how many requests wait for it. Control characters in keys are
+shown escaped (\n, \t, \xNN). --json prints a JSON array instead, one object
+per lock with its waiters; keys are exact there (invalid UTF-8 bytes become
+U+FFFD). Creates no database: a SQLite file that does not exist is an error.)";
+
+constexpr const char* kShowFooter = R"(
+KEY is a store key as list prints it ("DC#default#dlmctl#jobs.nightly") or a
+lock id ("jobs.nightly") in the scope of --client and --farm (DC, or XDC
+with --xdc). Shows the key's row whether held or not (the last holder of a
+free key) and who waits for it. Exit status 1 when the key was never
+locked.)";
+
+constexpr const char* kWaitersFooter = R"(
+One row per waiting acquireLock (its request row, until the waiter's
+deadline): key waited for, owner GUID, since when and until when it waits.
+--json prints a JSON array.)";
+
+constexpr const char* kReleaseFooter = R"(
+Frees the lock whoever holds it: the operator's override for a holder that
+is gone (the holder is not told; its next renewal or release finds the lock
+lost). KEY as for show. --force is required: it says that you mean it.
+Exit status 0 when the lock was held and is now free, 1 when nothing was
+held.)";
+
+constexpr const char* kSchemaStatusFooter = R"(
+Reads the schema-version table without changing anything: the version found,
+the version this build needs, each migration applied (and when) and the ones
+pending. Exit status 0 when the database is at this build's version, 3 when
+migrations are pending (including a database without dlm's schema), 4 when
+the database is newer than this build. Creates no database.)";
+
+constexpr const char* kMigrateFooter = R"(
+Applies the migrations the database is missing, each in its own transaction,
+and lists each one applied; --dry-run only lists what would be applied.)";
+
+constexpr const char* kDemoFooter = R"(
+Applies the migrations, then forks N worker processes. For S seconds each
+worker picks one of K keys (DC locks "demo.key-1" .. "demo.key-K"; with
+probability P% their parent "demo", which conflicts with all of them),
+acquires it, holds it about M ms and releases it, recording when it held
+what. The summary shows each worker's acquisitions, each key's holds and
+fencing tokens, and whether any two holds of conflicting keys overlapped in
+time. Exit status 1 when holds overlapped, fencing tokens did not grow in
+hold order, a release returned false, a worker failed or nothing was
+acquired.)";
+
+constexpr const char* kExecFooter = R"(
+Takes the lock ID (DC in the scope of --client and --farm, or XDC with
+--xdc) and runs COMMAND in its own process group while holding it, renewing
+the lease every third of the TTL; releases it after the whole group ended.
+COMMAND sees DLM_FENCING_TOKEN and DLM_LOCK_KEY in its environment.
+Everything from the first word that is not an option on is COMMAND's.
+ - Waits for the lock like flock(1): until it is free, or -w seconds; -n
+   makes one attempt.
+ - SIGINT, SIGTERM and SIGHUP to dlmctl are passed on to the group; COMMAND
+   dies with dlmctl, even under kill -9.
+ - A lost lock: the group gets SIGTERM, then SIGKILL after --kill-after.
+Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
+not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
+run; the holder is named on stderr); 128+N when signal N stopped the wait;
+1 when the lock was lost while COMMAND ran, or a library error. The schema
+must be in place (dlmctl migrate).)";
+
+// The CLI11 application and the variables it fills.
+struct Cli {
+  CLI::App app{"Operate dlm locks: run commands under a lock, see and "
+               "force-release locks, manage the schema.",
+               "dlmctl"};
+  CommandLine line;
+  bool version = false;
+  std::vector<std::string> helpTopic;
+  double execTtl = 60;
+  double execWait = 0;
+  double execKillAfter = 1;
+  double execProgress = 10;
+  bool execOnce = false;
+  std::string execShell;
+  std::vector<std::string> execCommand;
+  CLI::App* exec = nullptr;
+  CLI::App* help = nullptr;
+
+  Cli() {
+    // A repeated option: the last one wins (as in most Unix tools).
+    app.option_defaults()->multi_option_policy(
+        CLI::MultiOptionPolicy::TakeLast);
+    app.footer(kProgramFooter);
+    app.get_formatter()->column_width(30);
+    app.add_option("--db", line.global.db,
+                   "database: postgresql://... URI, libpq keyword string "
+                   "(\"host=h dbname=d\"), sqlite:PATH or sqlite::memory: "
+                   "(default: $DLM_DATABASE_URL, else PostgreSQL when PGHOST, "
+                   "PGHOSTADDR, PGDATABASE or PGSERVICE is set, else "
+                   "sqlite:dlm.sqlite)")
+        ->type_name("URL");
+    app.add_option("--schema", line.global.schema,
+                   "PostgreSQL schema of dlm's tables (default: search_path)")
+        ->type_name("NAME");
+    app.add_option("--client", line.global.client,
+                   "clientId of the locks (default \"dlmctl\")")
+        ->type_name("ID");
+    app.add_option("--farm", line.global.farm,
+                   "farmId of DC locks (default \"default\")")
+        ->type_name("ID");
+    app.add_flag("--version", version, "print the versions and exit");
+    app.require_subcommand(0, 1);
+
+    addExec();
+    addListing();
+    addAdmin();
+    addDemo();
+    help = command("help", "show the help of dlmctl or of a command");
+    help->add_option("command", helpTopic, "the command")
+        ->type_name("CMD")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+
+  CLI::App* command(const std::string& name, const std::string& what,
+                    CLI::App* parent = nullptr) {
+    CLI::App* sub = (parent != nullptr ? parent : &app)
+                        ->add_subcommand(name, what);
+    // Global options may also follow the command word.
+    sub->fallthrough();
+    return sub;
+  }
+
+  void addExec() {
+    exec = command("exec", "run a command while holding a lock (flock(1) "
+                           "for a cluster)");
+    exec->footer(kExecFooter);
+    ExecOptions& o = line.exec;
+    exec->add_option("--lock", o.id, "the lock id")
+        ->type_name("ID")
+        ->required();
+    exec->add_flag("--xdc", o.xdc, "an XDC lock (no farm)");
+    exec->add_option("--ttl", execTtl, "lease length in seconds (default 60)")
+        ->type_name("S")
+        ->check(CLI::Range(0.001, 86400.0));
+    auto* wait =
+        exec->add_option("-w,--wait,--timeout", execWait,
+                         "wait at most S seconds, fractional (default: "
+                         "until the lock is free)")
+            ->type_name("S")
+            ->check(CLI::Range(0.0, 31536000.0));
+    exec->add_flag("-n,--nonblock", execOnce,
+                   "one attempt; fail at once when the lock is held")
+        ->excludes(wait);
+    exec->add_option("-E,--conflict-exit-code", o.conflictExitCode,
+                     "exit status when the lock is held elsewhere (default "
+                     "75)")
+        ->type_name("N")
+        ->check(CLI::Range(0, 255));
+    exec->add_option("--kill-after", execKillAfter,
+                     "SIGTERM to SIGKILL after a lost lock, seconds (default "
+                     "1; at most half of a tenth of the TTL)")
+        ->type_name("S")
+        ->check(CLI::Range(0.0, 3600.0));
+    exec->add_option("-c,--command", execShell,
+                     "run this shell command (/bin/sh -c) instead of COMMAND")
+        ->type_name("CMD");
+    exec->add_flag("-v,--verbose", o.verbose,
+                   "say who holds the lock while waiting, and progress");
+    exec->add_option("--progress-every", execProgress,
+                     "seconds between --verbose reports of a long wait "
+                     "(default 10)")
+        ->type_name("S")
+        ->check(CLI::Range(0.1, 86400.0));
+    exec->add_option("COMMAND", execCommand, "the command and its arguments")
+        ->type_name("")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+
+  void addListing() {
+    CLI::App* list = command("list", "list held locks and their waiters");
+    list->footer(kListFooter);
+    list->add_option("--prefix", line.list.prefix,
+                     "only store keys starting with P "
+                     "(e.g. \"DC#default#dlmctl#jobs.\")")
+        ->type_name("P");
+    list->add_flag("--json", line.list.json, "a JSON array");
+
+    CLI::App* show = command("show", "show one lock: holder and waiters");
+    show->footer(kShowFooter);
+    show->add_option("KEY", line.show.key, "store key or lock id")
+        ->required();
+    show->add_flag("--xdc", line.show.xdc, "KEY is an XDC lock id");
+    show->add_flag("--json", line.show.json, "a JSON object");
+
+    CLI::App* waiters = command("waiters", "list waiting lock requests");
+    waiters->footer(kWaitersFooter);
+    waiters->add_option("--prefix", line.list.prefix,
+                        "only keys starting with P")
+        ->type_name("P");
+    waiters->add_flag("--json", line.list.json, "a JSON array");
+  }
+
+  void addAdmin() {
+    CLI::App* release =
+        command("release", "force-release a lock (operator override)");
+    release->footer(kReleaseFooter);
+    release->add_option("KEY", line.release.key, "store key or lock id")
+        ->required();
+    release->add_flag("--xdc", line.release.xdc, "KEY is an XDC lock id");
+    release->add_flag("--force", line.release.force,
+                      "required: free it whoever holds it");
+
+    CLI::App* schema = command("schema", "inspect the database's schema");
+    schema->require_subcommand(1);
+    command("status", "schema version found, needed and pending migrations",
+            schema)
+        ->footer(kSchemaStatusFooter);
+
+    CLI::App* migrate =
+        command("migrate", "apply the missing schema migrations");
+    migrate->footer(kMigrateFooter);
+    migrate->add_flag("--dry-run", line.migrate.dryRun,
+                      "only list what would be applied");
+  }
+
+  void addDemo() {
+    CLI::App* demo = command(
+        "demo", "worker processes contend for a few locks; checks that no "
+                "two holders ever overlapped");
+    demo->footer(kDemoFooter);
+    DemoOptions& d = line.demo;
+    demo->add_option("--workers", d.workers, "worker processes (default 4)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 64));
+    demo->add_option("--locks", d.locks, "keys to contend for (default 3)")
+        ->type_name("K")
+        ->check(CLI::Range(1, 1000));
+    demo->add_option("--seconds", d.seconds,
+                     "how long the workers run (default 5)")
+        ->type_name("S")
+        ->check(CLI::Range(0.1, 3600.0));
+    demo->add_option("--hold-ms", d.holdMs,
+                     "how long each hold lasts (default 20)")
+        ->type_name("M")
+        ->check(CLI::Range(0, 60000));
+    demo->add_option("--parent-percent", d.parentPercent,
+                     "share of attempts on the parent key (default 10)")
+        ->type_name("P")
+        ->check(CLI::Range(0, 100));
+  }
+
+  // The command named by `words` ("schema", "status"), or nullptr.
+  CLI::App* find(const std::vector<std::string>& words) {
+    CLI::App* at = &app;
+    for (const std::string& w : words) {
+      at = at->get_subcommand_ptr(w).get();
+      if (at == nullptr) return nullptr;
+    }
+    return at;
+  }
+
+  // The innermost command that was parsed (&app when none).
+  CLI::App* parsed() {
+    CLI::App* at = &app;
+    for (;;) {
+      const std::vector<CLI::App*> subs = at->get_subcommands();
+      if (subs.empty()) return at;
+      at = subs.front();
+    }
+  }
+};
+
+std::string pathOf(const CLI::App* sub) {
+  std::string path;
+  for (const CLI::App* at = sub; at != nullptr && at->get_parent() != nullptr;
+       at = at->get_parent()) {
+    path = path.empty() ? at->get_name() : at->get_name() + " " + path;
+  }
+  return path;
+}
+
+bool isOptionWord(const std::string& w) { return w.size() > 1 && w[0] == '-'; }
+
+// Whether `word` (an option without "=value") takes the next word as its
+// value, in `sub` or (fallthrough) its parents.
+bool takesValue(const CLI::App* sub, const std::string& word) {
+  for (const CLI::App* at = sub; at != nullptr; at = at->get_parent()) {
+    if (const CLI::Option* o = at->get_option_no_throw(word)) {
+      return o->get_items_expected_min() > 0;
+    }
+  }
+  return false;
+}
+
+// Index of the first word from `from` on that is neither an option nor an
+// option's value (for `sub`); args.size() when there is none or a "--"
+// comes first.
+std::size_t firstWord(const std::vector<std::string>& args, std::size_t from,
+                      const CLI::App* sub) {
+  std::size_t i = from;
+  while (i < args.size() && isOptionWord(args[i])) {
+    if (args[i] == "--") return args.size();
+    const bool joined = args[i].find('=') != std::string::npos;
+    i += !joined && takesValue(sub, args[i]) ? 2 : 1;
+  }
+  return std::min(i, args.size());
+}
+
+// exec's command line is the command's own: a "--" before its first word
+// keeps every later option from dlmctl (`exec --lock x echo --db oops`).
+void markExecCommand(std::vector<std::string>& args, Cli& cli) {
+  const std::size_t word = firstWord(args, 0, &cli.app);
+  if (word >= args.size() || args[word] != "exec") return;
+  const std::size_t start = firstWord(args, word + 1, cli.exec);
+  if (start >= args.size()) return;
+  args.insert(args.begin() + static_cast<std::ptrdiff_t>(start), "--");
+}
+
+std::vector<std::string> optionNames(const CLI::App* sub) {
+  std::vector<std::string> names;
+  for (const CLI::App* at = sub; at != nullptr; at = at->get_parent()) {
+    for (const CLI::Option* o : at->get_options()) {
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+      for (const std::string& n : o->get_snames()) names.push_back("-" + n);
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> commandNames(const CLI::App* sub) {
+  std::vector<std::string> names;
+  for (const CLI::App* c : sub->get_subcommands({})) {
+    names.push_back(c->get_name());
+  }
+  return names;
+}
+
+// The "Usage: ..." line of `sub`'s help.
+std::string synopsis(const CLI::App* sub) {
+  const std::string text = sub->help();
+  const std::size_t at = text.find("Usage:");
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at) + "\n";
+}
+
+ParseOutcome mistake(const CLI::App* sub, const std::string& what) {
+  ParseOutcome out;
+  out.exitStatus = kUsageExitStatus;
+  const std::string path = pathOf(sub);
+  out.err = fmt::format("dlmctl: {}\n{}Try 'dlmctl help{}{}' for more.\n",
+                        what, synopsis(sub), path.empty() ? "" : " ", path);
+  return out;
+}
+
+std::string withSuggestion(std::string what, const std::string& word,
+                           const std::vector<std::string>& names) {
+  if (auto near = closestName(word, names)) {
+    what += fmt::format("; did you mean '{}'?", *near);
+  }
+  return what;
+}
+
+// A word CLI11 could not place: an unknown command, option or argument.
+ParseOutcome unexpected(Cli& cli, const std::string& word) {
+  CLI::App* sub = cli.parsed();
+  if (isOptionWord(word)) {
+    const std::string name = word.substr(0, word.find('='));
+    return mistake(sub, withSuggestion(
+                            fmt::format("unknown option '{}'{}", name,
+                                        sub == &cli.app
+                                            ? std::string()
+                                            : " for " + pathOf(sub)),
+                            name, optionNames(sub)));
+  }
+  const std::vector<std::string> commands = commandNames(sub);
+  if (!commands.empty()) {
+    return mistake(
+        sub, withSuggestion(fmt::format("unknown command '{}'", word), word,
+                            commands));
+  }
+  return mistake(sub, fmt::format("unexpected argument '{}'", word));
+}
+
+// Turns the values CLI11 filled into the command's options; a mistake that
+// only shows across options is a UsageError.
+void finishExec(Cli& cli) {
+  ExecOptions& o = cli.line.exec;
+  o.ttl = fromSeconds(cli.execTtl);
+  if (cli.execOnce) o.wait = milliseconds(0);
+  if (cli.exec->count("--wait") > 0) o.wait = fromSeconds(cli.execWait);
+  if (cli.exec->count("--kill-after") > 0) {
+    o.killAfter = fromSeconds(cli.execKillAfter);
+    o.killAfterGiven = true;
+  }
+  o.progressEvery = fromSeconds(cli.execProgress);
+  if (cli.exec->count("--command") > 0) {
+    if (!cli.execCommand.empty()) {
+      throw UsageError("give the command either with -c or after the "
+                       "options, not both");
+    }
+    o.command = {"/bin/sh", "-c", cli.execShell};
+  } else {
+    o.command = cli.execCommand;
+  }
+  if (o.command.empty()) {
+    throw UsageError("exec needs a COMMAND (or -c \"shell command\")");
+  }
+}
+
+void finishDatabase(Cli& cli,
+                    const std::optional<std::string>& databaseUrlEnv) {
+  GlobalOptions& g = cli.line.global;
+  if (cli.app.count("--db") > 0) {
+    g.dbOrigin = "--db";
+  } else if (databaseUrlEnv && !databaseUrlEnv->empty()) {
+    g.db = *databaseUrlEnv;
+    g.dbOrigin = "DLM_DATABASE_URL";
+  } else {
+    g.db = kDefaultStoreUrl;
+    g.dbOrigin = "default";
+  }
+}
+
+ParseOutcome helpFor(Cli& cli, const std::vector<std::string>& topic) {
+  CLI::App* sub = cli.find(topic);
+  if (sub == nullptr) {
+    std::string words;
+    for (const std::string& w : topic) words += (words.empty() ? "" : " ") + w;
+    return mistake(&cli.app,
+                   withSuggestion(fmt::format("no command '{}'", words),
+                                  topic.back(), commandNames(&cli.app)));
+  }
+  ParseOutcome out;
+  out.out = sub->help();
+  return out;
+}
+
+}  // namespace
+
+ParseOutcome parseCommandLine(
+    std::vector<std::string> args,
+    const std::optional<std::string>& databaseUrlEnv) {
+  Cli cli;
+  markExecCommand(args, cli);
+  // CLI11 takes the words last first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    cli.app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    ParseOutcome out;
+    out.out = cli.parsed()->help();
+    return out;
+  } catch (const CLI::CallForAllHelp&) {
+    ParseOutcome out;
+    out.out = cli.app.help("", CLI::AppFormatMode::All);
+    return out;
+  } catch (const CLI::ExtrasError&) {
+    const std::vector<std::string> left = cli.app.remaining();
+    return unexpected(cli, left.empty() ? std::string() : left.front());
+  } catch (const CLI::RequiredError& e) {
+    CLI::App* sub = cli.parsed();
+    // A command that needs a subcommand ("schema") names its own mistake.
+    if (sub != &cli.app && !sub->get_subcommands({}).empty()) {
+      return mistake(sub, "which " + pathOf(sub) + "? (" +
+                              fmt::format("{}", fmt::join(commandNames(sub),
+                                                          ", ")) +
+                              ")");
+    }
+    return mistake(sub, e.what());
+  } catch (const CLI::ParseError& e) {
+    return mistake(cli.parsed(), e.what());
+  }
+
+  CLI::App* sub = cli.parsed();
+  if (cli.version) {
+    ParseOutcome out;
+    out.out = versionText();
+    return out;
+  }
+  if (sub == &cli.app) return mistake(sub, "no command given");
+  if (sub == cli.help) return helpFor(cli, cli.helpTopic);
+  try {
+    if (sub == cli.exec) finishExec(cli);
+    if (sub->get_name() == "release" && !cli.line.release.force) {
+      throw UsageError(
+          "release frees the lock whoever holds it; say so with --force");
+    }
+  } catch (const UsageError& e) {
+    return mistake(sub, e.what());
+  }
+  finishDatabase(cli, databaseUrlEnv);
+  cli.line.command = pathOf(sub);
+  ParseOutcome out;
+  out.run = std::move(cli.line);
+  return out;
+}
+
+std::string usageText(const std::string& command) {
+  Cli cli;
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < command.size();) {
+    const std::size_t end = std::min(command.find(' ', at), command.size());
+    if (end > at) words.push_back(command.substr(at, end - at));
+    at = end + 1;
+  }
+  const CLI::App* sub = cli.find(words);
+  return (sub != nullptr ? sub : &cli.app)->help();
+}
+
+std::string versionText() {
+  return fmt::format(
+      "dlmctl {0} (dlm library {0}; schema version needed: PostgreSQL {1}, "
+      "SQLite {2})\n",
+      version(), requiredSchemaVersion("postgres"),
+      requiredSchemaVersion("sqlite"));
+}
+
+}  // namespace dlm::cli

@@ -1,0 +1,56 @@
+// dlmctl's command line: which command to run with which options (parsed
+// with CLI11), or the text to print and the status to exit with instead
+// (help, --version, a mistake).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+
+namespace dlm::cli {
+
+// Exit status of a command-line mistake.
+constexpr int kUsageExitStatus = 2;
+
+struct CommandLine {
+  GlobalOptions global;
+  // "exec", "list", "show", "waiters", "release", "schema status",
+  // "migrate", "demo".
+  std::string command;
+  ExecOptions exec;
+  ListOptions list;  // list and waiters
+  ShowOptions show;
+  ReleaseOptions release;
+  MigrateOptions migrate;
+  DemoOptions demo;
+};
+
+struct ParseOutcome {
+  // Set: run this command. Unset: print `out` to stdout and `err` to stderr
+  // and exit with `exitStatus` (help and --version: 0; a mistake: 2, with
+  // the mistake, a suggestion when a name was misspelt, and the command's
+  // synopsis).
+  std::optional<CommandLine> run;
+  int exitStatus = 0;
+  std::string out;
+  std::string err;
+};
+
+// Parses the arguments after the program name. `databaseUrlEnv` is
+// $DLM_DATABASE_URL (nullopt or empty when unset). In `exec`, everything
+// from the first word that is neither an option nor an option's value on
+// belongs to the command, as if "--" stood before it.
+ParseOutcome parseCommandLine(std::vector<std::string> args,
+                              const std::optional<std::string>& databaseUrlEnv);
+
+// The usage of `command` ("" or an unknown name: of dlmctl), as --help
+// prints it.
+std::string usageText(const std::string& command);
+
+// The text --version prints: dlmctl's and the library's version and the
+// schema version each store needs.
+std::string versionText();
+
+}  // namespace dlm::cli

@@ -1,0 +1,52 @@
+#include "cli/lock_json.h"
+
+#include <algorithm>
+
+#include "cli/output_text.h"
+
+namespace dlm::cli {
+namespace {
+
+std::int64_t millisBetween(StoreTime from, StoreTime to) {
+  return std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(to - from)
+             .count());
+}
+
+}  // namespace
+
+nlohmann::json lockJson(const LockRecord& r, StoreTime now,
+                        const std::vector<WaitRecord>& waiters) {
+  nlohmann::json w = nlohmann::json::array();
+  for (const WaitRecord& waiter : waiters) w.push_back(waiterJson(waiter, now));
+  const char* state = r.held ? "held" : r.statusHeld ? "expired" : "free";
+  return {{"key", r.key},
+          {"state", state},
+          {"owner", r.owner},
+          {"host", r.holder.host},
+          {"pid", r.holder.pid},
+          {"ip", r.holderIp},
+          {"fencing_token", r.fencingToken},
+          {"acquired_at", formatIso8601(r.acquiredAt)},
+          {"expires_at", formatIso8601(r.expiresAt)},
+          {"ttl_ms", r.ttl.count()},
+          // `held` is the store's verdict at query time; trust it over a
+          // subtraction that uses a second reading of the clock.
+          {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0},
+          {"waiters", std::move(w)}};
+}
+
+nlohmann::json waiterJson(const WaitRecord& w, StoreTime now) {
+  return {{"key", w.key},
+          {"owner", w.owner},
+          {"requested_at", formatIso8601(w.requestedAt)},
+          {"deadline", formatIso8601(w.expiresAt)},
+          {"waited_ms", millisBetween(w.requestedAt, now)}};
+}
+
+std::string renderJson(const nlohmann::json& value) {
+  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
+}  // namespace dlm::cli

@@ -1,0 +1,26 @@
+// The JSON forms of lock rows and waiters in dlmctl's --json output. Field
+// names are part of dlmctl's interface (README): add, never rename.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "dlm/lock_store.h"
+
+namespace dlm::cli {
+
+// {"key", "state": "held"|"expired"|"free", "owner", "host", "pid", "ip",
+//  "fencing_token", "acquired_at", "expires_at", "ttl_ms", "remaining_ms",
+//  "waiters": [...]} with times in ISO 8601 UTC; "remaining_ms" is 0 unless
+// held. `waiters` are the ones for this key.
+nlohmann::json lockJson(const LockRecord& record, StoreTime now,
+                        const std::vector<WaitRecord>& waiters);
+
+// {"key", "owner", "requested_at", "deadline", "waited_ms"}.
+nlohmann::json waiterJson(const WaitRecord& waiter, StoreTime now);
+
+// The text of `value`, indented for people; strings that are not valid
+// UTF-8 get U+FFFD for the bad bytes rather than failing.
+std::string renderJson(const nlohmann::json& value);
+
+}  // namespace dlm::cli

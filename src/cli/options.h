@@ -1,0 +1,76 @@
+// What dlmctl's command line asks for, once parsed (command_line.h): the
+// options every command shares and each command's own.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dlm::cli {
+
+// A mistake on the command line that only a command can see (e.g. -n
+// together with --wait): dlmctl prints it with the command's usage and exits
+// with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The options every command takes.
+struct GlobalOptions {
+  std::string db;        // --db, else $DLM_DATABASE_URL, else the default
+  std::string dbOrigin;  // where db came from, for messages
+  std::string schema;    // --schema (PostgreSQL only)
+  std::string client = "dlmctl";
+  std::string farm = "default";
+};
+
+struct ExecOptions {
+  std::string id;
+  bool xdc = false;
+  std::chrono::milliseconds ttl{60000};
+  // How long to wait for the lock; nullopt: until it is free (flock's
+  // default). Zero: one attempt (-n).
+  std::optional<std::chrono::milliseconds> wait;
+  std::chrono::milliseconds killAfter{1000};
+  bool killAfterGiven = false;
+  int conflictExitCode = 75;
+  bool verbose = false;
+  // How often --verbose reports a wait that goes on.
+  std::chrono::milliseconds progressEvery{10000};
+  // The program and its arguments (-c "cmd" becomes /bin/sh -c cmd).
+  std::vector<std::string> command;
+};
+
+struct ListOptions {
+  std::string prefix;
+  bool json = false;
+};
+
+struct ShowOptions {
+  std::string key;  // a store key or a lock id
+  bool xdc = false;
+  bool json = false;
+};
+
+struct ReleaseOptions {
+  std::string key;  // a store key or a lock id
+  bool xdc = false;
+  bool force = false;
+};
+
+struct MigrateOptions {
+  bool dryRun = false;
+};
+
+struct DemoOptions {
+  int workers = 4;
+  int locks = 3;
+  double seconds = 5;
+  int holdMs = 20;
+  int parentPercent = 10;
+};
+
+}  // namespace dlm::cli

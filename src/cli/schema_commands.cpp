@@ -1,0 +1,132 @@
+// dlmctl schema status and migrate: what the database's schema is, and
+// bringing it to this build's version.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/output_text.h"
+#include "cli/table.h"
+#include "dlm/deadline.h"
+#include "dlm/lock_configuration.h"
+#include "dlm/store_url.h"
+#include "dlm/version.h"
+#include "migration.h"
+
+namespace dlm::cli {
+namespace {
+
+// schema status: the database is at this build's version / migrations are
+// pending / the database is newer than this build.
+constexpr int kSchemaCurrent = 0;
+constexpr int kSchemaPending = 3;
+constexpr int kSchemaNewer = 4;
+
+const std::vector<internal::Migration>& migrationsFor(const LockStore& store) {
+  return store.name() == "postgres" ? internal::postgresMigrations()
+                                    : internal::sqliteMigrations();
+}
+
+// The migrations this build ships that `state` lacks, in order.
+std::vector<internal::Migration> pendingMigrations(const LockStore& store,
+                                                   const SchemaState& state) {
+  std::vector<internal::Migration> pending;
+  for (const internal::Migration& m : migrationsFor(store)) {
+    if (m.version > state.version()) pending.push_back(m);
+  }
+  return pending;
+}
+
+SchemaState readState(LockStore& store) {
+  const DeadlineScope deadline(
+      deadlineAfter(LockConfiguration{}.operationTimeout));
+  return store.schemaState();
+}
+
+std::string where(const GlobalOptions& global, const LockStore& store) {
+  return fmt::format("{} database {}{}", store.name(),
+                     describeStoreUrl(global.db),
+                     global.schema.empty()
+                         ? ""
+                         : fmt::format(" (schema {})", global.schema));
+}
+
+}  // namespace
+
+int runSchemaStatus(const GlobalOptions& global) {
+  // Reading the version table creates nothing, not even a SQLite file.
+  auto store = openCliStore(global);
+  const SchemaState state = readState(*store);
+  store->close();
+  const int needed = requiredSchemaVersion(store->name());
+
+  fmt::print("{}\n", where(global, *store));
+  if (!state.present) {
+    fmt::print("version found:  none (no dlm schema)\n");
+  } else {
+    fmt::print("version found:  {}\n", state.version());
+  }
+  fmt::print("version needed: {} (dlm {})\n", needed, version());
+  if (!state.applied.empty()) {
+    Table applied({"APPLIED", "VERSION", "DESCRIPTION"});
+    for (const AppliedMigration& m : state.applied) {
+      applied.add({printable(m.appliedAt), std::to_string(m.version),
+                   printable(m.description)});
+    }
+    fmt::print("\n{}", applied.render());
+  }
+  const std::vector<internal::Migration> pending =
+      pendingMigrations(*store, state);
+  if (state.version() > needed) {
+    fmt::print("\nthe database is newer than this build of dlmctl "
+               "(version {} > {}): use a newer dlmctl\n",
+               state.version(), needed);
+    return kSchemaNewer;
+  }
+  if (pending.empty()) {
+    fmt::print("\nup to date\n");
+    return kSchemaCurrent;
+  }
+  fmt::print("\npending (dlmctl migrate applies them):\n");
+  for (const internal::Migration& m : pending) {
+    fmt::print("  {}\n", m.file);
+  }
+  return kSchemaPending;
+}
+
+int runMigrate(const GlobalOptions& global, const MigrateOptions& options) {
+  auto store = openCliStore(global);
+  const SchemaState before = readState(*store);
+  const std::vector<internal::Migration> pending =
+      pendingMigrations(*store, before);
+  if (options.dryRun) {
+    store->close();
+    fmt::print("{}: schema at version {}\n", where(global, *store),
+               before.version());
+    if (pending.empty()) {
+      fmt::print("nothing to apply\n");
+    }
+    for (const internal::Migration& m : pending) {
+      fmt::print("would apply {}\n", m.file);
+    }
+    return 0;
+  }
+  // initialize(true) applies what is missing (serialised with other
+  // migrators), then verifies the version: on success the schema is exactly
+  // at this build's version.
+  store->initialize(/*applyMigrations=*/true);
+  const SchemaState after = readState(*store);
+  store->close();
+  // Another migrator may have applied some of `pending` meanwhile: name
+  // only the versions that are new since `before`, as the database recorded
+  // them.
+  for (const AppliedMigration& m : after.applied) {
+    if (m.version > before.version()) {
+      fmt::print("applied V{} ({}) at {}\n", m.version,
+                 printable(m.description), printable(m.appliedAt));
+    }
+  }
+  fmt::print("{}: schema at version {}\n", where(global, *store),
+             after.version());
+  return 0;
+}
+
+}  // namespace dlm::cli

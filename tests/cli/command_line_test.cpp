@@ -1,0 +1,160 @@
+// dlmctl's command line (CLI11): what each command receives, and what a
+// mistake, --help or --version print instead.
+#include "cli/command_line.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dlm/store_url.h"
+#include "dlm/version.h"
+
+namespace dlm::cli {
+namespace {
+
+using std::chrono::milliseconds;
+using Words = std::vector<std::string>;
+
+ParseOutcome parse(Words words,
+                   std::optional<std::string> env = std::nullopt) {
+  return parseCommandLine(std::move(words), env);
+}
+
+CommandLine run(Words words) {
+  ParseOutcome out = parse(words);
+  EXPECT_TRUE(out.run.has_value()) << out.err;
+  return out.run.value_or(CommandLine{});
+}
+
+TEST(CommandLine, ExecLeavesEverythingAfterTheCommandWordToTheCommand) {
+  const CommandLine c =
+      run({"exec", "--lock", "x", "echo", "--db", "oops", "-h", "--"});
+  EXPECT_EQ(c.command, "exec");
+  EXPECT_EQ(c.exec.id, "x");
+  EXPECT_EQ(c.exec.command, (Words{"echo", "--db", "oops", "-h", "--"}));
+  EXPECT_EQ(c.global.db, kDefaultStoreUrl);
+  EXPECT_EQ(c.global.dbOrigin, "default");
+}
+
+TEST(CommandLine, ExecTakesGlobalAndOwnOptionsBeforeTheCommandWord) {
+  const CommandLine c = run({"--db", "sqlite:a", "exec", "-w", "0.5",
+                             "--db=sqlite:b", "--lock", "x", "--ttl", "2.5",
+                             "--", "ls", "--", "--ttl", "3"});
+  EXPECT_EQ(c.global.db, "sqlite:b");  // the last one wins
+  EXPECT_EQ(c.global.dbOrigin, "--db");
+  EXPECT_EQ(c.exec.wait, milliseconds(500));
+  EXPECT_EQ(c.exec.ttl, milliseconds(2500));
+  EXPECT_EQ(c.exec.command, (Words{"ls", "--", "--ttl", "3"}));
+}
+
+TEST(CommandLine, ExecWaitsLikeFlockByDefault) {
+  EXPECT_FALSE(run({"exec", "--lock", "x", "true"}).exec.wait.has_value());
+  EXPECT_EQ(run({"exec", "-n", "--lock", "x", "true"}).exec.wait,
+            milliseconds(0));
+  EXPECT_EQ(run({"exec", "--timeout=1.25", "--lock", "x", "true"}).exec.wait,
+            milliseconds(1250));
+  const ParseOutcome both = parse({"exec", "-n", "-w", "1", "--lock", "x",
+                                   "true"});
+  EXPECT_FALSE(both.run);
+  EXPECT_EQ(both.exitStatus, kUsageExitStatus);
+  EXPECT_NE(both.err.find("exclude"), std::string::npos) << both.err;
+}
+
+TEST(CommandLine, ExecShellCommand) {
+  const CommandLine c =
+      run({"exec", "--lock", "x", "-c", "echo \"$DLM_LOCK_KEY\" | wc"});
+  EXPECT_EQ(c.exec.command,
+            (Words{"/bin/sh", "-c", "echo \"$DLM_LOCK_KEY\" | wc"}));
+  const ParseOutcome twice = parse({"exec", "--lock", "x", "-c", "a", "b"});
+  EXPECT_EQ(twice.exitStatus, kUsageExitStatus);
+  EXPECT_NE(twice.err.find("not both"), std::string::npos) << twice.err;
+  const ParseOutcome none = parse({"exec", "--lock", "x"});
+  EXPECT_EQ(none.exitStatus, kUsageExitStatus);
+  EXPECT_NE(none.err.find("needs a COMMAND"), std::string::npos) << none.err;
+}
+
+TEST(CommandLine, ExecOptionsAreChecked) {
+  for (const Words& bad : {Words{"exec", "--lock", "x", "--ttl", "0", "t"},
+                           Words{"exec", "--lock", "x", "-E", "256", "t"},
+                           Words{"exec", "--lock", "x", "-w", "abc", "t"},
+                           Words{"exec", "true"}}) {
+    const ParseOutcome out = parse(bad);
+    EXPECT_FALSE(out.run) << bad.back();
+    EXPECT_EQ(out.exitStatus, kUsageExitStatus);
+    EXPECT_NE(out.err.find("Try 'dlmctl help exec'"), std::string::npos)
+        << out.err;
+  }
+}
+
+TEST(CommandLine, SuggestsTheNameMeant) {
+  const ParseOutcome command = parse({"lsit"});
+  EXPECT_EQ(command.exitStatus, kUsageExitStatus);
+  EXPECT_NE(command.err.find("unknown command 'lsit'; did you mean 'list'?"),
+            std::string::npos)
+      << command.err;
+  const ParseOutcome option = parse({"list", "--jsn"});
+  EXPECT_NE(option.err.find("unknown option '--jsn' for list; did you mean "
+                            "'--json'?"),
+            std::string::npos)
+      << option.err;
+  const ParseOutcome far = parse({"frobnicate"});
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
+TEST(CommandLine, HelpAndVersion) {
+  const ParseOutcome version = parse({"--version"});
+  EXPECT_FALSE(version.run);
+  EXPECT_EQ(version.exitStatus, 0);
+  EXPECT_NE(version.out.find(std::string(dlm::version())), std::string::npos);
+  EXPECT_NE(version.out.find("PostgreSQL " +
+                             std::to_string(requiredSchemaVersion("postgres"))),
+            std::string::npos)
+      << version.out;
+  for (const Words& ask : {Words{"help", "exec"}, Words{"exec", "--help"},
+                           Words{"--db", "x", "exec", "-h"}}) {
+    const ParseOutcome help = parse(ask);
+    EXPECT_EQ(help.exitStatus, 0);
+    EXPECT_NE(help.out.find("--kill-after"), std::string::npos) << help.out;
+  }
+  EXPECT_NE(parse({"help", "schema", "status"}).out.find("pending"),
+            std::string::npos);
+  EXPECT_NE(parse({}).err.find("no command given"), std::string::npos);
+}
+
+TEST(CommandLine, AdminCommands) {
+  const CommandLine list = run({"list", "--prefix", "DC#x", "--json"});
+  EXPECT_EQ(list.command, "list");
+  EXPECT_EQ(list.list.prefix, "DC#x");
+  EXPECT_TRUE(list.list.json);
+  const CommandLine show = run({"show", "--xdc", "jobs.a"});
+  EXPECT_EQ(show.command, "show");
+  EXPECT_EQ(show.show.key, "jobs.a");
+  EXPECT_TRUE(show.show.xdc);
+  EXPECT_EQ(run({"schema", "status"}).command, "schema status");
+  EXPECT_TRUE(run({"migrate", "--dry-run"}).migrate.dryRun);
+  EXPECT_TRUE(run({"release", "--force", "K"}).release.force);
+
+  const ParseOutcome unforced = parse({"release", "K"});
+  EXPECT_EQ(unforced.exitStatus, kUsageExitStatus);
+  EXPECT_NE(unforced.err.find("--force"), std::string::npos) << unforced.err;
+  const ParseOutcome schema = parse({"schema"});
+  EXPECT_EQ(schema.exitStatus, kUsageExitStatus);
+  EXPECT_NE(schema.err.find("status"), std::string::npos) << schema.err;
+  EXPECT_EQ(parse({"demo", "--workers", "0"}).exitStatus, kUsageExitStatus);
+}
+
+TEST(CommandLine, DatabaseFromTheEnvironmentUnlessGiven) {
+  ParseOutcome env = parse({"list"}, std::string("sqlite:/tmp/x.sqlite"));
+  ASSERT_TRUE(env.run);
+  EXPECT_EQ(env.run->global.db, "sqlite:/tmp/x.sqlite");
+  EXPECT_EQ(env.run->global.dbOrigin, "DLM_DATABASE_URL");
+  ParseOutcome given =
+      parse({"list", "--db", "sqlite:y"}, std::string("sqlite:x"));
+  ASSERT_TRUE(given.run);
+  EXPECT_EQ(given.run->global.db, "sqlite:y");
+  EXPECT_EQ(given.run->global.dbOrigin, "--db");
+}
+
+}  // namespace
+}  // namespace dlm::cli
