@@ -94,6 +94,36 @@ struct LockRecord {
   StoreTime expiresAt;
   std::chrono::milliseconds ttl{0};
   Holder holder;
+  // The holder's address as the database server saw it (PostgreSQL; empty
+  // over a unix socket and on SQLite).
+  std::string holderIp;
+};
+
+// One live request row: an acquireLock waiting for `key`.
+struct WaitRecord {
+  std::string key;
+  std::string owner;
+  StoreTime requestedAt;
+  // The waiter's deadline; after it the row no longer counts.
+  StoreTime expiresAt;
+};
+
+// One row of the schema-version table: a migration applied to the database.
+struct AppliedMigration {
+  int version = 0;
+  std::string description;
+  // As the database recorded it (text, UTC), for operators.
+  std::string appliedAt;
+};
+
+// What the database's schema-version table says.
+struct SchemaState {
+  // False when the database has no dlm schema at all (no version table).
+  bool present = false;
+  // In version order.
+  std::vector<AppliedMigration> applied;
+  // The highest applied version; 0 when none.
+  int version() const { return applied.empty() ? 0 : applied.back().version; }
 };
 
 // A waiter about to wait: the request row it records.
@@ -178,6 +208,16 @@ class LockStore {
   // Rows with status HELD whose key starts with `keyPrefix` (all when empty),
   // in key order, expired ones included (LockRecord::held tells).
   virtual std::vector<LockRecord> listHeld(std::string_view keyPrefix) = 0;
+
+  // Live request rows (waiters whose deadline has not passed) whose key
+  // starts with `keyPrefix` (all when empty), in key order, then oldest
+  // first.
+  virtual std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) = 0;
+
+  // Reads the schema-version table without changing anything (and without
+  // creating a SQLite file's tables); needs no initialize(). Throws
+  // CONNECTION_ERROR when the database cannot be reached.
+  virtual SchemaState schemaState() = 0;
 
   // Operator override: frees the row whoever holds it. True if it was HELD.
   virtual bool forceRelease(std::string_view key) = 0;

@@ -122,6 +122,8 @@ class PostgresStore final : public LockStore {
                                   std::chrono::milliseconds ttl) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
+  std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) override;
+  SchemaState schemaState() override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;

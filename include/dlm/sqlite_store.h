@@ -44,7 +44,8 @@ class SqliteTransaction final : public AppTransaction {
 };
 
 struct SqliteStoreOptions {
-  // Path of the database file; created if missing. ":memory:" works for one
+  // Path of the database file; created if missing (by the first call other
+  // than schemaState, which never creates it). ":memory:" works for one
   // store object only (no other connection can see it).
   std::string path = "dlm.sqlite";
   // The longest one wait for the database write lock (held by another
@@ -66,7 +67,11 @@ struct SqliteStoreOptions {
 // and for the file's write lock (another writer's transaction) until the
 // calling thread's deadline or busyTimeout, whichever comes first, then
 // throws RETRIES_EXHAUSTED (transient) saying what it waited for and which
-// bound ended the wait. Reads (describe, listHeld) do not wait for writers.
+// bound ended the wait. Reads (describe, listHeld, listWaiters,
+// schemaState) do not wait for writers. schemaState on a file opens a
+// query-only connection of its own for the call, without creating the file
+// (the store's connection would create it and switch it to WAL); a missing
+// file is present == false.
 // Not bounded by the deadline: the COMMIT's fsync (synchronous=FULL for
 // acquisitions) and SQLite's own short internal retries on the WAL index.
 // A process killed at any point (inside a transaction too) leaves the file
@@ -107,6 +112,8 @@ class SqliteStore final : public LockStore {
                                   std::chrono::milliseconds ttl) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
+  std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) override;
+  SchemaState schemaState() override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;

@@ -11,7 +11,13 @@ constexpr const char* kRecordColumns =
     "status = 'HELD' AND expires_at > clock_timestamp(), owner_id, "
     "fencing_token, floor(extract(epoch FROM acquired_at) * 1000)::bigint, "
     "floor(extract(epoch FROM expires_at) * 1000)::bigint, ttl_ms, "
-    "holder_host, holder_pid";
+    "holder_host, holder_pid, host(holder_ip)";
+
+// Columns of a WaitRecord, times as epoch milliseconds by the server clock.
+constexpr const char* kWaitColumns =
+    "resource, owner_id, "
+    "floor(extract(epoch FROM requested_at) * 1000)::bigint, "
+    "floor(extract(epoch FROM expires_at) * 1000)::bigint";
 
 }  // namespace
 
@@ -62,6 +68,28 @@ const PgStatements& pgStatements() {
                    "resource >= $1 AND starts_with(resource, $1) "
                    "ORDER BY resource",
                    kRecordColumns)},
+      // Live request rows under a prefix: primary-key range scan (resource
+      // is its first column), then the exact prefix test. A row past its
+      // expiry (or without one) no longer counts, as in the wait graph.
+      {"dlm_list_waiters_range",
+       fmt::format("SELECT {} FROM dlm_lock_requests WHERE expires_at > "
+                   "clock_timestamp() AND resource >= $1 AND resource < $2 "
+                   "AND starts_with(resource, $1) "
+                   "ORDER BY resource, requested_at, owner_id",
+                   kWaitColumns)},
+      // The same without an upper bound (empty or non-ASCII prefix).
+      {"dlm_list_waiters_from",
+       fmt::format("SELECT {} FROM dlm_lock_requests WHERE expires_at > "
+                   "clock_timestamp() AND resource >= $1 AND "
+                   "starts_with(resource, $1) "
+                   "ORDER BY resource, requested_at, owner_id",
+                   kWaitColumns)},
+      // Every version row for operators, applied_at as UTC ISO-8601 with
+      // milliseconds (independent of the session's TimeZone and DateStyle).
+      {"dlm_schema_versions",
+       "SELECT version, description, to_char(applied_at AT TIME ZONE 'UTC', "
+       "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM dlm_schema_version "
+       "ORDER BY version"},
       // The database clock.
       {"dlm_now",
        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},

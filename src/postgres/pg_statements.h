@@ -18,6 +18,9 @@ struct PgStatements {
   PreparedStatement describe;
   PreparedStatement listHeldRange;
   PreparedStatement listHeldFrom;
+  PreparedStatement listWaitersRange;
+  PreparedStatement listWaitersFrom;
+  PreparedStatement schemaVersions;
   PreparedStatement now;
   PreparedStatement version;
 };

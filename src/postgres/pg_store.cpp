@@ -54,6 +54,18 @@ LockRecord toRecord(const PgResult& r, int row) {
   rec.ttl = std::chrono::milliseconds(r.int64(row, 7));
   rec.holder.host = r.text(row, 8);
   rec.holder.pid = r.int64(row, 9);
+  // host(holder_ip): the address without its /32 (/128) mask; NULL (a unix
+  // socket) reads as "".
+  rec.holderIp = r.text(row, 10);
+  return rec;
+}
+
+WaitRecord toWaitRecord(const PgResult& r, int row) {
+  WaitRecord rec;
+  rec.key = r.text(row, 0);
+  rec.owner = r.text(row, 1);
+  rec.requestedAt = fromEpochMs(r, row, 2);
+  rec.expiresAt = fromEpochMs(r, row, 3);
   return rec;
 }
 
@@ -375,6 +387,53 @@ class PostgresStore::Impl {
     });
   }
 
+  std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) {
+    const std::string prefix(keyPrefix);
+    const std::optional<std::string> upper = internal::prefixUpperBound(prefix);
+    return run("listWaiters", keyPrefix, [&](PgConn& c, Deadline d) {
+      const auto& st = internal::pgStatements();
+      const PgResult r =
+          upper ? c.execPrepared(st.listWaitersRange,
+                                 Params{prefix.c_str(), upper->c_str()}, d)
+                : c.execPrepared(st.listWaitersFrom, Params{prefix.c_str()}, d);
+      std::vector<WaitRecord> records;
+      records.reserve(static_cast<std::size_t>(r.rows()));
+      for (int row = 0; row < r.rows(); ++row) {
+        records.push_back(toWaitRecord(r, row));
+      }
+      return records;
+    });
+  }
+
+  // On a store connection, so the configured schema (its search_path), the
+  // deadline and the pool apply as for every other call; one statement, no
+  // writes, no initialize() needed.
+  SchemaState schemaState() {
+    return run("schemaState", "", [](PgConn& c, Deadline d) {
+      SchemaState state;
+      PgResult r;
+      try {
+        r = c.execPrepared(internal::pgStatements().schemaVersions, Params{},
+                           d);
+      } catch (const internal::PgError& e) {
+        // No version table on the search_path: no dlm schema at all. In
+        // autocommit the failed statement leaves the connection usable.
+        if (e.sqlstate() == "42P01") return state;
+        throw;
+      }
+      state.present = true;
+      state.applied.reserve(static_cast<std::size_t>(r.rows()));
+      for (int row = 0; row < r.rows(); ++row) {
+        AppliedMigration m;
+        m.version = static_cast<int>(r.int64(row, 0));
+        m.description = r.text(row, 1);
+        m.appliedAt = r.text(row, 2);
+        state.applied.push_back(std::move(m));
+      }
+      return state;
+    });
+  }
+
   bool forceRelease(std::string_view key) {
     const std::string k(key);
     return run("forceRelease", key, [&](PgConn& c, Deadline d) {
@@ -533,6 +592,10 @@ std::optional<LockRecord> PostgresStore::describe(std::string_view key) {
 std::vector<LockRecord> PostgresStore::listHeld(std::string_view keyPrefix) {
   return impl_->listHeld(keyPrefix);
 }
+std::vector<WaitRecord> PostgresStore::listWaiters(std::string_view keyPrefix) {
+  return impl_->listWaiters(keyPrefix);
+}
+SchemaState PostgresStore::schemaState() { return impl_->schemaState(); }
 bool PostgresStore::forceRelease(std::string_view key) {
   return impl_->forceRelease(key);
 }

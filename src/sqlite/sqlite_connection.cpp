@@ -135,20 +135,29 @@ std::string Statement::text(int column) const {
 // --- Connection --------------------------------------------------------------
 
 Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout,
-                       std::chrono::steady_clock::time_point callLimit)
+                       std::chrono::steady_clock::time_point callLimit,
+                       OpenMode mode)
     : path_(std::move(path)), busy_(busyTimeout) {
   busy_.limitCall(callLimit);
   sqlite3* raw = nullptr;
-  // NOMUTEX: the store's mutex already serialises every use of the handle.
-  const int rc = sqlite3_open_v2(
-      path_.c_str(), &raw,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-      nullptr);
+  // NOMUTEX: the store's mutex (or, query-only, the one calling thread that
+  // owns the connection) already serialises every use of the handle.
+  // Query-only goes without CREATE, so a missing file is never created.
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                    (mode == OpenMode::kQueryOnly ? 0 : SQLITE_OPEN_CREATE);
+  const int rc = sqlite3_open_v2(path_.c_str(), &raw, flags, nullptr);
   db_.reset(raw);  // even a failed open allocates a handle that must be closed
   if (rc != SQLITE_OK) fail(rc, "opening the database file");
   // Extended codes (SQLITE_IOERR_FSYNC, SQLITE_BUSY_SNAPSHOT, ...) for logs.
   sqlite3_extended_result_codes(db_.get(), 1);
   busy_.install(db_.get());
+  if (mode == OpenMode::kQueryOnly) {
+    // Looking only: any statement that would write fails, the journal mode
+    // stays the file's (switching it would write to it) and synchronous
+    // matters only to COMMITs.
+    execute("PRAGMA query_only = ON", "setting query_only");
+    return;
+  }
 
   // WAL: readers never block the writer or each other, and a commit appends
   // to the log instead of rewriting pages. The mode is stored in the file, so

@@ -92,14 +92,29 @@ class Statement {
   sqlite3_stmt* stmt_;  // owned by the connection's cache
 };
 
+// How a Connection opens its file.
+enum class OpenMode {
+  // Read and write, creating the file if missing, switched to WAL: the
+  // store's own connection.
+  kReadWrite,
+  // An existing file only (SQLITE_CANTOPEN otherwise, never created), with
+  // PRAGMA query_only on and the journal mode left as it is: for looking at
+  // a file without changing it (schemaState). Opened read-write rather than
+  // SQLITE_OPEN_READONLY because a read-only connection that is the last one
+  // on a WAL file leaves its -wal and -shm files behind when it closes;
+  // this one removes them as every closing connection does.
+  kQueryOnly,
+};
+
 class Connection {
  public:
-  // Opens (creating if missing) the file, installs the busy handler and puts
-  // the file in WAL mode, its busy waits ending by `callLimit` too (see
-  // limitCall). Throws like check().
+  // Opens the file as `mode` says and installs the busy handler, its busy
+  // waits ending by `callLimit` too (see limitCall). kReadWrite also puts
+  // the file in WAL mode. Throws like check().
   Connection(std::string path, std::chrono::milliseconds busyTimeout,
              std::chrono::steady_clock::time_point callLimit =
-                 std::chrono::steady_clock::time_point::max());
+                 std::chrono::steady_clock::time_point::max(),
+             OpenMode mode = OpenMode::kReadWrite);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   ~Connection();

@@ -27,12 +27,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -102,7 +104,7 @@ std::string migrateHint(const std::string& path) {
 // Column list shared by describe and listHeld; readRecord reads it.
 #define DLM_RECORD_COLUMNS                                              \
   "resource, status, owner_id, fencing_token, acquired_at_ms, ttl_ms, " \
-  "expires_at_ms, holder_host, holder_pid"
+  "expires_at_ms, holder_host, holder_pid, holder_ip"
 
 LockRecord readRecord(const Statement& row, std::int64_t now) {
   LockRecord r;
@@ -116,7 +118,35 @@ LockRecord readRecord(const Statement& row, std::int64_t now) {
   r.held = r.statusHeld && row.integer(6) > now;
   r.holder.host = row.text(7);
   r.holder.pid = row.integer(8);
+  // Never filled on SQLite (no network peer); NULL reads as "".
+  r.holderIp = row.text(9);
   return r;
+}
+
+// Every row of the version table, or present == false when the file has
+// none. Two statements outside a transaction: a migration committing in
+// between only makes the answer newer.
+SchemaState readSchemaState(Connection& c) {
+  SchemaState state;
+  {
+    Statement exists = c.statement(
+        "SELECT count(*) FROM sqlite_master "
+        "WHERE type = 'table' AND name = 'dlm_schema_version'");
+    if (!exists.step() || exists.integer(0) == 0) return state;
+  }
+  state.present = true;
+  // applied_at is already UTC ISO-8601 text (the column's default).
+  Statement rows = c.statement(
+      "SELECT version, description, applied_at FROM dlm_schema_version "
+      "ORDER BY version");
+  while (rows.step()) {
+    AppliedMigration m;
+    m.version = static_cast<int>(rows.integer(0));
+    m.description = rows.text(1);
+    m.appliedAt = rows.text(2);
+    state.applied.push_back(std::move(m));
+  }
+  return state;
 }
 
 }  // namespace
@@ -167,6 +197,31 @@ class SqliteStore::Impl {
     }
     connection_->limitCall(callLimit);
     return fn(*connection_);
+  }
+
+  // schemaState: reads the file without creating it or anything in it.
+  SchemaState schemaState() {
+    throwIfClosed();
+    const std::string& path = options_.path;
+    // In-memory and temporary databases exist only in this store's own
+    // connection (and write nothing to disk): look there.
+    if (path.empty() || path == ":memory:") {
+      return withConnection("reading the schema version", readSchemaState);
+    }
+    // No file, no schema. The store's connection would create the file (and
+    // switch it to WAL), so look through a query-only connection of this
+    // call's own instead, which never creates the file either.
+    std::error_code error;
+    const auto status = std::filesystem::status(path, error);
+    if (status.type() == std::filesystem::file_type::not_found) {
+      return SchemaState{};
+    }
+    const Deadline callLimit = currentDeadline()
+                                   ? Deadline::max()
+                                   : deadlineAfter(options_.busyTimeout);
+    Connection queryOnly(path, options_.busyTimeout, callLimit,
+                         internal::sqlite::OpenMode::kQueryOnly);
+    return readSchemaState(queryOnly);
   }
 
   void close() {
@@ -548,6 +603,42 @@ std::vector<LockRecord> SqliteStore::listHeld(std::string_view keyPrefix) {
     return out;
   });
 }
+
+std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
+  return impl_->withConnection("listing waiters", [&](Connection& c) {
+    const std::int64_t now = nowMs();
+    std::vector<WaitRecord> out;
+    const std::optional<std::string> end = prefixEnd(keyPrefix);
+    // A range scan of the primary key (resource first), as for listHeld;
+    // rows past their waiter's deadline no longer count.
+    Statement rows =
+        end ? c.statement(
+                  "SELECT resource, owner_id, requested_at_ms, expires_at_ms "
+                  "FROM dlm_lock_requests "
+                  "WHERE resource >= ?1 AND resource < ?2 "
+                  "AND expires_at_ms > ?3 "
+                  "ORDER BY resource, requested_at_ms, owner_id")
+            : c.statement(
+                  "SELECT resource, owner_id, requested_at_ms, expires_at_ms "
+                  "FROM dlm_lock_requests "
+                  "WHERE resource >= ?1 AND expires_at_ms > ?3 "
+                  "ORDER BY resource, requested_at_ms, owner_id");
+    rows.bind(1, keyPrefix).bind(3, now);
+    if (end) rows.bind(2, *end);
+    while (rows.step()) {
+      WaitRecord w;
+      w.key = rows.text(0);
+      if (w.key.compare(0, keyPrefix.size(), keyPrefix) != 0) continue;
+      w.owner = rows.text(1);
+      w.requestedAt = fromMs(rows.integer(2));
+      w.expiresAt = fromMs(rows.integer(3));
+      out.push_back(std::move(w));
+    }
+    return out;
+  });
+}
+
+SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
 
 bool SqliteStore::forceRelease(std::string_view key) {
   const bool freed =

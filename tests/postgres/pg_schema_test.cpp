@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
 #include "migration.h"
@@ -303,6 +304,84 @@ TEST(PostgresRoundTrips, OneTransactionPerAcquireAndPerRelease) {
   EXPECT_TRUE(exact) << "expected " << kOps << " commits each; got: "
                      << ::testing::PrintToString(attempts);
   std::printf("round trips: %s\n", attempts.back().c_str());
+}
+
+// ------------------------------------------------------------ schemaState
+
+TEST(PostgresSchemaState, AFreshEmptySchemaIsNotPresent) {
+  FreshSchema schema;
+  PostgresStore store(schema.options());
+  const SchemaState state = store.schemaState();  // no initialize() needed
+  EXPECT_FALSE(state.present);
+  EXPECT_TRUE(state.applied.empty());
+  EXPECT_EQ(state.version(), 0);
+  // Looking created nothing.
+  pqxx::nontransaction tx(schema.admin());
+  EXPECT_EQ(tx.exec_params("SELECT count(*) FROM pg_class c JOIN pg_namespace "
+                           "n ON n.oid = c.relnamespace WHERE n.nspname = $1",
+                           schema.name())[0][0]
+                .as<int>(),
+            0);
+}
+
+TEST(PostgresSchemaState, ReadsTheConfiguredSchemaOnly) {
+  FreshSchema migrated;
+  internal::applyPostgresMigrations(migrated.options());
+  FreshSchema empty;
+  EXPECT_FALSE(PostgresStore(empty.options()).schemaState().present);
+  const SchemaState state = PostgresStore(migrated.options()).schemaState();
+  EXPECT_TRUE(state.present);
+  ASSERT_EQ(static_cast<int>(state.applied.size()), migrationCount());
+  EXPECT_EQ(state.version(), migrationCount());
+  EXPECT_EQ(state.applied.front().description, "create lock tables");
+  // Only the admin applied it; the client role reads it through its grant.
+  ClientRole role(migrated.admin());
+  const SchemaState asClient =
+      PostgresStore(migrated.options(fmt::format("user={}", role.name())))
+          .schemaState();
+  ASSERT_EQ(asClient.applied.size(), state.applied.size());
+  EXPECT_EQ(asClient.applied.back().appliedAt, state.applied.back().appliedAt);
+}
+
+TEST(PostgresSchemaState, AppliedAtIsUtcWhateverTheSessionTimeZone) {
+  FreshSchema schema;
+  internal::applyPostgresMigrations(schema.options());
+  const std::string utc =
+      PostgresStore(schema.options("options='-c TimeZone=UTC'"))
+          .schemaState()
+          .applied.front()
+          .appliedAt;
+  const std::string elsewhere =
+      PostgresStore(schema.options("options='-c TimeZone=Pacific/Chatham'"))
+          .schemaState()
+          .applied.front()
+          .appliedAt;
+  EXPECT_EQ(utc, elsewhere);
+  // The server's own rendering of the same instant, in UTC.
+  pqxx::nontransaction tx(schema.admin());
+  const std::string expected =
+      tx.exec(
+            "SELECT to_char(applied_at AT TIME ZONE 'UTC', "
+            "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM " +
+            schema.admin().quote_name(schema.name()) +
+            ".dlm_schema_version ORDER BY version LIMIT 1")[0][0]
+          .as<std::string>();
+  EXPECT_EQ(utc, expected);
+  EXPECT_EQ(utc.size(), 24U) << utc;  // 2026-11-24T12:00:00.123Z
+  EXPECT_EQ(utc.back(), 'Z');
+}
+
+TEST(PostgresSchemaState, IsBoundedByTheCallersDeadline) {
+  FreshSchema schema;
+  PostgresStore store(schema.options());
+  DeadlineScope passed(std::chrono::steady_clock::now() - 1ms);
+  try {
+    store.schemaState();
+    FAIL() << "answered after its deadline";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
+    EXPECT_TRUE(e.transient());
+  }
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 // apply, and concurrent initializers apply each migration once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -135,7 +138,8 @@ TEST_F(SqliteSchemaTest, AnEmptyFileIsSchemaMismatchNamingTheFirstMigration) {
     EXPECT_NE(message.find("migrations/sqlite/V1__create_lock_tables.sql"),
               std::string::npos)
         << message;
-    EXPECT_NE(message.find("dlmctl migrate --db sqlite:" + path), std::string::npos)
+    EXPECT_NE(message.find("dlmctl migrate --db sqlite:" + path),
+              std::string::npos)
         << message;
   }
   // Nothing was created.
@@ -232,6 +236,104 @@ TEST_F(SqliteSchemaTest, ConcurrentInitializersApplyEachMigrationOnce) {
   // And every store works on the result.
   for (auto& store : stores) {
     EXPECT_NO_THROW(store->initialize(false));
+  }
+}
+
+// ------------------------------------------------------------ schemaState
+
+// The directory's entries (file names), to tell that nothing was created.
+std::vector<std::string> filesIn(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(SqliteSchemaTest,
+       SchemaStateOfAMissingFileIsNotPresentAndCreatesNothing) {
+  const std::string path = dir_.file("absent.sqlite");
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  EXPECT_FALSE(state.present);
+  EXPECT_TRUE(state.applied.empty());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(filesIn(dir_.path()).empty()) << "no -wal, -shm or journal";
+  // Nor a missing directory.
+  const std::string deeper = dir_.file("no-such-dir/locks.sqlite");
+  EXPECT_FALSE(SqliteStore(SqliteStoreOptions{deeper}).schemaState().present);
+  EXPECT_TRUE(filesIn(dir_.path()).empty());
+}
+
+TEST_F(SqliteSchemaTest, SchemaStateOfAnEmptyFileIsNotPresentAndLeavesItEmpty) {
+  const std::string path = dir_.file("empty.sqlite");
+  std::ofstream(path).close();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  EXPECT_FALSE(state.present);
+  EXPECT_TRUE(state.applied.empty());
+  EXPECT_EQ(std::filesystem::file_size(path), 0U);
+  EXPECT_EQ(filesIn(dir_.path()), std::vector<std::string>{"empty.sqlite"});
+}
+
+TEST_F(SqliteSchemaTest, SchemaStateReadsAFileWithoutChangingItsJournalMode) {
+  // Made from the schema file by a plain connection: rollback journal, not
+  // WAL, which the store's own connection would switch it to.
+  const std::string path = dir_.file("plain.sqlite");
+  RawDb(path).exec(std::string(internal::sqliteSchemaSql()));
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  EXPECT_TRUE(state.present);
+  EXPECT_EQ(state.version(),
+            internal::latestVersion(internal::sqliteMigrations()));
+  ASSERT_EQ(state.applied.size(), internal::sqliteMigrations().size());
+  EXPECT_EQ(state.applied.front().version, 1);
+  EXPECT_EQ(state.applied.front().description, "create lock tables");
+  EXPECT_EQ(RawDb(path).scalar("PRAGMA journal_mode"), "delete");
+}
+
+TEST_F(SqliteSchemaTest, SchemaStateOfAnIdleWalFileLeavesNoFilesBehind) {
+  const std::string path = dir_.file("idle.sqlite");
+  openStore(path)->close();  // migrated, WAL, no connection left open
+  ASSERT_EQ(filesIn(dir_.path()), std::vector<std::string>{"idle.sqlite"});
+  SqliteStore store(SqliteStoreOptions{path});
+  EXPECT_EQ(store.schemaState().version(),
+            internal::latestVersion(internal::sqliteMigrations()));
+  EXPECT_EQ(filesIn(dir_.path()), std::vector<std::string>{"idle.sqlite"})
+      << "the look left -wal / -shm files behind";
+}
+
+TEST_F(SqliteSchemaTest, SchemaStateAnswersWhileAnotherConnectionWrites) {
+  const std::string path = dir_.file("busy.sqlite");
+  openStore(path).reset();  // migrated, WAL
+  RawDb writer(path);
+  writer.exec("BEGIN IMMEDIATE; DELETE FROM dlm_locks;");
+  SqliteStore store(SqliteStoreOptions{path, std::chrono::milliseconds(100)});
+  const SchemaState state = store.schemaState();
+  EXPECT_TRUE(state.present);
+  EXPECT_EQ(state.version(),
+            internal::latestVersion(internal::sqliteMigrations()));
+  writer.exec("ROLLBACK");
+}
+
+TEST_F(SqliteSchemaTest, SchemaStateOfAnInMemoryStoreIsItsOwnDatabase) {
+  SqliteStore store(SqliteStoreOptions{":memory:"});
+  EXPECT_FALSE(store.schemaState().present);
+  store.initialize(/*applyMigrations=*/true);
+  EXPECT_EQ(store.schemaState().version(),
+            internal::latestVersion(internal::sqliteMigrations()));
+}
+
+TEST_F(SqliteSchemaTest, SchemaStateAfterCloseIsAnInternalError) {
+  SqliteStore store(SqliteStoreOptions{dir_.file("closed.sqlite")});
+  store.close();
+  try {
+    store.schemaState();
+    FAIL() << "a closed store answered";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR);
   }
 }
 

@@ -1,6 +1,8 @@
 #include "support/fake_store.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "dlm/error.h"
 
@@ -134,6 +136,35 @@ std::vector<LockRecord> FakeStore::listHeld(std::string_view prefix) {
   return out;
 }
 
+std::vector<WaitRecord> FakeStore::listWaiters(std::string_view prefix) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<WaitRecord> out;
+  for (const auto& [id, req] : requests_) {
+    const std::string& key = id.second;
+    if (req.expiresAt <= now_ || key.compare(0, prefix.size(), prefix) != 0) {
+      continue;
+    }
+    out.push_back(WaitRecord{key, id.first, req.requestedAt, req.expiresAt});
+  }
+  // requests_ is ordered by owner first: key order, then oldest first.
+  std::sort(out.begin(), out.end(),
+            [](const WaitRecord& a, const WaitRecord& b) {
+              return std::tie(a.key, a.requestedAt, a.owner) <
+                     std::tie(b.key, b.requestedAt, b.owner);
+            });
+  return out;
+}
+
+SchemaState FakeStore::schemaState() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return schema_;
+}
+
+void FakeStore::setSchemaState(SchemaState state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  schema_ = std::move(state);
+}
+
 bool FakeStore::forceRelease(std::string_view key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = rows_.find(key);
@@ -197,8 +228,12 @@ WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
     }
     frontier = std::move(next);
   }
-  requests_[{me, request.key.key}] =
-      Request{request.key, now_ + request.maxWait};
+  // A repeated registration keeps when the wait began (as PostgreSQL does)
+  // and moves the deadline.
+  auto [it, fresh] = requests_.try_emplace({me, request.key.key});
+  if (fresh) it->second.requestedAt = now_;
+  it->second.key = request.key;
+  it->second.expiresAt = now_ + request.maxWait;
   return {};
 }
 

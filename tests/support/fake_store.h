@@ -39,6 +39,10 @@ class FakeStore final : public LockStore {
                                   std::chrono::milliseconds ttl) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view prefix) override;
+  std::vector<WaitRecord> listWaiters(std::string_view prefix) override;
+  // What setSchemaState set; by default a present schema with no version
+  // rows (the fake has no schema to apply).
+  SchemaState schemaState() override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
@@ -50,6 +54,8 @@ class FakeStore final : public LockStore {
   std::vector<std::pair<std::string, std::string>> requests();
   // With false, subscribeReleases refuses (waiters poll).
   void setNotifies(bool on) { notifies_ = on; }
+  // What schemaState() answers from now on.
+  void setSchemaState(SchemaState state);
 
   // Moves the store's clock forward.
   void advance(std::chrono::milliseconds by);
@@ -61,6 +67,7 @@ class FakeStore final : public LockStore {
   };
   struct Request {
     StoreKey key;
+    StoreTime requestedAt;
     StoreTime expiresAt;
   };
   bool heldAt(const Row& row, StoreTime at) const;
@@ -77,6 +84,7 @@ class FakeStore final : public LockStore {
   std::map<std::pair<std::string, std::string>, Request> requests_;
   std::set<ReleaseListener*> listeners_;
   bool notifies_ = true;
+  SchemaState schema_{true, {}};
 };
 
 }  // namespace dlm::test

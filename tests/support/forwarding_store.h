@@ -42,6 +42,10 @@ class ForwardingStore : public LockStore {
   std::vector<LockRecord> listHeld(std::string_view prefix) override {
     return target_->listHeld(prefix);
   }
+  std::vector<WaitRecord> listWaiters(std::string_view prefix) override {
+    return target_->listWaiters(prefix);
+  }
+  SchemaState schemaState() override { return target_->schemaState(); }
   bool forceRelease(std::string_view key) override {
     return target_->forceRelease(key);
   }
