@@ -15,6 +15,13 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// CLI11's range check without its "in [min - max]" in the help (the
+// option's description says what matters).
+template <typename T>
+CLI::Validator range(T min, T max) {
+  return CLI::Range(min, max).description("");
+}
+
 milliseconds fromSeconds(double seconds) {
   return milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
 }
@@ -165,13 +172,13 @@ struct Cli {
     exec->add_flag("--xdc", o.xdc, "an XDC lock (no farm)");
     exec->add_option("--ttl", execTtl, "lease length in seconds (default 60)")
         ->type_name("S")
-        ->check(CLI::Range(0.001, 86400.0));
+        ->check(range(0.001, 86400.0));
     auto* wait =
         exec->add_option("-w,--wait,--timeout", execWait,
                          "wait at most S seconds, fractional (default: "
                          "until the lock is free)")
             ->type_name("S")
-            ->check(CLI::Range(0.0, 31536000.0));
+            ->check(range(0.0, 31536000.0));
     exec->add_flag("-n,--nonblock", execOnce,
                    "one attempt; fail at once when the lock is held")
         ->excludes(wait);
@@ -179,12 +186,12 @@ struct Cli {
                      "exit status when the lock is held elsewhere (default "
                      "75)")
         ->type_name("N")
-        ->check(CLI::Range(0, 255));
+        ->check(range(0, 255));
     exec->add_option("--kill-after", execKillAfter,
                      "SIGTERM to SIGKILL after a lost lock, seconds (default "
                      "1; at most half of a tenth of the TTL)")
         ->type_name("S")
-        ->check(CLI::Range(0.0, 3600.0));
+        ->check(range(0.0, 3600.0));
     exec->add_option("-c,--command", execShell,
                      "run this shell command (/bin/sh -c) instead of COMMAND")
         ->type_name("CMD");
@@ -194,7 +201,7 @@ struct Cli {
                      "seconds between --verbose reports of a long wait "
                      "(default 10)")
         ->type_name("S")
-        ->check(CLI::Range(0.1, 86400.0));
+        ->check(range(0.1, 86400.0));
     exec->add_option("COMMAND", execCommand, "the command and its arguments")
         ->type_name("")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -255,22 +262,22 @@ struct Cli {
     DemoOptions& d = line.demo;
     demo->add_option("--workers", d.workers, "worker processes (default 4)")
         ->type_name("N")
-        ->check(CLI::Range(1, 64));
+        ->check(range(1, 64));
     demo->add_option("--locks", d.locks, "keys to contend for (default 3)")
         ->type_name("K")
-        ->check(CLI::Range(1, 1000));
+        ->check(range(1, 1000));
     demo->add_option("--seconds", d.seconds,
                      "how long the workers run (default 5)")
         ->type_name("S")
-        ->check(CLI::Range(0.1, 3600.0));
+        ->check(range(0.1, 3600.0));
     demo->add_option("--hold-ms", d.holdMs,
                      "how long each hold lasts (default 20)")
         ->type_name("M")
-        ->check(CLI::Range(0, 60000));
+        ->check(range(0, 60000));
     demo->add_option("--parent-percent", d.parentPercent,
                      "share of attempts on the parent key (default 10)")
         ->type_name("P")
-        ->check(CLI::Range(0, 100));
+        ->check(range(0, 100));
   }
 
   // The command named by `words` ("schema", "status"), or nullptr.
@@ -293,6 +300,21 @@ struct Cli {
     }
   }
 };
+
+std::string pathOf(const CLI::App* sub);
+
+// `sub`'s help, its usage line starting with the program's name (CLI11 2.1
+// names only the subcommands there).
+std::string helpOf(const CLI::App* sub,
+                   CLI::AppFormatMode mode = CLI::AppFormatMode::Normal) {
+  std::string text = sub->help("", mode);
+  const std::string usage = "Usage: ";
+  const std::size_t at = text.find(usage);
+  if (sub->get_parent() != nullptr && at != std::string::npos) {
+    text.insert(at + usage.size(), "dlmctl ");
+  }
+  return text;
+}
 
 std::string pathOf(const CLI::App* sub) {
   std::string path;
@@ -361,7 +383,7 @@ std::vector<std::string> commandNames(const CLI::App* sub) {
 
 // The "Usage: ..." line of `sub`'s help.
 std::string synopsis(const CLI::App* sub) {
-  const std::string text = sub->help();
+  const std::string text = helpOf(sub);
   const std::size_t at = text.find("Usage:");
   if (at == std::string::npos) return "";
   return text.substr(at, text.find('\n', at) - at) + "\n";
@@ -455,7 +477,7 @@ ParseOutcome helpFor(Cli& cli, const std::vector<std::string>& topic) {
                                   topic.back(), commandNames(&cli.app)));
   }
   ParseOutcome out;
-  out.out = sub->help();
+  out.out = helpOf(sub);
   return out;
 }
 
@@ -472,11 +494,11 @@ ParseOutcome parseCommandLine(
     cli.app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     ParseOutcome out;
-    out.out = cli.parsed()->help();
+    out.out = helpOf(cli.parsed());
     return out;
   } catch (const CLI::CallForAllHelp&) {
     ParseOutcome out;
-    out.out = cli.app.help("", CLI::AppFormatMode::All);
+    out.out = helpOf(&cli.app, CLI::AppFormatMode::All);
     return out;
   } catch (const CLI::ExtrasError&) {
     const std::vector<std::string> left = cli.app.remaining();
@@ -528,7 +550,7 @@ std::string usageText(const std::string& command) {
     at = end + 1;
   }
   const CLI::App* sub = cli.find(words);
-  return (sub != nullptr ? sub : &cli.app)->help();
+  return helpOf(sub != nullptr ? sub : &cli.app);
 }
 
 std::string versionText() {

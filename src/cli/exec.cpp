@@ -137,7 +137,7 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       return 0;
     } catch (const DLMException& e) {
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
-      if (slice >= left) {
+      if (o.wait && slice >= left) {
         fmt::print(stderr, "dlmctl: lock '{}' is {}; not running the command\n",
                    printable(lock.lockId()),
                    blockerText(manager.store(), key));

@@ -116,7 +116,7 @@ echo "SIGKILL: the command outlived dlmctl by $((t1 - t0)) ms; the lock was free
 start_holder lost lock.lost --ttl 6 --kill-after 5 -- \
   "trap '' TERM; while :; do sleep 0.1; done"
 grep -q 'clamped to 0.3 s' "$dir/lost.err" || fail "lost: no clamping note: $(cat "$dir/lost.err")"
-"${dl[@]}" release lock.lost >/dev/null
+"${dl[@]}" release --force lock.lost >/dev/null
 t0=$(now_ms)
 "${dl[@]}" exec --lock lock.lost --ttl 30 -- sh -c "echo \$\$ > $dir/next.pid; sleep 30" 2>/dev/null &
 next=$!
@@ -181,14 +181,16 @@ check_status 127 /nonexistent/cmd
 check_status 126 "$dir"
 is_free codes || fail "a lock kept after its command ended"
 
-# A lock held elsewhere: 75, or the -E code; the command does not run; -w
-# waits that long (fractional) before giving up.
+# A lock held elsewhere: -n gives 75, or the -E code, and names the holder;
+# the command does not run; -w waits that long (fractional) before giving up.
 start_holder held held.lock --ttl 30 -- "exec sleep 30"
 status=0
-"${dl[@]}" exec --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?
+"${dl[@]}" exec -n --lock held.lock -- touch "$dir/ran" 2>"$dir/conflict.err" || status=$?
 [ "$status" = 75 ] || fail "held: exit status $status, wanted 75"
+grep -q "is held by owner [0-9a-f-]* (host $(hostname), pid $holder.*since .* UTC, expires .* UTC; not running the command" "$dir/conflict.err" ||
+  fail "the conflict message does not name the holder (pid $holder): $(cat "$dir/conflict.err")"
 status=0
-"${dl[@]}" exec -E 3 --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?
+"${dl[@]}" exec -n -E 3 --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?
 [ "$status" = 3 ] || fail "held -E 3: exit status $status, wanted 3"
 t0=$(now_ms)
 status=0

@@ -5,6 +5,7 @@
 //
 //   dlm_fault_worker --url URL --schema S --worker N --threads T
 //       --seconds S --start-at-ns NS --op-timeout-ms MS --out FILE
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "cli/cli_args.h"
 #include "cli/hold_log.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
@@ -26,12 +26,6 @@ namespace {
 using dlm::test::faults::CallRecord;
 using dlm::test::faults::WorkerLog;
 using std::chrono::milliseconds;
-
-std::string required(dlm::cli::Args& args, const std::string& name) {
-  auto value = args.take(name);
-  if (!value) throw dlm::cli::UsageError(name + " is required");
-  return *value;
-}
 
 // Runs one call, logs it, and returns its outcome.
 template <typename Fn>
@@ -177,28 +171,27 @@ WorkerLog run(const std::string& url, const std::string& schema, int worker,
 }  // namespace
 
 int main(int argc, char** argv) {
-  dlm::cli::Args args(std::vector<std::string>(argv + 1, argv + argc));
-  std::string out;
+  CLI::App app{"one fault-test worker process"};
+  std::string url, schema, out;
+  int worker = 0, threads = 1;
+  double seconds = 1;
+  std::int64_t startAtNs = 0, opTimeoutMs = 1;
+  app.add_option("--url", url)->required();
+  app.add_option("--schema", schema);
+  app.add_option("--worker", worker)->required()->check(CLI::Range(0, 9999));
+  app.add_option("--threads", threads)->required()->check(CLI::Range(1, 64));
+  app.add_option("--seconds", seconds)->required()->check(CLI::Range(0.01, 600.0));
+  app.add_option("--start-at-ns", startAtNs)->required();
+  app.add_option("--op-timeout-ms", opTimeoutMs)
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{3'600'000}));
+  app.add_option("--out", out)->required();
+  // A bad command line from the test: no log to write.
+  CLI11_PARSE(app, argc, argv);
   WorkerLog log;
   try {
-    const std::string url = required(args, "--url");
-    const std::string schema = args.take("--schema").value_or("");
-    const int worker = static_cast<int>(dlm::cli::parseInteger(
-        "--worker", required(args, "--worker"), 0, 9999));
-    const int threads = static_cast<int>(dlm::cli::parseInteger(
-        "--threads", required(args, "--threads"), 1, 64));
-    const double seconds = dlm::cli::parseDecimal(
-        "--seconds", required(args, "--seconds"), 0.01, 600);
-    const std::int64_t startAtNs = dlm::cli::parseInteger(
-        "--start-at-ns", required(args, "--start-at-ns"), 0, INT64_MAX);
-    const auto opTimeout = milliseconds(dlm::cli::parseInteger(
-        "--op-timeout-ms", required(args, "--op-timeout-ms"), 1, 3'600'000));
-    out = required(args, "--out");
-    args.requireEmpty();
-    log = run(url, schema, worker, threads, seconds, startAtNs, opTimeout);
-  } catch (const dlm::cli::UsageError& e) {
-    std::fprintf(stderr, "dlm_fault_worker: %s\n", e.what());
-    return 2;
+    log = run(url, schema, worker, threads, seconds, startAtNs,
+              milliseconds(opTimeoutMs));
   } catch (const std::exception& e) {
     // initialize() failed, or the loop threw: the test reports it.
     log.fatal = e.what();
