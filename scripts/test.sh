@@ -37,7 +37,7 @@ done
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
-  postgresql-15 sqlite3)
+  postgresql-15 sqlite3 jq)
 
 started=$SECONDS
 summary=()

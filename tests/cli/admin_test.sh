@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# dlmctl's admin commands on a real database, read back as a script would:
+# schema status on an empty, an old, a current and a newer database (exit
+# codes 3/3/0/4), migrate --dry-run and the migrations migrate lists; list,
+# show and waiters with --json parsed back with jq (holders, waiters, a key
+# with a newline in it), the same key escaped on one row of the table;
+# release --force (0 when held, 1 when not).
+#
+#   admin_test.sh DLMCTL sqlite|postgres
+# postgres takes the server from the PG* variables and fails without one.
+set -euo pipefail
+set -m
+dlmctl=$1
+kind=$2
+here=$(cd "$(dirname "$0")" && pwd)
+migrations=$here/../../migrations/$kind
+dir=$(mktemp -d)
+schemas=()
+cleanup() {
+  kill -TERM $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  for s in "${schemas[@]}"; do psql -qc "DROP SCHEMA $s CASCADE" >/dev/null 2>&1 || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+command -v jq >/dev/null || fail "jq is missing (scripts/test.sh installs it)"
+
+# A fresh database of the kind under test; prints the dlmctl options naming it.
+# new_db NAME
+new_db() {
+  if [ "$kind" = sqlite ]; then
+    echo "--db sqlite:$dir/$1.sqlite"
+  else
+    local schema="dlm_cli_admin_$1_$$"
+    psql -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null ||
+      fail "cannot reach PostgreSQL through PG* (psql failed)"
+    echo "--db postgresql:// --schema $schema"
+  fi
+}
+# apply_v1 NAME: the first migration only, as a DBA would run it.
+apply_v1() {
+  local v1=("$migrations"/V1__*.sql)
+  if [ "$kind" = sqlite ]; then
+    { echo "BEGIN;"; cat "${v1[0]}"; echo "COMMIT;"; } | sqlite3 "$dir/$1.sqlite"
+  else
+    PGOPTIONS="-c search_path=dlm_cli_admin_$1_$$" psql -v ON_ERROR_STOP=1 -q -1 -f "${v1[0]}" >/dev/null
+  fi
+}
+# run [dlmctl args...]: sets out, err, status.
+run() {
+  status=0
+  out=$("$dlmctl" "$@" 2>"$dir/err") || status=$?
+  err=$(cat "$dir/err")
+}
+expect_status() { [ "$status" = "$1" ] || fail "$2: exit status $status, wanted $1; stdout: $out; stderr: $err"; }
+
+if [ "$kind" = postgres ]; then
+  [[ -n ${PGHOST:-}${PGDATABASE:-}${PGSERVICE:-} ]] ||
+    fail "no PostgreSQL server: set PGHOST/PGPORT/PGUSER/PGDATABASE (scripts/test.sh does)"
+  schemas=("dlm_cli_admin_empty_$$" "dlm_cli_admin_old_$$" "dlm_cli_admin_cur_$$" "dlm_cli_admin_new_$$")
+fi
+needed=$("$dlmctl" --version | sed -n 's/.*PostgreSQL \([0-9]*\), SQLite \([0-9]*\).*/\1 \2/p')
+[ "$kind" = sqlite ] && needed=${needed#* } || needed=${needed% *}
+[ -n "$needed" ] || fail "--version does not say which schema version is needed"
+mapfile -t all_files < <(cd "$migrations" && ls V*__*.sql | sort -t_ -k1.2n)
+
+# --- schema status and migrate -------------------------------------------
+read -ra empty <<<"$(new_db empty)"
+run "${empty[@]}" schema status
+expect_status 3 "schema status on an empty database"
+[[ $out == *"version found:  none (no dlm schema)"* ]] || fail "empty: $out"
+[[ $out == *"version needed: $needed "* ]] || fail "empty: needed version missing: $out"
+for f in "${all_files[@]}"; do [[ $out == *"  $f"* ]] || fail "empty: $f not listed as pending: $out"; done
+run "${empty[@]}" migrate --dry-run
+expect_status 0 "migrate --dry-run on an empty database"
+[ "$(grep -c '^would apply ' <<<"$out")" = "${#all_files[@]}" ] || fail "dry run listed: $out"
+if [ "$kind" = sqlite ]; then
+  [ ! -e "$dir/empty.sqlite" ] || fail "schema status or migrate --dry-run created the database file"
+fi
+run "${empty[@]}" schema status
+expect_status 3 "schema status after a dry run"
+
+read -ra old <<<"$(new_db old)"
+apply_v1 old
+run "${old[@]}" schema status
+expect_status 3 "schema status on a version-1 database"
+[[ $out == *"version found:  1"* ]] || fail "old: $out"
+[[ $out == *"${all_files[0]%%__*}"* || $out == *"create lock tables"* ]] || fail "old: applied V1 not listed: $out"
+for f in "${all_files[@]:1}"; do [[ $out == *"  $f"* ]] || fail "old: $f not pending: $out"; done
+run "${old[@]}" migrate
+expect_status 0 "migrate from version 1"
+[ "$(grep -c '^applied V' <<<"$out")" = $((${#all_files[@]} - 1)) ] || fail "migrate from 1 listed: $out"
+[[ $out == *"applied V2 "* && $out != *"applied V1 "* ]] || fail "migrate from 1 listed: $out"
+[[ $out == *"schema at version $needed" ]] || fail "migrate from 1 ended with: $out"
+run "${old[@]}" schema status
+expect_status 0 "schema status after migrate"
+[[ $out == *"up to date"* ]] || fail "after migrate: $out"
+
+read -ra cur <<<"$(new_db cur)"
+run "${cur[@]}" migrate
+expect_status 0 "migrate of an empty database"
+[ "$(grep -c '^applied V' <<<"$out")" = "${#all_files[@]}" ] || fail "migrate listed: $out"
+run "${cur[@]}" migrate
+expect_status 0 "migrate of a current database"
+! grep -q '^applied' <<<"$out" || fail "a second migrate applied something: $out"
+run "${cur[@]}" schema status
+expect_status 0 "schema status on a current database"
+
+read -ra new <<<"$(new_db new)"
+run "${new[@]}" migrate
+if [ "$kind" = sqlite ]; then
+  sqlite3 "$dir/new.sqlite" "INSERT INTO dlm_schema_version (version, description) VALUES (99, 'from the future')"
+else
+  psql -v ON_ERROR_STOP=1 -qc "INSERT INTO dlm_cli_admin_new_$$.dlm_schema_version (version, description) VALUES (99, 'from the future')"
+fi
+run "${new[@]}" schema status
+expect_status 4 "schema status on a newer database"
+[[ $out == *"newer than this build"* ]] || fail "newer: $out"
+echo "schema status: empty 3, version 1 3, current 0, newer 4; migrate lists what it applied"
+
+# --- list, show, waiters ----------------------------------------------------
+db=("${cur[@]}" --client "admin$$")
+key=$'jobs.a\nb'
+store_key="DC#default#admin$$#$key"
+"$dlmctl" "${db[@]}" exec --lock "$key" --ttl 60 -- sleep 60 2>/dev/null &
+holder=$!
+for _ in $(seq 100); do
+  run "${db[@]}" list --json
+  [ "$(jq length <<<"$out")" = 1 ] && break
+  sleep 0.05
+done
+[ "$(jq length <<<"$out")" = 1 ] || fail "list --json never showed the holder: $out"
+# Two waiters: one for the key itself, one for its parent (which the held
+# child blocks).
+"$dlmctl" "${db[@]}" exec -w 30 --lock "$key" -- true 2>/dev/null &
+"$dlmctl" "${db[@]}" exec -w 30 --lock jobs -- true 2>/dev/null &
+for _ in $(seq 100); do
+  run "${db[@]}" waiters --json
+  [ "$(jq length <<<"$out")" = 2 ] && break
+  sleep 0.05
+done
+[ "$(jq length <<<"$out")" = 2 ] || fail "waiters --json did not show both waiters: $out"
+[ "$(jq -r '[.[].key] | sort | join("|")' <<<"$out")" = "DC#default#admin$$#jobs|$store_key" ] ||
+  fail "waiters --json keys: $out"
+jq -e 'all(.[]; (.owner | length) == 36 and (.requested_at | test("Z$")) and .waited_ms >= 0)' <<<"$out" >/dev/null ||
+  fail "waiters --json fields: $out"
+
+run "${db[@]}" list --json
+expect_status 0 "list --json"
+jq -e --arg k "$store_key" --argjson pid "$holder" '
+  length == 1 and .[0].key == $k and .[0].state == "held" and .[0].pid == $pid
+  and .[0].fencing_token == 1 and .[0].ttl_ms == 60000 and .[0].remaining_ms > 0
+  and (.[0].waiters | length) == 1 and (.[0].expires_at | test("^[0-9-]{10}T[0-9:.]{12}Z$"))' <<<"$out" >/dev/null ||
+  fail "list --json: $out"
+if [ "$kind" = postgres ] && [ "${PGHOST:-}" = 127.0.0.1 ]; then
+  [ "$(jq -r '.[0].ip' <<<"$out")" = 127.0.0.1 ] || fail "list --json ip: $out"
+fi
+run "${db[@]}" list --prefix "DC#default#admin$$#jobs.a"
+expect_status 0 "list"
+[ "$(grep -c "DC#default#admin$$#jobs.a\\\\nb " <<<"$out")" = 1 ] || fail "the newline in the key is not escaped on one row: $out"
+[ "$(wc -l <<<"$out")" = 3 ] || fail "list printed more rows than header, lock and summary: $out"
+run "${db[@]}" list --prefix "DC#default#nobody" --json
+[ "$out" = "[]" ] || fail "list --json of nothing: $out"
+
+run "${db[@]}" show --json "$key"
+expect_status 0 "show --json"
+jq -e --arg k "$store_key" '.key == $k and .state == "held" and (.waiters | length) == 1' <<<"$out" >/dev/null ||
+  fail "show --json: $out"
+run "${db[@]}" show never.locked
+expect_status 1 "show of a key never locked"
+
+run "${db[@]}" release --force "$key"
+expect_status 0 "release --force of a held lock"
+[[ $out == *"released (it was held)"* ]] || fail "release printed: $out"
+run "${db[@]}" release --force "$key"
+expect_status 1 "release --force of a free lock"
+kill -TERM "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+echo "list/show/waiters --json parsed back; release --force 0 then 1"
+echo "PASS"
