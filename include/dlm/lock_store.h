@@ -255,9 +255,7 @@ class LockStore {
   // A manager that uses this store names its clientId, so that operators
   // can tell its connections apart (PostgreSQL: in application_name of the
   // connections opened afterwards). No I/O; never throws.
-  virtual void addClient(std::string_view clientId) noexcept {
-    (void)clientId;
-  }
+  virtual void addClient(std::string_view clientId) noexcept { (void)clientId; }
 };
 
 }  // namespace dlm

@@ -101,9 +101,10 @@ must be in place (dlmctl migrate).)";
 
 // The CLI11 application and the variables it fills.
 struct Cli {
-  CLI::App app{"Operate dlm locks: run commands under a lock, see and "
-               "force-release locks, manage the schema.",
-               "dlmctl"};
+  CLI::App app{
+      "Operate dlm locks: run commands under a lock, see and "
+      "force-release locks, manage the schema.",
+      "dlmctl"};
   CommandLine line;
   bool version = false;
   std::vector<std::string> helpTopic;
@@ -154,16 +155,17 @@ struct Cli {
 
   CLI::App* command(const std::string& name, const std::string& what,
                     CLI::App* parent = nullptr) {
-    CLI::App* sub = (parent != nullptr ? parent : &app)
-                        ->add_subcommand(name, what);
+    CLI::App* sub =
+        (parent != nullptr ? parent : &app)->add_subcommand(name, what);
     // Global options may also follow the command word.
     sub->fallthrough();
     return sub;
   }
 
   void addExec() {
-    exec = command("exec", "run a command while holding a lock (flock(1) "
-                           "for a cluster)");
+    exec = command("exec",
+                   "run a command while holding a lock (flock(1) "
+                   "for a cluster)");
     exec->footer(kExecFooter);
     ExecOptions& o = line.exec;
     exec->add_option("--lock", o.id, "the lock id")
@@ -218,15 +220,14 @@ struct Cli {
 
     CLI::App* show = command("show", "show one lock: holder and waiters");
     show->footer(kShowFooter);
-    show->add_option("KEY", line.show.key, "store key or lock id")
-        ->required();
+    show->add_option("KEY", line.show.key, "store key or lock id")->required();
     show->add_flag("--xdc", line.show.xdc, "KEY is an XDC lock id");
     show->add_flag("--json", line.show.json, "a JSON object");
 
     CLI::App* waiters = command("waiters", "list waiting lock requests");
     waiters->footer(kWaitersFooter);
-    waiters->add_option("--prefix", line.list.prefix,
-                        "only keys starting with P")
+    waiters
+        ->add_option("--prefix", line.list.prefix, "only keys starting with P")
         ->type_name("P");
     waiters->add_flag("--json", line.list.json, "a JSON array");
   }
@@ -255,8 +256,9 @@ struct Cli {
   }
 
   void addDemo() {
-    CLI::App* demo = command(
-        "demo", "worker processes contend for a few locks; checks that no "
+    CLI::App* demo =
+        command("demo",
+                "worker processes contend for a few locks; checks that no "
                 "two holders ever overlapped");
     demo->footer(kDemoFooter);
     DemoOptions& d = line.demo;
@@ -393,8 +395,8 @@ ParseOutcome mistake(const CLI::App* sub, const std::string& what) {
   ParseOutcome out;
   out.exitStatus = kUsageExitStatus;
   const std::string path = pathOf(sub);
-  out.err = fmt::format("dlmctl: {}\n{}Try 'dlmctl help{}{}' for more.\n",
-                        what, synopsis(sub), path.empty() ? "" : " ", path);
+  out.err = fmt::format("dlmctl: {}\n{}Try 'dlmctl help{}{}' for more.\n", what,
+                        synopsis(sub), path.empty() ? "" : " ", path);
   return out;
 }
 
@@ -411,12 +413,12 @@ ParseOutcome unexpected(Cli& cli, const std::string& word) {
   CLI::App* sub = cli.parsed();
   if (isOptionWord(word)) {
     const std::string name = word.substr(0, word.find('='));
-    return mistake(sub, withSuggestion(
-                            fmt::format("unknown option '{}'{}", name,
-                                        sub == &cli.app
-                                            ? std::string()
-                                            : " for " + pathOf(sub)),
-                            name, optionNames(sub)));
+    return mistake(
+        sub,
+        withSuggestion(fmt::format("unknown option '{}'{}", name,
+                                   sub == &cli.app ? std::string()
+                                                   : " for " + pathOf(sub)),
+                       name, optionNames(sub)));
   }
   const std::vector<std::string> commands = commandNames(sub);
   if (!commands.empty()) {
@@ -441,8 +443,9 @@ void finishExec(Cli& cli) {
   o.progressEvery = fromSeconds(cli.execProgress);
   if (cli.exec->count("--command") > 0) {
     if (!cli.execCommand.empty()) {
-      throw UsageError("give the command either with -c or after the "
-                       "options, not both");
+      throw UsageError(
+          "give the command either with -c or after the "
+          "options, not both");
     }
     o.command = {"/bin/sh", "-c", cli.execShell};
   } else {
@@ -507,10 +510,9 @@ ParseOutcome parseCommandLine(
     CLI::App* sub = cli.parsed();
     // A command that needs a subcommand ("schema") names its own mistake.
     if (sub != &cli.app && !sub->get_subcommands({}).empty()) {
-      return mistake(sub, "which " + pathOf(sub) + "? (" +
-                              fmt::format("{}", fmt::join(commandNames(sub),
-                                                          ", ")) +
-                              ")");
+      return mistake(
+          sub, "which " + pathOf(sub) + "? (" +
+                   fmt::format("{}", fmt::join(commandNames(sub), ", ")) + ")");
     }
     return mistake(sub, e.what());
   } catch (const CLI::ParseError& e) {

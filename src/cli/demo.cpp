@@ -131,7 +131,6 @@ struct WorkerOutcome {
 }  // namespace
 
 int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
-
   std::string storeName;
   int version = 0;
   {

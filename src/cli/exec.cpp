@@ -20,8 +20,8 @@
 #include "cli/child_process.h"
 #include "cli/command_supervisor.h"
 #include "cli/commands.h"
-#include "cli/signal_fd.h"
 #include "cli/output_text.h"
+#include "cli/signal_fd.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_guard.h"
 #include "keep_alive.h"
@@ -80,14 +80,14 @@ double secondsOf(Clock::duration d) {
 // "held by owner O (host H, pid P) since T UTC, expires T UTC", naming the
 // key when it is not the lock's own (an ancestor or descendant blocks it).
 std::string holderText(const LockRecord& r, const std::string& ownKey) {
-  std::string text = r.key == ownKey
-                         ? std::string("held")
-                         : fmt::format("blocked by '{}', held", printable(r.key));
+  std::string text =
+      r.key == ownKey ? std::string("held")
+                      : fmt::format("blocked by '{}', held", printable(r.key));
   text += fmt::format(" by owner {} (host {}, pid {}", r.owner,
                       printable(r.holder.host), r.holder.pid);
   if (!r.holderIp.empty()) text += ", address " + r.holderIp;
-  return text + fmt::format(") since {} UTC, expires {} UTC", formatUtc(r.acquiredAt),
-                            formatUtc(r.expiresAt));
+  return text + fmt::format(") since {} UTC, expires {} UTC",
+                            formatUtc(r.acquiredAt), formatUtc(r.expiresAt));
 }
 
 // Who blocks `key`, as holderText says it; "held elsewhere" when the store
@@ -111,16 +111,15 @@ std::string blockerText(LockStore& store, const StoreKey& key) {
 int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
             const ExecOptions& o, SignalFd& signals) {
   const auto started = Clock::now();
-  const auto deadline =
-      o.wait ? started + *o.wait : Clock::time_point::max();
+  const auto deadline = o.wait ? started + *o.wait : Clock::time_point::max();
   auto nextReport = started;
   bool waited = false;
   for (;;) {
-    const auto left = std::max(
-        milliseconds(0), deadline == Clock::time_point::max()
-                             ? kWaitSlice
-                             : std::chrono::duration_cast<milliseconds>(
-                                   deadline - Clock::now()));
+    const auto left = std::max(milliseconds(0),
+                               deadline == Clock::time_point::max()
+                                   ? kWaitSlice
+                                   : std::chrono::duration_cast<milliseconds>(
+                                         deadline - Clock::now()));
     const milliseconds slice = std::min(left, kWaitSlice);
     try {
       if (slice.count() == 0) {
@@ -139,8 +138,7 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
       if (o.wait && slice >= left) {
         fmt::print(stderr, "dlmctl: lock '{}' is {}; not running the command\n",
-                   printable(lock.lockId()),
-                   blockerText(manager.store(), key));
+                   printable(lock.lockId()), blockerText(manager.store(), key));
         return o.conflictExitCode;
       }
     }

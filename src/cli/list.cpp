@@ -26,9 +26,9 @@ DeadlineScope commandDeadline() {
 
 std::string remainingText(const LockRecord& r, StoreTime now) {
   if (!r.held) return "EXPIRED";
-  return formatDuration(std::max(
-      milliseconds(0),
-      std::chrono::duration_cast<milliseconds>(r.expiresAt - now)));
+  return formatDuration(
+      std::max(milliseconds(0),
+               std::chrono::duration_cast<milliseconds>(r.expiresAt - now)));
 }
 
 std::map<std::string, std::vector<WaitRecord>> byKey(
@@ -51,9 +51,9 @@ std::string waitersTable(const std::vector<WaitRecord>& waiters,
   Table table({"KEY", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"});
   for (const WaitRecord& w : waiters) {
     table.add({printable(w.key), printable(w.owner), formatUtc(w.requestedAt),
-               formatDuration(std::max(
-                   milliseconds(0),
-                   std::chrono::duration_cast<milliseconds>(now - w.requestedAt))),
+               formatDuration(std::max(milliseconds(0),
+                                       std::chrono::duration_cast<milliseconds>(
+                                           now - w.requestedAt))),
                formatUtc(w.expiresAt)});
   }
   return table.render();
@@ -79,9 +79,9 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
   }
   if (records.empty()) {
     fmt::print("no held locks{}\n",
-               options.prefix.empty()
-                   ? ""
-                   : fmt::format(" with prefix '{}'", printable(options.prefix)));
+               options.prefix.empty() ? ""
+                                      : fmt::format(" with prefix '{}'",
+                                                    printable(options.prefix)));
     return 0;
   }
   Table table({"KEY", "OWNER", "HOST", "PID", "IP", "FENCING", "ACQUIRED (UTC)",
@@ -100,10 +100,11 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                     [](const LockRecord& r) { return !r.held; });
   std::size_t waiting = 0;
   for (const auto& entry : waiters) waiting += entry.second.size();
-  fmt::print("{} held lock{}, {} of them expired; {} waiting request{} "
-             "(dlmctl waiters)\n",
-             records.size(), records.size() == 1 ? "" : "s", expired, waiting,
-             waiting == 1 ? "" : "s");
+  fmt::print(
+      "{} held lock{}, {} of them expired; {} waiting request{} "
+      "(dlmctl waiters)\n",
+      records.size(), records.size() == 1 ? "" : "s", expired, waiting,
+      waiting == 1 ? "" : "s");
   return 0;
 }
 
@@ -153,8 +154,9 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
     return 0;
   }
   const LockRecord& r = *record;
-  const std::string state =
-      r.held ? "HELD" : r.statusHeld ? "HELD, EXPIRED (free to take)" : "FREE";
+  const std::string state = r.held         ? "HELD"
+                            : r.statusHeld ? "HELD, EXPIRED (free to take)"
+                                           : "FREE";
   Table table({"FIELD", "VALUE"});
   table.add({"key", printable(r.key)});
   table.add({"state", state});

@@ -9,8 +9,8 @@ namespace {
 
 std::int64_t millisBetween(StoreTime from, StoreTime to) {
   return std::max<std::int64_t>(
-      0, std::chrono::duration_cast<std::chrono::milliseconds>(to - from)
-             .count());
+      0,
+      std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
 }
 
 }  // namespace

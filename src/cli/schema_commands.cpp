@@ -42,11 +42,9 @@ SchemaState readState(LockStore& store) {
 }
 
 std::string where(const GlobalOptions& global, const LockStore& store) {
-  return fmt::format("{} database {}{}", store.name(),
-                     describeStoreUrl(global.db),
-                     global.schema.empty()
-                         ? ""
-                         : fmt::format(" (schema {})", global.schema));
+  return fmt::format(
+      "{} database {}{}", store.name(), describeStoreUrl(global.db),
+      global.schema.empty() ? "" : fmt::format(" (schema {})", global.schema));
 }
 
 }  // namespace
@@ -76,9 +74,10 @@ int runSchemaStatus(const GlobalOptions& global) {
   const std::vector<internal::Migration> pending =
       pendingMigrations(*store, state);
   if (state.version() > needed) {
-    fmt::print("\nthe database is newer than this build of dlmctl "
-               "(version {} > {}): use a newer dlmctl\n",
-               state.version(), needed);
+    fmt::print(
+        "\nthe database is newer than this build of dlmctl "
+        "(version {} > {}): use a newer dlmctl\n",
+        state.version(), needed);
     return kSchemaNewer;
   }
   if (pending.empty()) {

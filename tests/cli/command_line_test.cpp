@@ -16,8 +16,7 @@ namespace {
 using std::chrono::milliseconds;
 using Words = std::vector<std::string>;
 
-ParseOutcome parse(Words words,
-                   std::optional<std::string> env = std::nullopt) {
+ParseOutcome parse(Words words, std::optional<std::string> env = std::nullopt) {
   return parseCommandLine(std::move(words), env);
 }
 
@@ -38,9 +37,9 @@ TEST(CommandLine, ExecLeavesEverythingAfterTheCommandWordToTheCommand) {
 }
 
 TEST(CommandLine, ExecTakesGlobalAndOwnOptionsBeforeTheCommandWord) {
-  const CommandLine c = run({"--db", "sqlite:a", "exec", "-w", "0.5",
-                             "--db=sqlite:b", "--lock", "x", "--ttl", "2.5",
-                             "--", "ls", "--", "--ttl", "3"});
+  const CommandLine c =
+      run({"--db", "sqlite:a", "exec", "-w", "0.5", "--db=sqlite:b", "--lock",
+           "x", "--ttl", "2.5", "--", "ls", "--", "--ttl", "3"});
   EXPECT_EQ(c.global.db, "sqlite:b");  // the last one wins
   EXPECT_EQ(c.global.dbOrigin, "--db");
   EXPECT_EQ(c.exec.wait, milliseconds(500));
@@ -54,8 +53,8 @@ TEST(CommandLine, ExecWaitsLikeFlockByDefault) {
             milliseconds(0));
   EXPECT_EQ(run({"exec", "--timeout=1.25", "--lock", "x", "true"}).exec.wait,
             milliseconds(1250));
-  const ParseOutcome both = parse({"exec", "-n", "-w", "1", "--lock", "x",
-                                   "true"});
+  const ParseOutcome both =
+      parse({"exec", "-n", "-w", "1", "--lock", "x", "true"});
   EXPECT_FALSE(both.run);
   EXPECT_EQ(both.exitStatus, kUsageExitStatus);
   EXPECT_NE(both.err.find("exclude"), std::string::npos) << both.err;

@@ -28,7 +28,6 @@ int main(int argc, char** argv) {
   app.add_option("--out", out)->required();
   CLI11_PARSE(app, argc, argv);
   try {
-
     dlm::LockConfiguration config;
     config.waitForLock = std::chrono::seconds(20);
     config.sleepBetweenRetries = std::chrono::milliseconds(200);

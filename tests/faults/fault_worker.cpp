@@ -180,7 +180,9 @@ int main(int argc, char** argv) {
   app.add_option("--schema", schema);
   app.add_option("--worker", worker)->required()->check(CLI::Range(0, 9999));
   app.add_option("--threads", threads)->required()->check(CLI::Range(1, 64));
-  app.add_option("--seconds", seconds)->required()->check(CLI::Range(0.01, 600.0));
+  app.add_option("--seconds", seconds)
+      ->required()
+      ->check(CLI::Range(0.01, 600.0));
   app.add_option("--start-at-ns", startAtNs)->required();
   app.add_option("--op-timeout-ms", opTimeoutMs)
       ->required()
