@@ -236,6 +236,12 @@ void DistributedLockManager::destroy() {
   if (StoreUsers::instance().remove(store_.get())) store_->close();
 }
 
+void DistributedLockManager::stopWaiting() {
+  waitsStopped_.store(true);
+  // After the flag: a waiter that missed the flag is woken, and sees it.
+  hub_->wakeAll();
+}
+
 void DistributedLockManager::watchReleases() {
   std::lock_guard<std::mutex> lock(watchMutex_);
   if (watchState_ != kUnwatched) return;
@@ -528,7 +534,13 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
         fmt::format("{} (gave up after {} ms)", blockedMessage(lock, blockedBy),
                     timeout.count()));
   };
+  const auto stopped = [&] {
+    return DLMException(ErrorCode::LOCK_UNAVAILABLE,
+                        fmt::format("{} (waiting was stopped)",
+                                    blockedMessage(lock, blockedBy)));
+  };
   if (clock_->now() >= deadline) throw timedOut();
+  if (waitsStopped_.load()) throw stopped();
 
   // Listen for releases before the next attempt, so a release between that
   // attempt and the sleep still ends the sleep.
@@ -591,6 +603,9 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
     if (waiter.missed.exchange(false) && registerRequest()) return;
     if (attempt(lock, ttl, &blockedBy, stepDeadline())) return;
     if (clock_->now() >= deadline) throw timedOut();
+    // Checked after the signal's reset: a stopWaiting() after this check
+    // leaves the signal set, so the sleep below ends at once.
+    if (waitsStopped_.load()) throw stopped();
     // Never sleep past the deadline; the loop makes a last attempt there.
     milliseconds sleep = config_.sleepBetweenRetries;
     if (config_.retryJitter > 0) {

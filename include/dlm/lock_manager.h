@@ -58,6 +58,17 @@ class DistributedLockManager {
   // lock calls throw INTERNAL_ERROR.
   void destroy();
 
+  // The first step of a graceful shutdown (a SIGTERM, an operator's Ctrl-C
+  // during a wait): every acquireLock of this manager that is waiting gives
+  // up at once, and every later acquireLock makes one attempt only, as
+  // tryAcquireLock does; both throw LOCK_UNAVAILABLE naming the stop when
+  // the lock is not had. Nothing else changes: held locks stay held and can
+  // be released, extended and kept alive. Safe from any thread; cannot be
+  // undone. A waiter whose last attempt succeeded just before the stop
+  // returns holding the lock, so a caller that stops must release what its
+  // acquireLock calls returned.
+  void stopWaiting();
+
   // A handle for `id` at `level`. No I/O. The id is a path whose segments are
   // separated by the builder's separator ('.' by default): holding "a.b"
   // blocks "a", "a.b" and "a.b.*", not "a.c". Throws INVALID_ARGUMENT for an
@@ -233,6 +244,7 @@ class DistributedLockManager {
 
   enum State { kNew, kReady, kDestroyed };
   std::atomic<int> state_{kNew};
+  std::atomic<bool> waitsStopped_{false};
 };
 
 class DistributedLockManager::Builder {

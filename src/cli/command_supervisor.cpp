@@ -17,7 +17,7 @@ namespace dlm::cli {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-LossPipe::LossPipe() {
+WakePipe::WakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::system_error(errno, std::generic_category(), "pipe2");
@@ -26,13 +26,13 @@ LossPipe::LossPipe() {
   write_ = UniqueFd(fds[1]);
 }
 
-void LossPipe::notify() const {
+void WakePipe::notify() const {
   const char byte = 1;
   ssize_t ignored = ::write(write_.get(), &byte, 1);
   (void)ignored;  // full pipe: a wake-up is pending anyway
 }
 
-bool superviseCommand(ChildProcess& child, const LossPipe& loss,
+bool superviseCommand(ChildProcess& child, const WakePipe& loss,
                       SignalFd& signals, milliseconds killAfter,
                       const LockGuard& guard) {
   const std::string lockId = guard.lock().lockId();

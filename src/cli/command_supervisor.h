@@ -11,11 +11,12 @@
 
 namespace dlm::cli {
 
-// A pipe the keep-alive thread writes one byte to when the lease is lost,
-// so that superviseCommand's poll() wakes up. Throws std::system_error.
-class LossPipe {
+// A pipe another thread writes one byte to so that a poll() on the main
+// thread wakes up (the keep-alive when the lease is lost, the acquiring
+// thread when it is done). Throws std::system_error.
+class WakePipe {
  public:
-  LossPipe();
+  WakePipe();
   // Safe from any thread; never blocks.
   void notify() const;
   int fd() const { return read_.get(); }
@@ -30,7 +31,7 @@ class LossPipe {
 // group; a byte on `loss` sends it SIGTERM, then SIGKILL `killAfter` later.
 // `guard` holds the lock (for messages). Returns true when the lock was lost.
 // Blocks as long as the command runs.
-bool superviseCommand(ChildProcess& child, const LossPipe& loss,
+bool superviseCommand(ChildProcess& child, const WakePipe& loss,
                       SignalFd& signals, std::chrono::milliseconds killAfter,
                       const LockGuard& guard);
 

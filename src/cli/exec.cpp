@@ -9,12 +9,16 @@
 //  - Signals are read from a signalfd and the loss from a pipe, in one poll()
 //    loop on the main thread (command_supervisor.h): no signal handlers.
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "cli/child_process.h"
@@ -24,6 +28,7 @@
 #include "cli/signal_fd.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_guard.h"
+#include "dlm/owner.h"
 #include "keep_alive.h"
 
 extern char** environ;
@@ -36,9 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 // Exit status when the lock was lost while the command ran.
 constexpr int kLockLost = 1;
-// How long a waiting acquire runs before dlmctl looks for signals again: the
-// bound on how late a Ctrl-C during the wait is noticed.
-constexpr milliseconds kWaitSlice{250};
 
 // The keep-alive reports a loss this long before the lease ends; SIGKILL
 // must come well inside it, or the command could outlive the lease, so
@@ -105,63 +107,126 @@ std::string blockerText(LockStore& store, const StoreKey& key) {
   }
 }
 
-// Acquires `lock`, waiting as `o` says in short slices so that a stop signal
-// during the wait is acted on. Returns 0 once held, else the exit status:
-// conflictExitCode when the wait ran out, 128+N for signal N.
+// "Until the lock is free" (flock's default) is a wait of a year.
+constexpr milliseconds kForever = std::chrono::hours(24 * 365);
+// --verbose says that it waits once a wait lasted this long.
+constexpr milliseconds kFirstReport{250};
+
+// Joins a thread that may be waiting in acquireLock: stops the wait first,
+// so that leaving acquire() early (an exception) cannot hang.
+class AcquirerJoin {
+ public:
+  AcquirerJoin(DistributedLockManager& manager, std::thread& thread)
+      : manager_(manager), thread_(thread) {}
+  ~AcquirerJoin() { join(); }
+  AcquirerJoin(const AcquirerJoin&) = delete;
+  AcquirerJoin& operator=(const AcquirerJoin&) = delete;
+  void join() {
+    if (!thread_.joinable()) return;
+    manager_.stopWaiting();
+    thread_.join();
+  }
+
+ private:
+  DistributedLockManager& manager_;
+  std::thread& thread_;
+};
+
+// Acquires `lock`, waiting as `o` says. One acquireLock call runs on a
+// thread of its own for the whole wait, so that its request row (and with
+// it the waiter's place and age, as `dlmctl waiters` shows them) lasts as
+// long as the wait; meanwhile this thread watches for stop signals (ending
+// the wait with stopWaiting) and, with --verbose, says who holds the lock.
+// Returns 0 once held, else the exit status: conflictExitCode when the wait
+// ran out, 128+N for signal N.
 int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
             const ExecOptions& o, SignalFd& signals) {
   const auto started = Clock::now();
-  const auto deadline = o.wait ? started + *o.wait : Clock::time_point::max();
-  auto nextReport = started;
-  bool waited = false;
-  for (;;) {
-    const auto left = std::max(milliseconds(0),
-                               deadline == Clock::time_point::max()
-                                   ? kWaitSlice
-                                   : std::chrono::duration_cast<milliseconds>(
-                                         deadline - Clock::now()));
-    const milliseconds slice = std::min(left, kWaitSlice);
+  const milliseconds wait = o.wait.value_or(kForever);
+  WakePipe done;
+  std::exception_ptr failure;
+  // The lock is this (main) thread's: its owner is the one recorded.
+  const std::string owner = currentOwner();
+  std::thread acquirer([&] {
     try {
-      if (slice.count() == 0) {
+      const OwnerScope sameOwner(owner);
+      if (wait.count() == 0) {
         manager.tryAcquireLock(lock, o.ttl);
       } else {
-        manager.acquireLock(lock, o.ttl, slice);
+        manager.acquireLock(lock, o.ttl, wait);
       }
-      if (o.verbose && waited) {
-        fmt::print(stderr,
-                   "dlmctl: acquired '{}' after {:.1f} s (fencing token {})\n",
-                   printable(lock.lockId()), secondsOf(Clock::now() - started),
-                   lock.fencingToken());
-      }
-      return 0;
-    } catch (const DLMException& e) {
-      if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
-      if (o.wait && slice >= left) {
-        fmt::print(stderr, "dlmctl: lock '{}' is {}; not running the command\n",
-                   printable(lock.lockId()), blockerText(manager.store(), key));
-        return o.conflictExitCode;
-      }
+    } catch (...) {
+      failure = std::current_exception();
     }
-    waited = true;
-    if (o.verbose && Clock::now() >= nextReport) {
-      const bool first = nextReport == started;
+    done.notify();
+  });
+  AcquirerJoin joiner(manager, acquirer);
+
+  int stopSignal = 0;
+  bool reported = false;
+  auto nextReport = started + kFirstReport;
+  for (;;) {
+    int timeoutMs = -1;
+    if (o.verbose && stopSignal == 0) {
+      timeoutMs = static_cast<int>(std::max<std::int64_t>(
+          0, std::chrono::ceil<milliseconds>(nextReport - Clock::now())
+                 .count()));
+    }
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {done.fd(), POLLIN, 0}};
+    if (::poll(fds, 2, timeoutMs) < 0 && errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "poll");
+    }
+    if ((fds[1].revents & POLLIN) != 0) break;
+    if (const int sig = pendingStopSignal(signals); sig != 0 && stopSignal == 0) {
+      stopSignal = sig;
+      manager.stopWaiting();
+    }
+    if (o.verbose && stopSignal == 0 && Clock::now() >= nextReport) {
       fmt::print(stderr, "dlmctl: {} '{}'{}: {}\n",
-                 first ? "waiting for lock" : "still waiting for",
+                 reported ? "still waiting for" : "waiting for lock",
                  printable(lock.lockId()),
-                 first ? std::string()
-                       : fmt::format(" after {:.0f} s",
-                                     secondsOf(Clock::now() - started)),
+                 reported ? fmt::format(" after {:.0f} s",
+                                        secondsOf(Clock::now() - started))
+                          : std::string(),
                  blockerText(manager.store(), key));
+      reported = true;
       nextReport = Clock::now() + o.progressEvery;
     }
-    if (const int sig = pendingStopSignal(signals)) {
-      std::fprintf(stderr,
-                   "dlmctl: %s while waiting for the lock; not running the "
-                   "command\n",
-                   strsignal(sig));
-      return 128 + sig;
+  }
+  joiner.join();
+
+  if (stopSignal != 0) {
+    // The last attempt may have succeeded as the signal came: give it back.
+    if (lock.isAcquired()) {
+      try {
+        manager.releaseLock(lock);
+      } catch (const DLMException& e) {
+        fmt::print(stderr, "dlmctl: releasing the lock failed: {}\n", e.what());
+      }
+    }
+    fmt::print(stderr,
+               "dlmctl: {} while waiting for the lock; not running the "
+               "command\n",
+               strsignal(stopSignal));
+    return 128 + stopSignal;
+  }
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const DLMException& e) {
+      if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
+      fmt::print(stderr, "dlmctl: lock '{}' is {}; not running the command\n",
+                 printable(lock.lockId()), blockerText(manager.store(), key));
+      return o.conflictExitCode;
     }
   }
+  if (o.verbose && reported) {
+    fmt::print(stderr,
+               "dlmctl: acquired '{}' after {:.1f} s (fencing token {})\n",
+               printable(lock.lockId()), secondsOf(Clock::now() - started),
+               lock.fencingToken());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -197,7 +262,7 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
 
   // Declared before the guard: the keep-alive may write to it until the
   // guard is gone.
-  LossPipe loss;
+  WakePipe loss;
   LockGuard guard(
       *manager, std::move(lock),
       KeepAliveOptions{true, [&loss](const DLMException&) { loss.notify(); }});

@@ -145,6 +145,15 @@ done
   fail "waiters --json keys: $out"
 jq -e 'all(.[]; (.owner | length) == 36 and (.requested_at | test("Z$")) and .waited_ms >= 0)' <<<"$out" >/dev/null ||
   fail "waiters --json fields: $out"
+# One request row for the whole wait: the same requested_at later, and an age
+# that grew.
+first=$out
+sleep 0.6
+run "${db[@]}" waiters --json
+jq -e --argjson before "$first" '
+  [.[].requested_at] == [$before[].requested_at]
+  and ([.[].waited_ms] | min) >= ([$before[].waited_ms] | max) + 500' <<<"$out" >/dev/null ||
+  fail "the waiters' request rows were not kept for the whole wait: before $first, after $out"
 
 run "${db[@]}" list --json
 expect_status 0 "list --json"

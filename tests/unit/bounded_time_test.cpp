@@ -376,6 +376,49 @@ TEST_F(BoundedTimeTest, DestroyWakesEveryWaiterAtOnce) {
   EXPECT_LT(since(destroyed), milliseconds(1000));
 }
 
+TEST_F(BoundedTimeTest, StopWaitingEndsWaitsAndLeavesHeldLocksAlone) {
+  config_.sleepBetweenRetries = std::chrono::seconds(30);
+  auto m = manager();
+  Lock held = m->getLockInstance("job", LockLevel::DC);
+  asOwner("holder", [&] { m->tryAcquireLock(held); });
+  std::atomic<int> code{-1};
+  std::string message;
+  std::unique_ptr<test::JoiningThread> waiter =
+      std::make_unique<test::JoiningThread>([&] {
+        Lock l = m->getLockInstance("job", LockLevel::DC);
+        try {
+          m->acquireLock(l, milliseconds(1000), std::chrono::seconds(60));
+          code = 0;
+        } catch (const DLMException& e) {
+          message = e.what();
+          code = static_cast<int>(e.code());
+        }
+      });
+  ASSERT_TRUE(eventually([&] { return fake_->requests().size() == 1; }));
+  const auto stopped = steady_clock::now();
+  m->stopWaiting();
+  waiter.reset();  // joins
+  EXPECT_EQ(code, static_cast<int>(ErrorCode::LOCK_UNAVAILABLE));
+  EXPECT_NE(message.find("waiting was stopped"), std::string::npos) << message;
+  EXPECT_LT(since(stopped), milliseconds(1000));
+  EXPECT_TRUE(fake_->requests().empty());
+
+  // Later waits are single attempts; held locks are untouched.
+  Lock again = m->getLockInstance("job", LockLevel::DC);
+  const auto start = steady_clock::now();
+  EXPECT_EQ(codeOf([&] {
+              m->acquireLock(again, milliseconds(1000), std::chrono::seconds(60));
+            }),
+            ErrorCode::LOCK_UNAVAILABLE);
+  EXPECT_LT(since(start), milliseconds(1000));
+  Lock free = m->getLockInstance("other", LockLevel::DC);
+  m->acquireLock(free, milliseconds(1000), std::chrono::seconds(60));
+  EXPECT_TRUE(held.isAcquired());
+  m->extendLock(held);
+  EXPECT_TRUE(m->releaseLock(held));
+  EXPECT_TRUE(m->releaseLock(free));
+}
+
 TEST_F(BoundedTimeTest, ASharedStoreIsClosedOnlyByItsLastManager) {
   class ClosingStore final : public ForwardingStore {
    public:
