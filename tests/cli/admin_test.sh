@@ -123,24 +123,26 @@ echo "schema status: empty 3, version 1 3, current 0, newer 4; migrate lists wha
 db=("${cur[@]}" --client "admin$$")
 key=$'jobs.a\nb'
 store_key="DC#default#admin$$#$key"
+# until_length N ARGS...: runs dlmctl ARGS on $db until its JSON array has N
+# elements (5 s at most; status 1 then).
+until_length() {
+  local n=$1
+  shift
+  for _ in $(seq 100); do
+    run "${db[@]}" "$@"
+    [ "$(jq length <<<"$out")" = "$n" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
 "$dlmctl" "${db[@]}" exec --lock "$key" --ttl 60 -- sleep 60 2>/dev/null &
 holder=$!
-for _ in $(seq 100); do
-  run "${db[@]}" list --json
-  [ "$(jq length <<<"$out")" = 1 ] && break
-  sleep 0.05
-done
-[ "$(jq length <<<"$out")" = 1 ] || fail "list --json never showed the holder: $out"
+until_length 1 list --json || fail "list --json never showed the holder: $out"
 # Two waiters: one for the key itself, one for its parent (which the held
 # child blocks).
 "$dlmctl" "${db[@]}" exec -w 30 --lock "$key" -- true 2>/dev/null &
 "$dlmctl" "${db[@]}" exec -w 30 --lock jobs -- true 2>/dev/null &
-for _ in $(seq 100); do
-  run "${db[@]}" waiters --json
-  [ "$(jq length <<<"$out")" = 2 ] && break
-  sleep 0.05
-done
-[ "$(jq length <<<"$out")" = 2 ] || fail "waiters --json did not show both waiters: $out"
+until_length 2 waiters --json || fail "waiters --json did not show both waiters: $out"
 [ "$(jq -r '[.[].key] | sort | join("|")' <<<"$out")" = "DC#default#admin$$#jobs|$store_key" ] ||
   fail "waiters --json keys: $out"
 jq -e 'all(.[]; (.owner | length) == 36 and (.requested_at | test("Z$")) and .waited_ms >= 0)' <<<"$out" >/dev/null ||
