@@ -114,6 +114,10 @@ struct AppliedMigration {
   std::string description;
   // As the database recorded it (text, UTC), for operators.
   std::string appliedAt;
+  // CRC-32 of the migration file's text as dlm's own applier (initialize
+  // with migrations, `dlmctl migrate`) ran it; nullopt when not recorded
+  // (applied by hand with psql/sqlite3, or before schema version 3).
+  std::optional<std::uint32_t> checksum;
 };
 
 // What the database's schema-version table says.
@@ -124,6 +128,21 @@ struct SchemaState {
   std::vector<AppliedMigration> applied;
   // The highest applied version; 0 when none.
   int version() const { return applied.empty() ? 0 : applied.back().version; }
+  // The oldest library schema version this database still serves (the
+  // rolling-upgrade rule, README "For DBAs"): a library built for schema
+  // version L accepts it when L == version(), or when
+  // compatibleFrom <= L < version(). 0 when not recorded (before version 3):
+  // only a library for exactly version() may use it.
+  int compatibleFrom = 0;
+};
+
+// What purgeIdle did (or, dry, would do) in one batch.
+struct PurgeBatch {
+  // Rows deleted (dry run: rows that would be, up to the batch size).
+  std::int64_t rows = 0;
+  // The fencing high-water mark after the batch: every row created from now
+  // on starts its tokens above it, so a purged key's tokens never go back.
+  std::int64_t fencingFloor = 0;
 };
 
 // A waiter about to wait: the request row it records.
@@ -218,6 +237,18 @@ class LockStore {
   // creating a SQLite file's tables); needs no initialize(). Throws
   // CONNECTION_ERROR when the database cannot be reached.
   virtual SchemaState schemaState() = 0;
+
+  // Admin: deletes up to `batchSize` rows that have been idle for at least
+  // `idleFor` by the store's clock (FREE, or HELD but expired, since then;
+  // intention-only rows), skipping rows that a live request waits for or
+  // that another transaction has locked. Raises the fencing high-water mark
+  // to the largest token deleted first, in the same transaction, so no key
+  // ever sees a token again. One short transaction per call: callers loop
+  // until rows < batchSize. With dryRun, counts instead of deleting. On
+  // PostgreSQL it needs the admin role (dlm_admin); the application role
+  // gets an error.
+  virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor,
+                               int batchSize, bool dryRun) = 0;
 
   // Operator override: frees the row whoever holds it. True if it was HELD.
   virtual bool forceRelease(std::string_view key) = 0;

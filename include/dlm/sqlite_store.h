@@ -114,6 +114,8 @@ class SqliteStore final : public LockStore {
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
   std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) override;
   SchemaState schemaState() override;
+  PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
+                       bool dryRun) override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;

@@ -596,6 +596,15 @@ std::vector<WaitRecord> PostgresStore::listWaiters(std::string_view keyPrefix) {
   return impl_->listWaiters(keyPrefix);
 }
 SchemaState PostgresStore::schemaState() { return impl_->schemaState(); }
+PurgeBatch PostgresStore::purgeIdle(std::chrono::milliseconds idleFor,
+                                 int batchSize, bool dryRun) {
+  // Until the schema's purge lands (issue 10, in progress).
+  (void)idleFor;
+  (void)batchSize;
+  (void)dryRun;
+  throw DLMException(ErrorCode::INTERNAL_ERROR, "purgeIdle: not implemented yet");
+}
+
 bool PostgresStore::forceRelease(std::string_view key) {
   return impl_->forceRelease(key);
 }

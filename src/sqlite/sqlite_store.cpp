@@ -640,6 +640,15 @@ std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
 
 SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
 
+PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
+                                 int batchSize, bool dryRun) {
+  // Until the schema's purge lands (issue 10, in progress).
+  (void)idleFor;
+  (void)batchSize;
+  (void)dryRun;
+  throw DLMException(ErrorCode::INTERNAL_ERROR, "purgeIdle: not implemented yet");
+}
+
 bool SqliteStore::forceRelease(std::string_view key) {
   const bool freed =
       impl_->withConnection("force-releasing", [&](Connection& c) {

@@ -24,7 +24,9 @@ bool FakeStore::heldAt(const Row& row, StoreTime at) const {
 AcquireResult FakeStore::tryAcquire(const AcquireRequest& request) {
   std::lock_guard<std::mutex> lock(mutex_);
   AcquireResult result;
-  auto& target = rows_[request.key.key];
+  const auto [slot, created] = rows_.try_emplace(request.key.key);
+  auto& target = slot->second;
+  if (created) target.record.fencingToken = fencingFloor_;
   target.record.key = request.key.key;
   if (target.record.statusHeld && target.token == request.token) {
     result.acquired = true;
@@ -163,6 +165,37 @@ SchemaState FakeStore::schemaState() {
 void FakeStore::setSchemaState(SchemaState state) {
   std::lock_guard<std::mutex> lock(mutex_);
   schema_ = std::move(state);
+}
+
+PurgeBatch FakeStore::purgeIdle(std::chrono::milliseconds idleFor,
+                                int batchSize, bool dryRun) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const StoreTime idleSince = now_ - idleFor;
+  PurgeBatch batch;
+  for (auto it = rows_.begin();
+       it != rows_.end() && batch.rows < batchSize;) {
+    const LockRecord& r = it->second.record;
+    const bool idle = (!r.statusHeld || r.expiresAt <= now_) &&
+                      (r.fencingToken == 0 || r.expiresAt <= idleSince);
+    const bool requested = std::any_of(
+        requests_.begin(), requests_.end(), [&](const auto& entry) {
+          return entry.first.second == it->first &&
+                 entry.second.expiresAt > now_;
+        });
+    if (!idle || requested) {
+      ++it;
+      continue;
+    }
+    ++batch.rows;
+    if (dryRun) {
+      ++it;
+      continue;
+    }
+    fencingFloor_ = std::max(fencingFloor_, r.fencingToken);
+    it = rows_.erase(it);
+  }
+  batch.fencingFloor = fencingFloor_;
+  return batch;
 }
 
 bool FakeStore::forceRelease(std::string_view key) {

@@ -43,6 +43,8 @@ class FakeStore final : public LockStore {
   // What setSchemaState set; by default a present schema with no version
   // rows (the fake has no schema to apply).
   SchemaState schemaState() override;
+  PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
+                       bool dryRun) override;
   bool forceRelease(std::string_view key) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
@@ -85,6 +87,8 @@ class FakeStore final : public LockStore {
   std::set<ReleaseListener*> listeners_;
   bool notifies_ = true;
   SchemaState schema_{true, {}};
+  // Rows created from now on start their fencing tokens here (purgeIdle).
+  std::int64_t fencingFloor_ = 0;
 };
 
 }  // namespace dlm::test

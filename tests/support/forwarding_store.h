@@ -46,6 +46,10 @@ class ForwardingStore : public LockStore {
     return target_->listWaiters(prefix);
   }
   SchemaState schemaState() override { return target_->schemaState(); }
+  PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
+                       bool dryRun) override {
+    return target_->purgeIdle(idleFor, batchSize, dryRun);
+  }
   bool forceRelease(std::string_view key) override {
     return target_->forceRelease(key);
   }

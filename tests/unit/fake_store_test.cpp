@@ -62,8 +62,8 @@ TEST(FakeStoreInspection, SchemaStateIsPresentUnlessSetOtherwise) {
   SchemaState state;
   state.present = true;
   state.applied.push_back(
-      {1, "create lock tables", "2026-11-24T12:00:00.000Z"});
-  state.applied.push_back({2, "wait graph", "2026-11-24T12:00:01.000Z"});
+      {1, "create lock tables", "2026-11-24T12:00:00.000Z", std::nullopt});
+  state.applied.push_back({2, "wait graph", "2026-11-24T12:00:01.000Z", std::nullopt});
   store.setSchemaState(state);
   EXPECT_EQ(store.schemaState().version(), 2);
   store.setSchemaState(SchemaState{});
