@@ -339,7 +339,7 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
   const Holder holder{holder_.host,
                       static_cast<std::int64_t>(internal::currentProcessId())};
   for (int round = 0;; ++round) {
-    const std::string token = internal::randomUuid();
+    const std::string token = internal::randomGuid();
     const AcquireRequest request{lock.key_, owner, token, ttl, holder};
     const auto started = std::chrono::steady_clock::now();
     AcquireResult result;

@@ -24,10 +24,10 @@ thread_local std::optional<std::string> scopedOwner;
 
 const std::string& currentThreadOwner() {
   if (scopedOwner) return *scopedOwner;
-  thread_local std::string owner = randomUuid();
+  thread_local std::string owner = randomGuid();
   thread_local pid_t drawnIn = currentProcessId();
   if (pid_t pid = currentProcessId(); pid != drawnIn) {
-    owner = randomUuid();
+    owner = randomGuid();
     drawnIn = pid;
   }
   return owner;

@@ -1,10 +1,15 @@
 #include "random_id.h"
 
+#include <fmt/format.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <random>
 
+#include "dlm/error.h"
 #include "process_id.h"
 
 namespace dlm::internal {
@@ -35,29 +40,37 @@ double randomFraction() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(threadGenerator());
 }
 
-std::string randomUuid() {
-  std::mt19937_64& gen = threadGenerator();
-  std::uint64_t hi = gen();
-  std::uint64_t lo = gen();
-  hi = (hi & 0xFFFFFFFFFFFF0FFFULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;  // variant 10
+namespace {
+
+// Fills `out` from getrandom(2): the kernel's CSPRNG, never blocking once
+// it was seeded at boot.
+void secureRandom(unsigned char* out, std::size_t size) {
+  std::size_t filled = 0;
+  while (filled < size) {
+    const ssize_t n = getrandom(out + filled, size - filled, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw DLMException(ErrorCode::INTERNAL_ERROR,
+                         fmt::format("no secure random source (getrandom: {})",
+                                     std::strerror(errno)));
+    }
+    filled += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string randomGuid() {
+  unsigned char bytes[16];
+  secureRandom(bytes, sizeof bytes);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(36);
-  auto put = [&](std::uint64_t v, int firstShift, int nibbles) {
-    for (int i = 0; i < nibbles; ++i) {
-      out.push_back(kHex[(v >> (firstShift - 4 * i)) & 0xF]);
-    }
-  };
-  put(hi, 60, 8);
-  out.push_back('-');
-  put(hi, 28, 4);
-  out.push_back('-');
-  put(hi, 12, 4);
-  out.push_back('-');
-  put(lo, 60, 4);
-  out.push_back('-');
-  put(lo, 44, 12);
+  for (std::size_t i = 0; i < sizeof bytes; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 0xF]);
+  }
   return out;
 }
 

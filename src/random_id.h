@@ -1,15 +1,20 @@
-// Random identifiers: owner GUIDs and per-acquisition tokens.
+// Random identifiers: owner GUIDs and per-acquisition tokens, from the
+// operating system's secure random source. A token is what a release or an
+// extension proves its right with, so it must not be guessable from others.
 #pragma once
 
 #include <string>
 
 namespace dlm::internal {
 
-// A random version-4 UUID in its 36-character text form. Thread-safe; each
-// thread draws from its own generator seeded from std::random_device.
-std::string randomUuid();
+// 128 random bits from getrandom(2) in GUID text form (8-4-4-4-12 lowercase
+// hex, 36 characters). Every bit is random: not an RFC 4122 version-4 UUID,
+// which fixes 6 of them. Thread-safe and fork-safe (no state). Throws
+// INTERNAL_ERROR if the kernel has no random source to give.
+std::string randomGuid();
 
-// Uniform in [0, 1), from the same per-thread generator (for jitter).
+// Uniform in [0, 1), from a per-thread generator seeded once from the OS (for
+// jitter, where predictability does not matter).
 double randomFraction();
 
 }  // namespace dlm::internal

@@ -34,7 +34,8 @@ void requireCompatibleSchema(const SchemaState& state,
                           where, found, needed, storeDir, next, migrateHint));
   }
   // A newer schema: usable while it still serves this library's version.
-  const int servesFrom = state.compatibleFrom > 0 ? state.compatibleFrom : found;
+  const int servesFrom =
+      state.compatibleFrom > 0 ? state.compatibleFrom : found;
   if (servesFrom <= needed) return;
   throw DLMException(
       ErrorCode::SCHEMA_MISMATCH,

@@ -5,7 +5,8 @@
 
 namespace dlm {
 
-// The calling thread's owner GUID: drawn at random once per thread (again in
+// The calling thread's owner GUID (128 bits from the OS's secure random
+// source, in GUID text form): drawn once per thread (again in
 // a fork()ed child), unless an OwnerScope on this thread set another. Every
 // lock the thread takes records it; ClusteredLockService keys its locks by it;
 // deadlock detection follows it (a thread waiting for a lock held under its

@@ -172,13 +172,12 @@ PurgeBatch FakeStore::purgeIdle(std::chrono::milliseconds idleFor,
   std::lock_guard<std::mutex> lock(mutex_);
   const StoreTime idleSince = now_ - idleFor;
   PurgeBatch batch;
-  for (auto it = rows_.begin();
-       it != rows_.end() && batch.rows < batchSize;) {
+  for (auto it = rows_.begin(); it != rows_.end() && batch.rows < batchSize;) {
     const LockRecord& r = it->second.record;
     const bool idle = (!r.statusHeld || r.expiresAt <= now_) &&
                       (r.fencingToken == 0 || r.expiresAt <= idleSince);
-    const bool requested = std::any_of(
-        requests_.begin(), requests_.end(), [&](const auto& entry) {
+    const bool requested =
+        std::any_of(requests_.begin(), requests_.end(), [&](const auto& entry) {
           return entry.first.second == it->first &&
                  entry.second.expiresAt > now_;
         });

@@ -206,7 +206,7 @@ class PostgresEnvironment final : public StoreEnvironment {
 
 std::string uniqueName(const std::string& prefix) {
   return fmt::format("{}_{}_{}", prefix, getpid(),
-                     internal::randomUuid().substr(0, 8));
+                     internal::randomGuid().substr(0, 8));
 }
 
 std::unique_ptr<StoreEnvironment> makeSqliteEnvironment() {

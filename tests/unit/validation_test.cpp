@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <set>
+
 #include "crc32.h"
 #include "dlm/error.h"
 #include "random_id.h"
@@ -48,14 +51,23 @@ TEST(Crc32, MatchesTheStandardCheckValue) {
   EXPECT_EQ(crc32(""), 0U);
 }
 
-TEST(RandomUuid, IsVersion4TextAndDiffersEachCall) {
-  const std::string a = randomUuid();
-  const std::string b = randomUuid();
+TEST(RandomGuid, Is128RandomBitsInGuidText) {
+  const std::string a = randomGuid();
+  const std::string b = randomGuid();
   ASSERT_EQ(a.size(), 36U);
-  EXPECT_EQ(a[8], '-');
-  EXPECT_EQ(a[14], '4');
-  EXPECT_TRUE(a[19] == '8' || a[19] == '9' || a[19] == 'a' || a[19] == 'b');
+  for (std::size_t i : {8U, 13U, 18U, 23U}) EXPECT_EQ(a[i], '-') << a;
   EXPECT_NE(a, b);
+  // Every hex digit takes every value somewhere in 200 draws (a version or
+  // variant digit would be stuck), and no position is constant.
+  std::array<std::set<char>, 36> seen;
+  for (int i = 0; i < 200; ++i) {
+    const std::string g = randomGuid();
+    for (std::size_t p = 0; p < g.size(); ++p) seen[p].insert(g[p]);
+  }
+  for (std::size_t p = 0; p < seen.size(); ++p) {
+    if (p == 8 || p == 13 || p == 18 || p == 23) continue;
+    EXPECT_GE(seen[p].size(), 12U) << "position " << p;
+  }
 }
 
 }  // namespace
