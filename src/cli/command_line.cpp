@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "cli/suggest.h"
@@ -62,10 +64,23 @@ held.)";
 
 constexpr const char* kSchemaStatusFooter = R"(
 Reads the schema-version table without changing anything: the version found,
-the version this build needs, each migration applied (and when) and the ones
-pending. Exit status 0 when the database is at this build's version, 3 when
-migrations are pending (including a database without dlm's schema), 4 when
-the database is newer than this build. Creates no database.)";
+the version this build needs, the oldest library version the database still
+serves, each migration applied (when, and whether its recorded checksum
+matches this build's file) and the ones pending. Exit status 0 when this
+build can use the database as it is (its own version, or a newer one that
+still serves it), 3 when migrations are pending (including a database
+without dlm's schema), 4 when the database is newer and no longer serves
+this build, 5 when an applied migration differs from this build's file
+(drift). Creates no database.)";
+
+constexpr const char* kPurgeFooter = R"(
+Deletes lock rows that have been idle (free, or held but expired and not
+taken) for at least DURATION and that no live request waits for, in
+batches of --batch rows, each its own short transaction. A key's fencing
+tokens never go back: before deleting, the store raises a high-water mark
+that every row created later starts above. DURATION: 90s, 15m, 12h, 7d,
+1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
+status 0; 1 on a library error (e.g. the application role may not purge).)";
 
 constexpr const char* kMigrateFooter = R"(
 Applies the migrations the database is missing, each in its own transaction,
@@ -115,6 +130,7 @@ struct Cli {
   bool execOnce = false;
   std::string execShell;
   std::vector<std::string> execCommand;
+  std::string purgeIdleFor;
   CLI::App* exec = nullptr;
   CLI::App* help = nullptr;
 
@@ -247,6 +263,20 @@ struct Cli {
     command("status", "schema version found, needed and pending migrations",
             schema)
         ->footer(kSchemaStatusFooter);
+
+    CLI::App* purge =
+        command("purge", "delete lock rows idle for a while (admin)");
+    purge->footer(kPurgeFooter);
+    purge->add_option("--idle-for", purgeIdleFor, "how long a row was idle")
+        ->type_name("DURATION")
+        ->required();
+    purge
+        ->add_option("--batch", line.purge.batch,
+                     "rows per transaction (default 500)")
+        ->type_name("N")
+        ->check(range(1, 100000));
+    purge->add_flag("--dry-run", line.purge.dryRun,
+                    "only count what would be deleted");
 
     CLI::App* migrate =
         command("migrate", "apply the missing schema migrations");
@@ -529,6 +559,16 @@ ParseOutcome parseCommandLine(
   if (sub == cli.help) return helpFor(cli, cli.helpTopic);
   try {
     if (sub == cli.exec) finishExec(cli);
+    if (sub->get_name() == "purge") {
+      const auto idle = parseDuration(cli.purgeIdleFor);
+      if (!idle) {
+        throw UsageError(
+            "--idle-for takes a duration such as 90s, 15m, "
+            "12h or 7d, not '" +
+            cli.purgeIdleFor + "'");
+      }
+      cli.line.purge.idleFor = *idle;
+    }
     if (sub->get_name() == "release" && !cli.line.release.force) {
       throw UsageError(
           "release frees the lock whoever holds it; say so with --force");
@@ -541,6 +581,41 @@ ParseOutcome parseCommandLine(
   ParseOutcome out;
   out.run = std::move(cli.line);
   return out;
+}
+
+std::optional<milliseconds> parseDuration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  double unit = 1;  // seconds
+  std::string number = text;
+  if (!std::isdigit(static_cast<unsigned char>(text.back()))) {
+    switch (text.back()) {
+      case 's':
+        unit = 1;
+        break;
+      case 'm':
+        unit = 60;
+        break;
+      case 'h':
+        unit = 3600;
+        break;
+      case 'd':
+        unit = 86400;
+        break;
+      default:
+        return std::nullopt;
+    }
+    number.pop_back();
+  }
+  if (number.empty() ||
+      number.find_first_not_of("0123456789.") != std::string::npos) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (*end != '\0' || !(value > 0) || value * unit > 3650.0 * 86400) {
+    return std::nullopt;
+  }
+  return fromSeconds(value * unit);
 }
 
 std::string usageText(const std::string& command) {

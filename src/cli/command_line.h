@@ -3,6 +3,7 @@
 // (help, --version, a mistake).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,14 +17,15 @@ constexpr int kUsageExitStatus = 2;
 
 struct CommandLine {
   GlobalOptions global;
-  // "exec", "list", "show", "waiters", "release", "schema status",
-  // "migrate", "demo".
+  // "exec", "list", "show", "waiters", "release", "purge",
+  // "schema status", "migrate", "demo".
   std::string command;
   ExecOptions exec;
   ListOptions list;  // list and waiters
   ShowOptions show;
   ReleaseOptions release;
   MigrateOptions migrate;
+  PurgeOptions purge;
   DemoOptions demo;
 };
 
@@ -44,6 +46,10 @@ struct ParseOutcome {
 // belongs to the command, as if "--" stood before it.
 ParseOutcome parseCommandLine(std::vector<std::string> args,
                               const std::optional<std::string>& databaseUrlEnv);
+
+// "90s", "15m", "12h", "7d", "1.5h" or plain seconds ("3600") as a
+// duration; nullopt when `text` is none of these or not positive.
+std::optional<std::chrono::milliseconds> parseDuration(const std::string& text);
 
 // The usage of `command` ("" or an unknown name: of dlmctl), as --help
 // prints it.

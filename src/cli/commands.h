@@ -19,6 +19,7 @@ int runList(const GlobalOptions& global, const ListOptions& options);
 int runShow(const GlobalOptions& global, const ShowOptions& options);
 int runWaiters(const GlobalOptions& global, const ListOptions& options);
 int runRelease(const GlobalOptions& global, const ReleaseOptions& options);
+int runPurge(const GlobalOptions& global, const PurgeOptions& options);
 int runSchemaStatus(const GlobalOptions& global);
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options);
 int runDemo(const GlobalOptions& global, const DemoOptions& options);

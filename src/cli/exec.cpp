@@ -169,15 +169,16 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
     int timeoutMs = -1;
     if (o.verbose && stopSignal == 0) {
       timeoutMs = static_cast<int>(std::max<std::int64_t>(
-          0, std::chrono::ceil<milliseconds>(nextReport - Clock::now())
-                 .count()));
+          0,
+          std::chrono::ceil<milliseconds>(nextReport - Clock::now()).count()));
     }
     pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {done.fd(), POLLIN, 0}};
     if (::poll(fds, 2, timeoutMs) < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "poll");
     }
     if ((fds[1].revents & POLLIN) != 0) break;
-    if (const int sig = pendingStopSignal(signals); sig != 0 && stopSignal == 0) {
+    if (const int sig = pendingStopSignal(signals);
+        sig != 0 && stopSignal == 0) {
       stopSignal = sig;
       manager.stopWaiting();
     }

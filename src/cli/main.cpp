@@ -25,6 +25,7 @@ int dispatch(const CommandLine& line) {
   if (c == "show") return dlm::cli::runShow(global, line.show);
   if (c == "waiters") return dlm::cli::runWaiters(global, line.list);
   if (c == "release") return dlm::cli::runRelease(global, line.release);
+  if (c == "purge") return dlm::cli::runPurge(global, line.purge);
   if (c == "schema status") return dlm::cli::runSchemaStatus(global);
   if (c == "migrate") return dlm::cli::runMigrate(global, line.migrate);
   if (c == "demo") return dlm::cli::runDemo(global, line.demo);

@@ -65,6 +65,13 @@ struct MigrateOptions {
   bool dryRun = false;
 };
 
+struct PurgeOptions {
+  // Rows idle at least this long go.
+  std::chrono::milliseconds idleFor{0};
+  int batch = 500;
+  bool dryRun = false;
+};
+
 struct DemoOptions {
   int workers = 4;
   int locks = 3;

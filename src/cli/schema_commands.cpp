@@ -10,6 +10,7 @@
 #include "dlm/store_url.h"
 #include "dlm/version.h"
 #include "migration.h"
+#include "schema_compat.h"
 
 namespace dlm::cli {
 namespace {
@@ -19,6 +20,8 @@ namespace {
 constexpr int kSchemaCurrent = 0;
 constexpr int kSchemaPending = 3;
 constexpr int kSchemaNewer = 4;
+// An applied migration's recorded checksum differs from this build's file.
+constexpr int kSchemaDrift = 5;
 
 const std::vector<internal::Migration>& migrationsFor(const LockStore& store) {
   return store.name() == "postgres" ? internal::postgresMigrations()
@@ -33,6 +36,21 @@ std::vector<internal::Migration> pendingMigrations(const LockStore& store,
     if (m.version > state.version()) pending.push_back(m);
   }
   return pending;
+}
+
+// "ok", "DRIFT" (counted in `drifted`), "not recorded" (applied by hand or
+// before checksums were kept) or "unknown file" (newer than this build).
+std::string checksumText(const LockStore& store, const AppliedMigration& m,
+                         int& drifted) {
+  if (!m.checksum) return "not recorded";
+  for (const internal::Migration& file : migrationsFor(store)) {
+    if (file.version != m.version) continue;
+    if (internal::migrationChecksum(file) == *m.checksum) return "ok";
+    ++drifted;
+    return fmt::format("DRIFT ({:08x}, file {:08x})", *m.checksum,
+                       internal::migrationChecksum(file));
+  }
+  return "unknown file";
 }
 
 SchemaState readState(LockStore& store) {
@@ -63,13 +81,27 @@ int runSchemaStatus(const GlobalOptions& global) {
     fmt::print("version found:  {}\n", state.version());
   }
   fmt::print("version needed: {} (dlm {})\n", needed, version());
+  if (state.version() > 0) {
+    fmt::print(
+        "serves libraries built for schema version {} or later\n",
+        state.compatibleFrom > 0 ? state.compatibleFrom : state.version());
+  }
+  int drifted = 0;
   if (!state.applied.empty()) {
-    Table applied({"APPLIED", "VERSION", "DESCRIPTION"});
+    Table applied({"APPLIED", "VERSION", "CHECKSUM", "DESCRIPTION"});
     for (const AppliedMigration& m : state.applied) {
       applied.add({printable(m.appliedAt), std::to_string(m.version),
-                   printable(m.description)});
+                   checksumText(*store, m, drifted), printable(m.description)});
     }
     fmt::print("\n{}", applied.render());
+  }
+  if (drifted > 0) {
+    fmt::print(
+        "\n{} applied migration{} differ{} from this build's files "
+        "(DRIFT): the database was changed by other means, or a "
+        "migration file was edited after it was applied\n",
+        drifted, drifted == 1 ? "" : "s", drifted == 1 ? "s" : "");
+    return kSchemaDrift;
   }
   const std::vector<internal::Migration> pending =
       pendingMigrations(*store, state);

@@ -143,6 +143,27 @@ TEST(CommandLine, AdminCommands) {
   EXPECT_EQ(parse({"demo", "--workers", "0"}).exitStatus, kUsageExitStatus);
 }
 
+TEST(CommandLine, PurgeTakesADuration) {
+  const CommandLine c = run({"purge", "--idle-for", "7d", "--dry-run"});
+  EXPECT_EQ(c.command, "purge");
+  EXPECT_EQ(c.purge.idleFor, std::chrono::hours(24 * 7));
+  EXPECT_TRUE(c.purge.dryRun);
+  EXPECT_EQ(c.purge.batch, 500);
+  EXPECT_EQ(parseDuration("90s"), milliseconds(90000));
+  EXPECT_EQ(parseDuration("1.5h"), milliseconds(5400000));
+  EXPECT_EQ(parseDuration("15m"), milliseconds(900000));
+  EXPECT_EQ(parseDuration("3600"), milliseconds(3600000));
+  for (const char* bad : {"", "h", "0s", "-5m", "5x", "1e3s", "nan", "5 m"}) {
+    EXPECT_FALSE(parseDuration(bad)) << bad;
+  }
+  const ParseOutcome missing = parse({"purge"});
+  EXPECT_EQ(missing.exitStatus, kUsageExitStatus);
+  const ParseOutcome badDuration = parse({"purge", "--idle-for", "soon"});
+  EXPECT_EQ(badDuration.exitStatus, kUsageExitStatus);
+  EXPECT_NE(badDuration.err.find("duration"), std::string::npos)
+      << badDuration.err;
+}
+
 TEST(CommandLine, DatabaseFromTheEnvironmentUnlessGiven) {
   ParseOutcome env = parse({"list"}, std::string("sqlite:/tmp/x.sqlite"));
   ASSERT_TRUE(env.run);
