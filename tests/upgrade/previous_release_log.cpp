@@ -42,6 +42,8 @@ void PreviousReleaseStats::merge(const PreviousReleaseStats& other) {
   deadlockCycles += other.deadlockCycles;
   extendsLost += other.extendsLost;
   notifications += other.notifications;
+  probes += other.probes;
+  longExtends += other.longExtends;
   acquires.insert(acquires.end(), other.acquires.begin(), other.acquires.end());
 }
 
@@ -56,6 +58,8 @@ void writeStats(const PreviousReleaseStats& s, std::ostream& out) {
   out << "cycles\t" << s.deadlockCycles << '\n';
   out << "extends_lost\t" << s.extendsLost << '\n';
   out << "notifications\t" << s.notifications << '\n';
+  out << "probes\t" << s.probes << '\n';
+  out << "long_extends\t" << s.longExtends << '\n';
   for (const auto& a : s.acquires) {
     out << "A\t" << a.startNs << '\t' << a.endNs << '\t' << (a.acquired ? 1 : 0)
         << '\n';
@@ -113,6 +117,10 @@ std::optional<PreviousReleaseStats> readStats(std::istream& in,
         s.extendsLost = n;
       } else if (tag == "notifications") {
         s.notifications = n;
+      } else if (tag == "probes") {
+        s.probes = n;
+      } else if (tag == "long_extends") {
+        s.longExtends = n;
       } else {
         *problem = "unknown stats line: " + line;
         return std::nullopt;

@@ -41,6 +41,9 @@ struct PreviousReleaseStats {
   std::int64_t extendsLost = 0;
   // NOTIFY dlm_release deliveries on the worker's LISTEN connection.
   std::int64_t notifications = 0;
+  // Tries on the long-held key, and the long holder's extensions.
+  std::int64_t probes = 0;
+  std::int64_t longExtends = 0;
   std::vector<AcquireCall> acquires;
 
   std::int64_t totalRetries() const;

@@ -16,6 +16,12 @@
 //
 //   dlm_previous_release_worker --conninfo CONNINFO --schema S --worker N
 //       --threads T --start-at-ns NS --max-seconds S --out FILE --stats FILE
+//       [--long-key ID [--long-holder]]
+//
+// With --long-key, one attempt in 50 is a try on that lock id (outside the
+// scenario's keys); with --long-holder one more thread holds it for the
+// whole run, extending it every 500 ms, so that a lock is held across the
+// migration and every probe must be refused.
 //
 // Runs from start-at-ns until SIGTERM (or max-seconds, a safety bound), then
 // writes FILE (holds) and the stats FILE and exits 0 when there was no error.
@@ -106,6 +112,10 @@ constexpr std::int64_t kPauseMaxUs = 1000;
 constexpr int kWaitPercent = 50;
 // One hold in this many extends its lease once.
 constexpr int kExtendOneIn = 4;
+// With --long-key: one attempt in this many tries that key instead.
+constexpr int kProbeOneIn = 50;
+// The --long-holder extends its lease this often.
+constexpr auto kLongExtendEvery = 500ms;
 
 std::atomic<bool> gStop{false};
 
@@ -239,7 +249,7 @@ class Session {
   Conn conn_;
 };
 
-// One scenario key with the parameters the previous release derived from it.
+// One key with the parameters the previous release derived from it.
 struct KeyParams {
   std::string id;  // lock id, as logged
   int weight = 1;
@@ -253,29 +263,25 @@ const char* nullIfEmpty(const std::string& s) {
   return s.empty() ? nullptr : s.c_str();
 }
 
-std::vector<KeyParams> scenarioKeyParams() {
+KeyParams keyParams(const std::string& id, int weight) {
   namespace contention = dlm::test::contention;
   // The scope a DistributedLockManager with the scenario's client and farm
   // builds keys in (hierarchy on, '.' separating segments).
   const dlm::internal::KeyScope scope{contention::kFarm, contention::kClient,
                                       '.', true};
-  std::vector<KeyParams> out;
-  for (const auto& k : contention::scenarioKeys()) {
-    KeyParams p;
-    p.id = k.id;
-    p.weight = k.weight;
-    p.storeKey = dlm::internal::buildStoreKey(dlm::LockLevel::DC, scope, k.id);
-    std::vector<std::string_view> path(p.storeKey.ancestors.begin(),
-                                       p.storeKey.ancestors.end());
-    p.ancestors = dlm::internal::textArrayLiteral(path);
-    path.emplace_back(p.storeKey.key);
-    std::vector<std::int64_t> crcs;
-    for (auto element : path) crcs.push_back(dlm::internal::crc32(element));
-    p.path = dlm::internal::textArrayLiteral(path);
-    p.crcs = dlm::internal::bigintArrayLiteral(crcs);
-    out.push_back(std::move(p));
-  }
-  return out;
+  KeyParams p;
+  p.id = id;
+  p.weight = weight;
+  p.storeKey = dlm::internal::buildStoreKey(dlm::LockLevel::DC, scope, id);
+  std::vector<std::string_view> path(p.storeKey.ancestors.begin(),
+                                     p.storeKey.ancestors.end());
+  p.ancestors = dlm::internal::textArrayLiteral(path);
+  path.emplace_back(p.storeKey.key);
+  std::vector<std::int64_t> crcs;
+  for (auto element : path) crcs.push_back(dlm::internal::crc32(element));
+  p.path = dlm::internal::textArrayLiteral(path);
+  p.crcs = dlm::internal::bigintArrayLiteral(crcs);
+  return p;
 }
 
 bool isTrue(const PGresult* r) {
@@ -283,120 +289,211 @@ bool isTrue(const PGresult* r) {
          std::string(PQgetvalue(r, 0, 0)) == "t";
 }
 
+// One thread's side of the previous release's store calls: its owner id,
+// holder description and random source, on its own session.
+class Caller {
+ public:
+  Caller(Session& session, PreviousReleaseStats& stats)
+      : session_(session),
+        stats_(stats),
+        rng_(entropy_()),
+        owner_(randomHex(entropy_, 16)),
+        pid_(std::to_string(getpid())) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    host_ = host;
+  }
+
+  std::int64_t uniform(std::int64_t maxInclusive) {
+    return std::uniform_int_distribution<std::int64_t>(0, maxInclusive)(rng_);
+  }
+  // A fresh token per acquisition, from the OS's random source.
+  std::string newToken() { return randomHex(entropy_, 16); }
+
+  // One dlm_acquire call (transients retried); the fencing token when it
+  // acquired.
+  std::optional<std::int64_t> acquire(const KeyParams& key,
+                                      const std::string& token) {
+    const dlm::StoreKey& sk = key.storeKey;
+    AcquireCall call;
+    call.startNs = dlm::cli::steadyNowNs();
+    auto r = session_.call(
+        kAcquire,
+        {key.path.c_str(), key.crcs.c_str(), nullIfEmpty(sk.descendantsBegin),
+         nullIfEmpty(sk.descendantsEnd), owner_.c_str(), token.c_str(),
+         ttl_.c_str(), host_.c_str(), pid_.c_str()});
+    call.endNs = dlm::cli::steadyNowNs();
+    std::optional<std::int64_t> fencing;
+    if (r && PQntuples(r->get()) != 1) {
+      stats_.addError("dlm_acquire returned " +
+                      std::to_string(PQntuples(r->get())) + " rows");
+    } else if (r && std::string(PQgetvalue(r->get(), 0, 0)) == "t") {
+      fencing = std::stoll(PQgetvalue(r->get(), 0, 1));
+    }
+    call.acquired = fencing.has_value();
+    stats_.acquires.push_back(call);
+    return fencing;
+  }
+
+  // The request row, after the deadlock check.
+  void registerWait(const KeyParams& key) {
+    const dlm::StoreKey& sk = key.storeKey;
+    auto r =
+        session_.call(kRegisterWait, {sk.key.c_str(), key.ancestors.c_str(),
+                                      nullIfEmpty(sk.descendantsBegin),
+                                      nullIfEmpty(sk.descendantsEnd),
+                                      owner_.c_str(), maxWait_.c_str()});
+    // A cycle: impossible here, a worker holds nothing while it waits.
+    if (r && PQntuples(r->get()) > 0) ++stats_.deadlockCycles;
+  }
+
+  void unregisterWait(const KeyParams& key) {
+    session_.call(kUnregisterWait, {key.storeKey.key.c_str(), owner_.c_str()});
+  }
+
+  // Counts a lease found lost (NULL) in stats.
+  void extend(const KeyParams& key, const std::string& token) {
+    auto r = session_.call(
+        kExtend, {key.storeKey.key.c_str(), token.c_str(), ttl_.c_str()});
+    if (r && (PQntuples(r->get()) != 1 || PQgetisnull(r->get(), 0, 0))) {
+      ++stats_.extendsLost;
+    }
+  }
+
+  bool release(const KeyParams& key, const std::string& token) {
+    const dlm::StoreKey& sk = key.storeKey;
+    auto r = session_.call(
+        kRelease,
+        {sk.key.c_str(), token.c_str(), key.ancestors.c_str(),
+         nullIfEmpty(sk.descendantsBegin), nullIfEmpty(sk.descendantsEnd)});
+    return r && isTrue(r->get());
+  }
+
+ private:
+  Session& session_;
+  PreviousReleaseStats& stats_;
+  std::random_device entropy_;
+  std::mt19937_64 rng_;
+  std::string owner_;  // the previous release's owner id: one per thread
+  std::string host_;
+  std::string pid_;
+  const std::string ttl_ = std::to_string(kTtlMs);
+  const std::string maxWait_ = std::to_string(kWaitTimeout / 1ms);
+};
+
 // One contender thread: the previous release's acquire/wait/extend/release
-// cycle on the scenario's keys until stopped.
+// cycle on the scenario's keys until stopped. With `probe`, one attempt in
+// kProbeOneIn is a single try on that key (held by another thread across the
+// whole run: a success would be an overlap).
 ContendResult contend(Session& session, PreviousReleaseStats& stats, int worker,
+                      const KeyParams* probe,
                       std::chrono::steady_clock::time_point startAt,
                       std::chrono::steady_clock::time_point deadline) {
-  std::random_device entropy;
-  std::mt19937_64 rng(entropy());
-  const std::vector<KeyParams> keys = scenarioKeyParams();
+  Caller caller(session, stats);
+  std::vector<KeyParams> keys;
   int totalWeight = 0;
-  for (const auto& k : keys) totalWeight += k.weight;
-  // The previous release's owner id: one per thread.
-  const std::string owner = randomHex(entropy, 16);
-  char hostBuf[256] = {};
-  gethostname(hostBuf, sizeof hostBuf - 1);
-  const std::string host(hostBuf);
-  const std::string pid = std::to_string(getpid());
-  const std::string ttl = std::to_string(kTtlMs);
-  const std::string maxWait = std::to_string(kWaitTimeout / 1ms);
-  auto uniform = [&rng](std::int64_t maxInclusive) {
-    return std::uniform_int_distribution<std::int64_t>(0, maxInclusive)(rng);
-  };
+  for (const auto& k : dlm::test::contention::scenarioKeys()) {
+    keys.push_back(keyParams(k.id, k.weight));
+    totalWeight += k.weight;
+  }
 
   ContendResult result;
   std::this_thread::sleep_until(startAt);
   while (!stopping(deadline)) {
     ++result.attempts;
-    std::int64_t pick = uniform(totalWeight - 1);
     const KeyParams* key = &keys.front();
-    for (const auto& k : keys) {
-      if (pick < k.weight) {
-        key = &k;
-        break;
-      }
-      pick -= k.weight;
-    }
-    const dlm::StoreKey& sk = key->storeKey;
-    const bool waits = uniform(99) < kWaitPercent;
-    // A fresh token per acquisition, from the OS's random source.
-    const std::string token = randomHex(entropy, 16);
-
-    if (waits) {
-      // The request row, after the deadlock check (none possible here: a
-      // worker holds nothing while it waits).
-      auto r =
-          session.call(kRegisterWait, {sk.key.c_str(), key->ancestors.c_str(),
-                                       nullIfEmpty(sk.descendantsBegin),
-                                       nullIfEmpty(sk.descendantsEnd),
-                                       owner.c_str(), maxWait.c_str()});
-      if (r && PQntuples(r->get()) > 0) ++stats.deadlockCycles;
-    }
-    const auto waitDeadline = std::chrono::steady_clock::now() + kWaitTimeout;
-    bool acquired = false;
-    std::int64_t fencing = 0;
-    for (;;) {
-      AcquireCall call;
-      call.startNs = dlm::cli::steadyNowNs();
-      auto r = session.call(
-          kAcquire, {key->path.c_str(), key->crcs.c_str(),
-                     nullIfEmpty(sk.descendantsBegin),
-                     nullIfEmpty(sk.descendantsEnd), owner.c_str(),
-                     token.c_str(), ttl.c_str(), host.c_str(), pid.c_str()});
-      call.endNs = dlm::cli::steadyNowNs();
-      if (r) {
-        if (PQntuples(r->get()) != 1) {
-          stats.addError("dlm_acquire returned " +
-                         std::to_string(PQntuples(r->get())) + " rows");
-        } else if (std::string(PQgetvalue(r->get(), 0, 0)) == "t") {
-          acquired = true;
-          fencing = std::stoll(PQgetvalue(r->get(), 0, 1));
+    bool waits = caller.uniform(99) < kWaitPercent;
+    if (probe != nullptr && caller.uniform(kProbeOneIn - 1) == 0) {
+      key = probe;
+      waits = false;
+      ++stats.probes;
+    } else {
+      std::int64_t pick = caller.uniform(totalWeight - 1);
+      for (const auto& k : keys) {
+        if (pick < k.weight) {
+          key = &k;
+          break;
         }
+        pick -= k.weight;
       }
-      call.acquired = acquired;
-      stats.acquires.push_back(call);
-      if (acquired || !waits || gStop.load() ||
+    }
+    const std::string token = caller.newToken();
+
+    if (waits) caller.registerWait(*key);
+    const auto waitDeadline = std::chrono::steady_clock::now() + kWaitTimeout;
+    std::optional<std::int64_t> fencing;
+    for (;;) {
+      fencing = caller.acquire(*key, token);
+      if (fencing || !waits || gStop.load() ||
           std::chrono::steady_clock::now() + kPollInterval > waitDeadline) {
         break;
       }
       std::this_thread::sleep_for(kPollInterval);
     }
-    if (waits) {
-      session.call(kUnregisterWait, {sk.key.c_str(), owner.c_str()});
-    }
+    if (waits) caller.unregisterWait(*key);
 
-    if (acquired) {
+    if (fencing) {
       ++result.acquisitions;
       dlm::cli::Hold hold;
       hold.key = key->id;
       hold.worker = worker;
-      hold.fencing = fencing;
+      hold.fencing = *fencing;
       hold.startNs = dlm::cli::steadyNowNs();
-      if (uniform(kExtendOneIn - 1) == 0) {
-        auto r =
-            session.call(kExtend, {sk.key.c_str(), token.c_str(), ttl.c_str()});
-        // NULL: this token no longer holds the row.
-        if (r && (PQntuples(r->get()) != 1 || PQgetisnull(r->get(), 0, 0))) {
-          ++stats.extendsLost;
-        }
-      }
+      if (caller.uniform(kExtendOneIn - 1) == 0) caller.extend(*key, token);
       std::this_thread::sleep_for(
-          std::chrono::microseconds(uniform(kHoldMaxUs)));
+          std::chrono::microseconds(caller.uniform(kHoldMaxUs)));
       hold.endNs = dlm::cli::steadyNowNs();
-      auto r = session.call(
-          kRelease,
-          {sk.key.c_str(), token.c_str(), key->ancestors.c_str(),
-           nullIfEmpty(sk.descendantsBegin), nullIfEmpty(sk.descendantsEnd)});
-      hold.released = r && isTrue(r->get());
+      hold.released = caller.release(*key, token);
       if (!hold.released) ++result.failedReleases;
       result.holds.push_back(hold);
     } else {
       ++result.unavailable;
     }
     std::this_thread::sleep_for(
-        std::chrono::microseconds(uniform(kPauseMaxUs)));
+        std::chrono::microseconds(caller.uniform(kPauseMaxUs)));
   }
+  return result;
+}
+
+// The lock held across the upgrade: acquired at the start, extended every
+// kLongExtendEvery while the run lasts (each extension must find the lease
+// still ours), released at the stop (which must answer true).
+ContendResult holdAcross(Session& session, PreviousReleaseStats& stats,
+                         int worker, const KeyParams& key,
+                         std::chrono::steady_clock::time_point startAt,
+                         std::chrono::steady_clock::time_point deadline) {
+  Caller caller(session, stats);
+  ContendResult result;
+  std::this_thread::sleep_until(startAt);
+  const std::string token = caller.newToken();
+  std::optional<std::int64_t> fencing;
+  // A probe may hold it for a moment at the very start.
+  while (!stopping(deadline) && !(fencing = caller.acquire(key, token))) {
+    ++result.attempts;
+    ++result.unavailable;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  if (!fencing) return result;
+  ++result.attempts;
+  ++result.acquisitions;
+  dlm::cli::Hold hold;
+  hold.key = key.id;
+  hold.worker = worker;
+  hold.fencing = *fencing;
+  hold.startNs = dlm::cli::steadyNowNs();
+  auto nextExtend = std::chrono::steady_clock::now() + kLongExtendEvery;
+  while (!stopping(deadline)) {
+    if (std::chrono::steady_clock::now() >= nextExtend) {
+      caller.extend(key, token);
+      ++stats.longExtends;
+      nextExtend += kLongExtendEvery;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  hold.endNs = dlm::cli::steadyNowNs();
+  hold.released = caller.release(key, token);
+  if (!hold.released) ++result.failedReleases;
+  result.holds.push_back(hold);
   return result;
 }
 
@@ -447,6 +544,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", maxSeconds)->check(CLI::Range(0.01, 600.0));
   app.add_option("--out", out)->required();
   app.add_option("--stats", statsOut)->required();
+  std::string longKey;
+  bool longHolder = false;
+  app.add_option("--long-key", longKey,
+                 "a lock id outside the scenario: probed now and then");
+  app.add_flag("--long-holder", longHolder,
+               "hold --long-key for the whole run on one more thread");
   // A bad command line from the test: no result file to write.
   CLI11_PARSE(app, argc, argv);
 
@@ -460,10 +563,19 @@ int main(int argc, char** argv) {
   conninfo += " application_name=dlm_previous_release";
   ContendResult merged;
   PreviousReleaseStats mergedStats;
-  std::vector<PreviousReleaseStats> stats(static_cast<std::size_t>(threads));
+  if (longHolder && longKey.empty()) {
+    std::fprintf(stderr, "--long-holder needs --long-key\n");
+    return 2;
+  }
+  std::optional<KeyParams> longParams;
+  if (!longKey.empty()) longParams = keyParams(longKey, 1);
+  // One session per contender thread, and one for the long hold.
+  const int sessionCount = threads + (longHolder ? 1 : 0);
+  std::vector<PreviousReleaseStats> stats(
+      static_cast<std::size_t>(sessionCount));
   std::vector<std::unique_ptr<Session>> sessions;
   try {
-    for (int t = 0; t < threads; ++t) {
+    for (int t = 0; t < sessionCount; ++t) {
       sessions.push_back(std::make_unique<Session>(
           conninfo, schema, stats[static_cast<std::size_t>(t)]));
       sessions.back()->open();
@@ -483,14 +595,22 @@ int main(int argc, char** argv) {
   }
 
   if (!sessions.empty()) {
-    std::vector<ContendResult> results(static_cast<std::size_t>(threads));
+    std::vector<ContendResult> results(static_cast<std::size_t>(sessionCount));
     PreviousReleaseStats listenStats;
     std::vector<std::thread> pool;
+    const KeyParams* probe = longParams ? &*longParams : nullptr;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         const auto i = static_cast<std::size_t>(t);
-        results[i] = contend(*sessions[i], stats[i], worker * 100 + t,
+        results[i] = contend(*sessions[i], stats[i], worker * 100 + t, probe,
                              window.startAt, window.deadline);
+      });
+    }
+    if (longHolder) {
+      pool.emplace_back([&] {
+        const auto i = static_cast<std::size_t>(threads);
+        results[i] = holdAcross(*sessions[i], stats[i], worker * 100 + 99,
+                                *longParams, window.startAt, window.deadline);
       });
     }
     pool.emplace_back([&] { listen(conninfo, listenStats, window.deadline); });

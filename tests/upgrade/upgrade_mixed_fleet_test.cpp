@@ -70,6 +70,9 @@ constexpr double kPreviousMaxSeconds = 90;
 constexpr auto kGrace = 20s;
 // "Around the migration": acquire calls within this of it.
 constexpr auto kAround = 1s;
+// A lock id outside the scenario, held by the previous release across the
+// whole run (and so across the migration) and probed by its other threads.
+constexpr const char* kLongKey = "upgrade-long";
 // No acquire call of the previous release may take longer than its
 // statement_timeout (5 s): a migration must not stall the old fleet.
 constexpr double kMaxAcquireMs = 5000;
@@ -235,15 +238,28 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   for (int w = 0; w < kPreviousWorkers; ++w) {
     previousOuts.push_back(dir.file(fmt::format("previous-{}.holds", w)));
     previousStats.push_back(dir.file(fmt::format("previous-{}.stats", w)));
-    previous.push_back(std::make_unique<Child>(
-        DLM_PREVIOUS_RELEASE_WORKER,
-        std::vector<std::string>{
-            "dlm_previous_release_worker", "--conninfo", "user=" + role.name(),
-            "--schema", schema.name(), "--worker", std::to_string(51 + w),
-            "--threads", std::to_string(kPreviousThreads), "--start-at-ns",
-            std::to_string(previousStart), "--max-seconds",
-            fmt::format("{}", kPreviousMaxSeconds), "--out",
-            previousOuts.back(), "--stats", previousStats.back()}));
+    std::vector<std::string> args{"dlm_previous_release_worker",
+                                  "--conninfo",
+                                  "user=" + role.name(),
+                                  "--schema",
+                                  schema.name(),
+                                  "--worker",
+                                  std::to_string(51 + w),
+                                  "--threads",
+                                  std::to_string(kPreviousThreads),
+                                  "--start-at-ns",
+                                  std::to_string(previousStart),
+                                  "--max-seconds",
+                                  fmt::format("{}", kPreviousMaxSeconds),
+                                  "--out",
+                                  previousOuts.back(),
+                                  "--stats",
+                                  previousStats.back(),
+                                  "--long-key",
+                                  kLongKey};
+    if (w == 0) args.push_back("--long-holder");
+    previous.push_back(
+        std::make_unique<Child>(DLM_PREVIOUS_RELEASE_WORKER, std::move(args)));
   }
 
   // The upgrade, under their load: every migration newer than theirs.
@@ -358,6 +374,21 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   EXPECT_GT(oldBefore, 0) << "the previous release acquired nothing before";
   EXPECT_GT(oldAfter, 0) << "the previous release acquired nothing after";
   EXPECT_GT(newHolds, 0) << "the new library acquired nothing";
+  // The lock held across the upgrade was not lost: one hold spanning the
+  // migration, every extension found it still ours, its release answered
+  // true, and every probe by the other threads was refused (a granted probe
+  // would show as an overlap above).
+  std::optional<cli::Hold> longHold;
+  for (const auto& h : allHolds) {
+    // The holder thread logs as worker * 100 + 99.
+    if (h.key == kLongKey && h.worker % 100 == 99) longHold = h;
+  }
+  ASSERT_TRUE(longHold.has_value()) << kLongKey << " was never held";
+  EXPECT_LT(longHold->startNs, migrationStart);
+  EXPECT_GT(longHold->endNs, migrationEnd);
+  EXPECT_TRUE(longHold->released);
+  EXPECT_GT(stats.longExtends, 0);
+
   std::map<std::string, cli::KeySummary> byKey;
   for (const auto& k : report.keys) byKey[k.key] = k;
   for (const auto& k : contention::scenarioKeys()) {
@@ -406,7 +437,10 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
       "(%d procs x %d threads): %lld attempts, holds before/during/after "
       "%lld/%lld/%lld, max acquire %.1f ms within %lld s of the migration "
       "(%.1f ms overall), retried transients %lld%s, errors %lld, "
-      "notifications %lld | new library (%d procs x %d threads, after): "
+      "notifications %lld, lock held across the upgrade %.1f s (%lld "
+      "extensions, %lld probes by other threads) | new library (%d procs x %d "
+      "threads, "
+      "after): "
       "%lld attempts, %lld holds, %lld unavailable | overlaps %lld, fencing "
       "violations %zu, keys %zu\n",
       kPreviousVersion, files.back().version,
@@ -420,7 +454,10 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
           std::chrono::duration_cast<std::chrono::seconds>(kAround).count()),
       maxOverall, static_cast<long long>(stats.totalRetries()), retries.c_str(),
       static_cast<long long>(stats.errors),
-      static_cast<long long>(stats.notifications), kNewWorkers, kNewThreads,
+      static_cast<long long>(stats.notifications),
+      ms(longHold->endNs - longHold->startNs) / 1000,
+      static_cast<long long>(stats.longExtends),
+      static_cast<long long>(stats.probes), kNewWorkers, kNewThreads,
       static_cast<long long>(newAttempts), static_cast<long long>(newHolds),
       static_cast<long long>(newUnavailable),
       static_cast<long long>(report.overlapCount),
