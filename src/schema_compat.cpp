@@ -26,7 +26,8 @@ void requireCompatibleSchema(const SchemaState& state,
         ErrorCode::SCHEMA_MISMATCH,
         found == 0
             ? fmt::format("{} has no dlm schema; this library needs schema "
-                          "version {}: apply migrations/{}/ from {} on {}",
+                          "version {}: apply migrations/{}/{} and the later "
+                          "ones {}",
                           where, needed, storeDir, next, migrateHint)
             : fmt::format("the dlm schema in {} is at version {}, this "
                           "library needs version {}: apply migrations/{}/{} "
@@ -34,7 +35,8 @@ void requireCompatibleSchema(const SchemaState& state,
                           where, found, needed, storeDir, next, migrateHint));
   }
   // A newer schema: usable while it still serves this library's version.
-  const int servesFrom = state.compatibleFrom > 0 ? state.compatibleFrom : found;
+  const int servesFrom =
+      state.compatibleFrom > 0 ? state.compatibleFrom : found;
   if (servesFrom <= needed) return;
   throw DLMException(
       ErrorCode::SCHEMA_MISMATCH,
