@@ -3,10 +3,15 @@
 // back (also for rows that an older library or a tool inserts).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dlm/error.h"
 #include "sqlite_test_util.h"
@@ -232,6 +237,69 @@ TEST_F(SqlitePurgeTest, RowsThatAVersion2LibraryInsertsStartAtTheFloor) {
       ", acquired_at_ms = 0, ttl_ms = 1, expires_at_ms = 1 "
       "WHERE resource = 'DC#farm#client#shared'; COMMIT;");
   EXPECT_EQ(store_->describe("DC#farm#client#shared")->fencingToken, 3);
+}
+
+TEST_F(SqlitePurgeTest, PurgingWhileOthersAcquireNeverRepeatsAToken) {
+  // Three store objects (as three processes would have) acquire and release
+  // a few keys with 20 ms leases while a fourth purges everything idle in
+  // small batches. Every acquisition of a key must get a token no earlier
+  // acquisition of that key had, purged or not.
+  constexpr int kWorkers = 3;
+  const std::vector<std::string> ids = {"p", "p.a", "p.b", "q.a", "q"};
+  std::mutex mutex;
+  std::map<std::string, std::multiset<std::int64_t>> tokens;
+  std::atomic<bool> stop{false};
+  std::atomic<int> purged{0};
+  std::vector<std::string> errors(kWorkers + 1);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        SqliteStore store(SqliteStoreOptions{path_, seconds(10)});
+        for (int i = 0; !stop.load(); ++i) {
+          const std::string& id =
+              ids[static_cast<std::size_t>(i * (w + 1)) % ids.size()];
+          const StoreKey key = pathKey(kScope, id);
+          std::string token;
+          const AcquireResult r = acquire(store, key, milliseconds(20), &token,
+                                          "worker-" + std::to_string(w));
+          if (!r.acquired) continue;
+          {
+            std::lock_guard<std::mutex> guard(mutex);
+            tokens[key.key].insert(r.fencingToken);
+          }
+          store.release(key, token);
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(w)] = e.what();
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    try {
+      SqliteStore store(SqliteStoreOptions{path_, seconds(10)});
+      while (!stop.load()) {
+        purged +=
+            static_cast<int>(store.purgeIdle(milliseconds(0), 2, false).rows);
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+    } catch (const std::exception& e) {
+      errors[kWorkers] = e.what();
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(1500));
+  stop = true;
+  for (auto& t : threads) t.join();
+  for (const auto& error : errors) EXPECT_EQ(error, "");
+  EXPECT_GT(purged.load(), 0) << "the run purged nothing: it tested nothing";
+  std::size_t acquisitions = 0;
+  for (const auto& [key, seen] : tokens) {
+    acquisitions += seen.size();
+    EXPECT_EQ(std::set<std::int64_t>(seen.begin(), seen.end()).size(),
+              seen.size())
+        << key << " got a token twice";
+  }
+  EXPECT_GT(acquisitions, 10U);
 }
 
 TEST_F(SqlitePurgeTest, NegativeAgeOrNonPositiveBatchIsInvalidArgument) {
