@@ -241,11 +241,17 @@ TEST_F(SqlitePurgeTest, RowsThatAVersion2LibraryInsertsStartAtTheFloor) {
 
 TEST_F(SqlitePurgeTest, PurgingWhileOthersAcquireNeverRepeatsAToken) {
   // Three store objects (as three processes would have) acquire and release
-  // a few keys with 20 ms leases while a fourth purges everything idle in
+  // keys with 20 ms leases while a fourth purges everything idle in
   // small batches. Every acquisition of a key must get a token no earlier
   // acquisition of that key had, purged or not.
   constexpr int kWorkers = 3;
-  const std::vector<std::string> ids = {"p", "p.a", "p.b", "q.a", "q"};
+  // Enough keys that each one sits idle for a while between acquisitions
+  // (so the purger finds some), in trees so that ancestors come and go too.
+  std::vector<std::string> ids;
+  for (int n = 0; n < 12; ++n) {
+    const std::string root = "g" + std::to_string(n);
+    ids.insert(ids.end(), {root, root + ".a", root + ".b"});
+  }
   std::mutex mutex;
   std::map<std::string, std::multiset<std::int64_t>> tokens;
   std::atomic<bool> stop{false};
@@ -258,7 +264,7 @@ TEST_F(SqlitePurgeTest, PurgingWhileOthersAcquireNeverRepeatsAToken) {
         SqliteStore store(SqliteStoreOptions{path_, seconds(10)});
         for (int i = 0; !stop.load(); ++i) {
           const std::string& id =
-              ids[static_cast<std::size_t>(i * (w + 1)) % ids.size()];
+              ids[static_cast<std::size_t>(i * 7 + w * 5) % ids.size()];
           const StoreKey key = pathKey(kScope, id);
           std::string token;
           const AcquireResult r = acquire(store, key, milliseconds(20), &token,
