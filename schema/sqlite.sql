@@ -1,26 +1,39 @@
--- dlm schema for SQLite: the whole current schema (version 2).
+-- dlm schema for SQLite: the whole current schema (version 3).
 --
 -- The store (SqliteStore::initialize with applyMigrations) and
 -- `dlmctl migrate --db <file>` apply the files of migrations/sqlite/ instead,
 -- each in one BEGIN IMMEDIATE transaction; this file is the same as their sum.
 -- It holds no BEGIN/COMMIT because the applier supplies the transaction.
+-- A file made from this one records no checksums (applied by hand).
 -- WAL mode is a property of the file that the store sets when it opens it.
 --
 -- Times are integer milliseconds since the Unix epoch by the application's
 -- clock (SQLite has no server clock; all users of a file share one host).
 
--- One row per applied migration; the store refuses a file whose highest
--- version differs from the one it was built for.
+-- One row per applied migration. A library built for schema version L
+-- uses the file when its newest version equals L, or when the newest row's
+-- compatible_from is <= L (the rolling-upgrade rule); otherwise
+-- initialize() says which migration to apply, or to upgrade the library.
 CREATE TABLE dlm_schema_version (
   version     INTEGER PRIMARY KEY,  -- n of migrations/sqlite/V<n>__*.sql
   description TEXT NOT NULL,        -- what the migration did
   applied_at  TEXT NOT NULL         -- UTC time it was applied, for operators
-              DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+              DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  -- CRC-32 (zlib polynomial) of the migration file's text as dlm's applier
+  -- ran it; NULL when applied by hand (sqlite3, this file) or before
+  -- version 3. Added by V3 (ALTER TABLE ADD COLUMN, hence last).
+  checksum        INTEGER,
+  -- The oldest library schema version the file serves while this is its
+  -- newest row; NULL (before version 3): only a library for exactly this
+  -- version.
+  compatible_from INTEGER
 );
 
--- One row per resource ever locked (and per ancestor of one). Rows are never
--- deleted: releasing sets status FREE, so fencing_token keeps growing across
--- acquisitions.
+-- One row per resource locked (and per ancestor of one). Releasing sets
+-- status FREE, so fencing_token keeps growing across acquisitions; only
+-- SqliteStore::purgeIdle deletes rows (idle ones), after raising
+-- dlm_fencing_floor so that a re-created row starts above every token the
+-- deleted one issued.
 -- WITHOUT ROWID: the text key is the primary key, so the rows are stored in
 -- the primary-key b-tree itself, in byte order of resource. A rowid table
 -- would keep a second b-tree for the key and pay two lookups per row; here a
@@ -44,9 +57,11 @@ CREATE TABLE dlm_locks (
   -- Random per acquisition; release and extend are conditional on it. Kept
   -- after release so a retried release of the same acquisition is still true.
   token          TEXT,
-  -- Grows by one with every acquisition of this row; the first is 1. 0 means
-  -- the row was created (as an ancestor or by a blocked attempt) but never
-  -- acquired.
+  -- Grows by one with every acquisition of this row. A new row starts at the
+  -- fencing floor (0 until a purge raised it; trigger
+  -- dlm_locks_start_at_fencing_floor), so the first acquisition of a key gets
+  -- floor + 1. acquired_at_ms NULL means the row was created (as an ancestor
+  -- or by a blocked attempt) but never acquired.
   fencing_token  INTEGER NOT NULL DEFAULT 0,
   -- When the latest acquisition took the row.
   acquired_at_ms INTEGER,
@@ -54,8 +69,9 @@ CREATE TABLE dlm_locks (
   ttl_ms         INTEGER,
   -- After this instant the lock may be taken by someone else.
   expires_at_ms  INTEGER,
-  -- Who holds it, for operators: host name, process id, address (nullable;
-  -- the library does not fill it yet).
+  -- Who took it last, for operators: the holder's host name and process id,
+  -- filled by every acquisition. holder_ip stays NULL on SQLite (no network
+  -- peer; the column keeps the table the same as PostgreSQL's).
   holder_host    TEXT,
   holder_pid     INTEGER,
   holder_ip      TEXT
@@ -94,6 +110,35 @@ CREATE TABLE dlm_lock_requests (
 -- holds the rows of waiters waiting right now.
 CREATE INDEX dlm_lock_requests_owner ON dlm_lock_requests (owner_id);
 
-INSERT INTO dlm_schema_version (version, description)
-VALUES (1, 'create lock tables'),
-       (2, 'lock requests carry expiry, ancestors and descendant range');
+-- The fencing high-water mark, one row. SqliteStore::purgeIdle raises it to
+-- the greatest fencing token among the rows it deletes, in the same
+-- transaction, so a key's fencing token never goes backwards.
+CREATE TABLE dlm_fencing_floor (
+  -- Always 1: the table holds exactly one row.
+  id            INTEGER PRIMARY KEY CHECK (id = 1),
+  -- No fencing token of a deleted row is greater than this.
+  fencing_token INTEGER NOT NULL DEFAULT 0 CHECK (fencing_token >= 0)
+);
+
+INSERT INTO dlm_fencing_floor (id, fencing_token) VALUES (1, 0);
+
+-- New rows start at the floor, whoever inserts them. Fires only for rows
+-- actually inserted (an INSERT OR IGNORE of an existing key does not fire
+-- it): one read of the one-row floor table per new row, and an update of the
+-- new row only after a purge has raised the floor.
+CREATE TRIGGER dlm_locks_start_at_fencing_floor
+AFTER INSERT ON dlm_locks
+FOR EACH ROW
+WHEN NEW.fencing_token < (SELECT fencing_token FROM dlm_fencing_floor
+                          WHERE id = 1)
+BEGIN
+  UPDATE dlm_locks
+  SET fencing_token = (SELECT fencing_token FROM dlm_fencing_floor
+                       WHERE id = 1)
+  WHERE resource = NEW.resource;
+END;
+
+INSERT INTO dlm_schema_version (version, description, compatible_from)
+VALUES (1, 'create lock tables', NULL),
+       (2, 'lock requests carry expiry, ancestors and descendant range', NULL),
+       (3, 'compatibility, checksums and fencing floor for purge', 2);

@@ -26,7 +26,8 @@ void requireCompatibleSchema(const SchemaState& state,
         ErrorCode::SCHEMA_MISMATCH,
         found == 0
             ? fmt::format("{} has no dlm schema; this library needs schema "
-                          "version {}: apply migrations/{}/ from {} on {}",
+                          "version {}: apply migrations/{}/{} and the later "
+                          "ones {}",
                           where, needed, storeDir, next, migrateHint)
             : fmt::format("the dlm schema in {} is at version {}, this "
                           "library needs version {}: apply migrations/{}/{} "

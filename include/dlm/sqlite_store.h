@@ -95,6 +95,14 @@ struct SqliteStoreOptions {
 //
 // registerWait runs under BEGIN IMMEDIATE, which serialises it with every
 // other registration on the file, across processes.
+//
+// purgeIdle runs one BEGIN IMMEDIATE transaction per batch (idleness judged
+// by the application's clock); the fencing floor it raises lives in the file
+// (table dlm_fencing_floor) and a trigger makes every new row start at it,
+// so rows created by any writer of the file, older libraries included, keep
+// their tokens above the purged ones. A dry run takes no write lock and
+// reports the floor unchanged. SQLite has no roles: whoever can write the
+// file can purge.
 class SqliteStore final : public LockStore {
  public:
   // Opens no connection yet; the first call (usually initialize) does.

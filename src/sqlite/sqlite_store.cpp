@@ -42,6 +42,7 @@
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "migration.h"
+#include "schema_compat.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/release_bus.h"
 #include "sqlite/sqlite_connection.h"
@@ -94,10 +95,11 @@ std::optional<std::string> prefixEnd(std::string_view prefix) {
   return std::nullopt;
 }
 
+// Ends the "apply migrations/sqlite/V<n>__... and the later ones" message.
 std::string migrateHint(const std::string& path) {
   return fmt::format(
-      "apply the migrations in migrations/sqlite/ with `dlmctl migrate --db "
-      "sqlite:{}` (or build the manager with applyMigrations)",
+      "with `dlmctl migrate --db sqlite:{}` (or build the manager with "
+      "applyMigrations)",
       path);
 }
 
@@ -123,8 +125,17 @@ LockRecord readRecord(const Statement& row, std::int64_t now) {
   return r;
 }
 
+// Whether the version table has V3's checksum and compatible_from columns
+// (added together by V3; a version-2 file has neither).
+bool hasVersionColumnsOfV3(Connection& c) {
+  Statement columns = c.statement(
+      "SELECT count(*) FROM pragma_table_info('dlm_schema_version') "
+      "WHERE name IN ('checksum', 'compatible_from')");
+  return columns.step() && columns.integer(0) == 2;
+}
+
 // Every row of the version table, or present == false when the file has
-// none. Two statements outside a transaction: a migration committing in
+// none. Several statements outside a transaction: a migration committing in
 // between only makes the answer newer.
 SchemaState readSchemaState(Connection& c) {
   SchemaState state;
@@ -135,17 +146,28 @@ SchemaState readSchemaState(Connection& c) {
     if (!exists.step() || exists.integer(0) == 0) return state;
   }
   state.present = true;
-  // applied_at is already UTC ISO-8601 text (the column's default).
+  // applied_at is already UTC ISO-8601 text (the column's default). Files
+  // before version 3 have no checksum or compatible_from: read as NULL.
   Statement rows = c.statement(
-      "SELECT version, description, applied_at FROM dlm_schema_version "
-      "ORDER BY version");
+      hasVersionColumnsOfV3(c)
+          ? "SELECT version, description, applied_at, checksum, "
+            "compatible_from FROM dlm_schema_version ORDER BY version"
+          : "SELECT version, description, applied_at, NULL, NULL "
+            "FROM dlm_schema_version ORDER BY version");
+  int compatibleFrom = 0;
   while (rows.step()) {
     AppliedMigration m;
     m.version = static_cast<int>(rows.integer(0));
     m.description = rows.text(1);
     m.appliedAt = rows.text(2);
+    if (!rows.isNull(3)) {
+      m.checksum = static_cast<std::uint32_t>(rows.integer(3));
+    }
+    // The newest row's declaration counts; NULL means not recorded (0).
+    compatibleFrom = rows.isNull(4) ? 0 : static_cast<int>(rows.integer(4));
     state.applied.push_back(std::move(m));
   }
+  state.compatibleFrom = compatibleFrom;
   return state;
 }
 
@@ -299,7 +321,26 @@ int schemaVersion(Connection& c) {
   return static_cast<int>(version.integer(0));
 }
 
+// Records the checksum of each migration in `applied` (applied by this run),
+// once the version table has the column (V3 adds it; the checksums of V1 and
+// V2 applied in the same run are recorded in V3's transaction). Returns
+// whether it recorded them, so the caller forgets them only then.
+bool recordChecksums(Connection& c,
+                     const std::vector<const internal::Migration*>& applied) {
+  if (!hasVersionColumnsOfV3(c)) return false;
+  for (const internal::Migration* m : applied) {
+    c.statement(
+         "UPDATE dlm_schema_version SET checksum = ?2 WHERE version = ?1")
+        .bind(1, static_cast<std::int64_t>(m->version))
+        .bind(2, static_cast<std::int64_t>(internal::migrationChecksum(*m)))
+        .run();
+  }
+  return true;
+}
+
 void applyMigrations(Connection& c, int from) {
+  // Applied by this run, checksum not yet recorded.
+  std::vector<const internal::Migration*> unrecorded;
   for (const auto& m : internal::sqliteMigrations()) {
     if (m.version <= from) continue;
     const std::string what =
@@ -331,7 +372,11 @@ void applyMigrations(Connection& c, int from) {
                         "schema version {}",
                         c.path(), what, m.version));
       }
+      // The text just run, exactly: a file changed later shows as drift.
+      unrecorded.push_back(&m);
+      const bool recorded = recordChecksums(c, unrecorded);
       tx.commit();
+      if (recorded) unrecorded.clear();
     } catch (const DLMException& e) {
       // Any failure while applying (busy included) is reported as such; the
       // message already carries the path, the file and the SQLite code.
@@ -356,31 +401,13 @@ void SqliteStore::initialize(bool applyMigrations) {
   impl_->withConnection("initializing", [&](Connection& c) {
     const auto& migrations = internal::sqliteMigrations();
     const int latest = internal::latestVersion(migrations);
-    int current = schemaVersion(c);
-    if (current < latest && applyMigrations) {
-      dlm::applyMigrations(c, current);
-      current = schemaVersion(c);
-    }
-    if (current == latest) return;
-    if (current > latest) {
-      throw DLMException(
-          ErrorCode::SCHEMA_MISMATCH,
-          fmt::format("sqlite store '{}': the database has dlm schema version "
-                      "{}, newer than this library's {}; upgrade dlm",
-                      c.path(), current, latest));
-    }
-    const auto missing =
-        std::find_if(migrations.begin(), migrations.end(),
-                     [&](const auto& m) { return m.version > current; });
-    throw DLMException(
-        ErrorCode::SCHEMA_MISMATCH,
-        fmt::format("sqlite store '{}': {}; the database has dlm schema "
-                    "version {}, this library needs {}: first missing "
-                    "migrations/sqlite/{}; {}",
-                    c.path(),
-                    current == 0 ? "the dlm tables are missing"
-                                 : "the dlm schema is out of date",
-                    current, latest, missing->file, migrateHint(c.path())));
+    const int current = schemaVersion(c);
+    if (current < latest && applyMigrations) dlm::applyMigrations(c, current);
+    // The rolling-upgrade rule (src/schema_compat.h): this version, or a
+    // newer one that still declares it serves this library's version.
+    internal::requireCompatibleSchema(
+        readSchemaState(c), migrations, "sqlite",
+        fmt::format("sqlite store '{}'", c.path()), migrateHint(c.path()));
   });
 }
 
@@ -563,12 +590,13 @@ std::optional<LockRecord> SqliteStore::describe(std::string_view key) {
       "describing", [&](Connection& c) -> std::optional<LockRecord> {
         const std::int64_t now = nowMs();
         // One statement reads one consistent snapshot; no transaction needed.
-        // fencing_token = 0: the row exists (an ancestor, or a blocked attempt)
-        // but the key was never locked.
+        // acquired_at_ms NULL: the row exists (an ancestor, or a blocked
+        // attempt) but the key was never locked. (Not fencing_token = 0: since
+        // schema version 3 a new row starts at the fencing floor.)
         Statement row =
             c.statement("SELECT " DLM_RECORD_COLUMNS
                         " FROM dlm_locks "
-                        "WHERE resource = ?1 AND fencing_token > 0");
+                        "WHERE resource = ?1 AND acquired_at_ms IS NOT NULL");
         row.bind(1, key);
         if (!row.step()) return std::nullopt;
         return readRecord(row, now);
@@ -640,14 +668,110 @@ std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
 
 SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
 
+// The rows purgeIdle may delete, ?1 = the idle cutoff (now - idleFor),
+// ?2 = now, ?3 = the batch size:
+// - idle since at least the cutoff: its lease ended by then
+//   (expires_at_ms <= cutoff; a row released earlier has been FREE even
+//   longer, one released after expiry was expired, which counts as idle), or
+//   it was never acquired (an intention row of an ancestor or of a blocked
+//   attempt: nothing protects anything through it);
+// - not waited for by a live request row (its waiter will take it soon);
+// in key order, so that successive batches walk the table the same way.
+// A scan of the table (no index on expires_at_ms: acquisitions would pay for
+// its upkeep on every write to serve an occasional admin call); the batch
+// size bounds how long the write lock is held, not the scan's length.
+#define DLM_IDLE_ROWS                                                        \
+  "FROM dlm_locks AS l "                                                     \
+  "WHERE (l.expires_at_ms <= ?1 "                                            \
+  "       OR (l.acquired_at_ms IS NULL AND l.status = 'FREE')) "             \
+  "AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests AS r "                    \
+  "                WHERE r.resource = l.resource AND r.expires_at_ms > ?2) " \
+  "ORDER BY l.resource LIMIT ?3"
+
 PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
-                                 int batchSize, bool dryRun) {
-  // Until the schema's purge lands (issue 10, in progress).
-  (void)idleFor;
-  (void)batchSize;
-  (void)dryRun;
-  throw DLMException(ErrorCode::INTERNAL_ERROR, "purgeIdle: not implemented yet");
+                                  int batchSize, bool dryRun) {
+  if (idleFor.count() < 0 || batchSize <= 0) {
+    throw DLMException(
+        ErrorCode::INVALID_ARGUMENT,
+        fmt::format("purgeIdle: idleFor must not be negative ({} ms) and "
+                    "batchSize must be positive ({})",
+                    idleFor.count(), batchSize));
+  }
+  // The cutoff, saturated: an idle age beyond the epoch leaves only the
+  // never-acquired rows.
+  auto cutoffAt = [&](std::int64_t now) {
+    return idleFor.count() > now ? std::numeric_limits<std::int64_t>::min()
+                                 : now - idleFor.count();
+  };
+  if (dryRun) {
+    // One statement, one snapshot, no write lock: counts what a purge now
+    // would delete and reports the floor unchanged.
+    return impl_->withConnection("counting idle rows", [&](Connection& c) {
+      const std::int64_t now = nowMs();
+      Statement count = c.statement(
+          "SELECT (SELECT count(*) FROM (SELECT 1 " DLM_IDLE_ROWS
+          ")), "
+          "(SELECT fencing_token FROM dlm_fencing_floor WHERE id = 1)");
+      count.bind(1, cutoffAt(now))
+          .bind(2, now)
+          .bind(3, static_cast<std::int64_t>(batchSize));
+      if (!count.step()) c.fail(SQLITE_INTERNAL, "counting idle rows");
+      PurgeBatch batch;
+      batch.rows = count.integer(0);
+      batch.fencingFloor = count.integer(1);
+      return batch;
+    });
+  }
+  return impl_->withConnection("purging idle rows", [&](Connection& c) {
+    // BEGIN IMMEDIATE: no acquisition runs between choosing the rows,
+    // raising the floor and deleting them. Durable like an acquisition,
+    // though losing it would be safe too (the rows would come back with
+    // their tokens).
+    Transaction tx(c, Durability::kDurable);
+    const std::int64_t now = nowMs();  // after the wait for the write lock
+    std::vector<std::string> keys;
+    std::int64_t highest = 0;
+    {
+      Statement idle =
+          c.statement("SELECT l.resource, l.fencing_token " DLM_IDLE_ROWS);
+      idle.bind(1, cutoffAt(now))
+          .bind(2, now)
+          .bind(3, static_cast<std::int64_t>(batchSize));
+      while (idle.step()) {
+        keys.push_back(idle.text(0));
+        highest = std::max(highest, idle.integer(1));
+      }
+    }
+    // The floor first: every row created from now on starts at it
+    // (trigger dlm_locks_start_at_fencing_floor), so a deleted key's next
+    // token is above every token it issued. Never lowered.
+    c.statement(
+         "UPDATE dlm_fencing_floor SET fencing_token = max(fencing_token, ?1) "
+         "WHERE id = 1")
+        .bind(1, highest)
+        .run();
+    for (const auto& key : keys) {
+      c.statement("DELETE FROM dlm_locks WHERE resource = ?1")
+          .bind(1, key)
+          .run();
+    }
+    PurgeBatch batch;
+    {
+      Statement floor = c.statement(
+          "SELECT fencing_token FROM dlm_fencing_floor WHERE id = 1");
+      if (!floor.step()) {
+        c.fail(SQLITE_CORRUPT,
+               "reading dlm_fencing_floor (its one row is missing)");
+      }
+      batch.fencingFloor = floor.integer(0);
+    }
+    tx.commit();
+    batch.rows = static_cast<std::int64_t>(keys.size());
+    return batch;
+  });
 }
+
+#undef DLM_IDLE_ROWS
 
 bool SqliteStore::forceRelease(std::string_view key) {
   const bool freed =

@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "dlm/error.h"
 #include "migration.h"
+#include "schema_compat.h"
 #include "sqlite_test_util.h"
 
 namespace dlm::sqlite_test {
@@ -84,9 +87,13 @@ TEST_F(SqliteSchemaTest, SchemaFileAndAllMigrationsGiveTheSameSchema) {
   EXPECT_GE(schemaA.size(), 3U);  // two tables and the requests index at least
   EXPECT_EQ(schemaA, schemaOf(b));
   const std::string versions =
-      "SELECT version || ' ' || description FROM dlm_schema_version "
+      "SELECT version || ' ' || description || ' ' || "
+      "coalesce(compatible_from, 'NULL') FROM dlm_schema_version "
       "ORDER BY version";
   EXPECT_EQ(a.rows(versions), b.rows(versions));
+  const std::string floor = "SELECT * FROM dlm_fencing_floor";
+  EXPECT_EQ(a.rows(floor), b.rows(floor));
+  EXPECT_EQ(a.rows(floor), std::vector<std::string>{"1|0"});
   EXPECT_EQ(
       a.scalar("SELECT max(version) FROM dlm_schema_version"),
       std::to_string(internal::latestVersion(internal::sqliteMigrations())));
@@ -237,6 +244,179 @@ TEST_F(SqliteSchemaTest, ConcurrentInitializersApplyEachMigrationOnce) {
   for (auto& store : stores) {
     EXPECT_NO_THROW(store->initialize(false));
   }
+}
+
+// ------------------------------------------- compatibility and checksums
+
+// A file with migrations V1..V`upTo` applied by hand, as a DBA with sqlite3
+// would: no checksums recorded.
+void applyByHand(const std::string& path, int upTo) {
+  RawDb db(path);
+  for (const auto& m : internal::sqliteMigrations()) {
+    if (m.version > upTo) break;
+    db.exec("BEGIN;" + std::string(m.sql) + ";COMMIT;");
+  }
+}
+
+const internal::Migration& migrationV(int version) {
+  for (const auto& m : internal::sqliteMigrations()) {
+    if (m.version == version) return m;
+  }
+  throw std::runtime_error("no migration V" + std::to_string(version));
+}
+
+TEST_F(SqliteSchemaTest, TheApplierRecordsTheChecksumOfEveryMigrationItRan) {
+  const std::string path = dir_.file("checksums.sqlite");
+  openStore(path).reset();
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  ASSERT_EQ(state.applied.size(), internal::sqliteMigrations().size());
+  for (std::size_t i = 0; i < state.applied.size(); ++i) {
+    const auto& m = internal::sqliteMigrations()[i];
+    EXPECT_EQ(state.applied[i].version, m.version);
+    ASSERT_TRUE(state.applied[i].checksum.has_value()) << m.file;
+    EXPECT_EQ(*state.applied[i].checksum, internal::migrationChecksum(m))
+        << m.file;
+  }
+  EXPECT_EQ(state.compatibleFrom, 2);
+  // Stored as the unsigned 32-bit value, not a negative number.
+  EXPECT_EQ(RawDb(path).scalar(
+                "SELECT count(*) FROM dlm_schema_version WHERE checksum < 0"),
+            "0");
+}
+
+TEST_F(SqliteSchemaTest, AVersion2FileReadsWithoutCompatibilityAndNamesV3) {
+  const std::string path = dir_.file("v2.sqlite");
+  applyByHand(path, 2);
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  EXPECT_TRUE(state.present);
+  EXPECT_EQ(state.version(), 2);
+  EXPECT_EQ(state.compatibleFrom, 0);
+  ASSERT_EQ(state.applied.size(), 2U);
+  EXPECT_FALSE(state.applied[0].checksum.has_value());
+  EXPECT_FALSE(state.applied[1].checksum.has_value());
+
+  try {
+    store.initialize(/*applyMigrations=*/false);
+    FAIL() << "initialize accepted a version-2 file";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("at version 2"), std::string::npos) << message;
+    EXPECT_NE(message.find("apply migrations/sqlite/" +
+                           std::string(migrationV(3).file)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("dlmctl migrate --db sqlite:" + path),
+              std::string::npos)
+        << message;
+  }
+
+  // The applier records the checksum of what it ran only: V3, not the
+  // migrations applied by hand before.
+  store.initialize(/*applyMigrations=*/true);
+  const SchemaState upgraded = store.schemaState();
+  ASSERT_EQ(upgraded.applied.size(), 3U);
+  EXPECT_FALSE(upgraded.applied[0].checksum.has_value());
+  EXPECT_FALSE(upgraded.applied[1].checksum.has_value());
+  ASSERT_TRUE(upgraded.applied[2].checksum.has_value());
+  EXPECT_EQ(*upgraded.applied[2].checksum,
+            internal::migrationChecksum(migrationV(3)));
+  EXPECT_EQ(upgraded.compatibleFrom, 2);
+}
+
+TEST_F(SqliteSchemaTest, AFileMadeFromTheSchemaFileHasNoChecksums) {
+  const std::string path = dir_.file("by-hand.sqlite");
+  RawDb(path).exec(std::string(internal::sqliteSchemaSql()));
+  const SchemaState state = SqliteStore(SqliteStoreOptions{path}).schemaState();
+  ASSERT_FALSE(state.applied.empty());
+  for (const auto& m : state.applied) EXPECT_FALSE(m.checksum.has_value());
+  EXPECT_EQ(state.compatibleFrom, 2);
+}
+
+// A migration of a later library, recorded by hand.
+void addFutureVersion(const std::string& path, int compatibleFrom) {
+  RawDb(path).exec(
+      "INSERT INTO dlm_schema_version (version, description, "
+      "compatible_from) VALUES (4, 'from a later release', " +
+      std::to_string(compatibleFrom) + ")");
+}
+
+TEST_F(SqliteSchemaTest, ANewerSchemaThatNoLongerServesThisLibraryIsRefused) {
+  const std::string path = dir_.file("v4-incompatible.sqlite");
+  openStore(path).reset();
+  addFutureVersion(path, 4);
+  SqliteStore store(SqliteStoreOptions{path});
+  for (const bool apply : {false, true}) {
+    try {
+      store.initialize(apply);
+      FAIL() << "initialize accepted a schema that no longer serves it";
+    } catch (const DLMException& e) {
+      EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+      EXPECT_NE(std::string(e.what()).find("upgrade the library"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(store.schemaState().compatibleFrom, 4);
+}
+
+TEST_F(SqliteSchemaTest, ANewerSchemaThatStillServesThisLibraryIsAccepted) {
+  const std::string path = dir_.file("v4-compatible.sqlite");
+  openStore(path).reset();
+  addFutureVersion(path, 3);
+  SqliteStore store(SqliteStoreOptions{path});
+  EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/false));
+  EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/true));
+  EXPECT_TRUE(acquire(store, pathKey("", "x")).acquired);
+  const SchemaState state = store.schemaState();
+  EXPECT_EQ(state.version(), 4);
+  EXPECT_EQ(state.compatibleFrom, 3);
+}
+
+TEST_F(SqliteSchemaTest, ThePreviousReleasesStatementsRunOnVersion3) {
+  // The statements of the library built for schema version 2 (src/sqlite at
+  // the V2 commit), run on a file at version 3 beside this library.
+  const std::string path = dir_.file("mixed.sqlite");
+  auto store = openStore(path);
+  RawDb old(path);
+  EXPECT_EQ(old.scalar("SELECT coalesce(max(version), 0) "
+                       "FROM dlm_schema_version"),
+            "3");
+  EXPECT_EQ(old.rows("SELECT version, description, applied_at "
+                     "FROM dlm_schema_version ORDER BY version")
+                .size(),
+            3U);
+  old.exec(
+      "BEGIN IMMEDIATE;"
+      "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
+      "VALUES ('old.a', 1);"
+      "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
+      "VALUES ('old.a.b', 2);"
+      "UPDATE dlm_locks SET status = 'HELD', owner_id = 'o', token = 't', "
+      "fencing_token = 1, acquired_at_ms = 0, ttl_ms = 1, "
+      "expires_at_ms = 9000000000000, holder_host = 'h', holder_pid = 1, "
+      "holder_ip = NULL WHERE resource = 'old.a.b';"
+      "COMMIT;");
+  // This library sees the old release's lock and is blocked by it.
+  const AcquireResult blocked = acquire(*store, pathKey("old.", "a"));
+  EXPECT_FALSE(blocked.acquired);
+  EXPECT_EQ(blocked.blockedBy, "old.a.b");
+  old.exec(
+      "BEGIN IMMEDIATE;"
+      "UPDATE dlm_locks SET ttl_ms = 5, expires_at_ms = 9000000000001 "
+      "WHERE resource = 'old.a.b' AND token = 't' AND status = 'HELD';"
+      "UPDATE dlm_locks SET status = 'FREE' "
+      "WHERE resource = 'old.a.b' AND token = 't' AND status = 'HELD';"
+      "INSERT OR REPLACE INTO dlm_lock_requests (resource, owner_id, "
+      "requested_at_ms, expires_at_ms, ancestors, descendants_begin, "
+      "descendants_end) VALUES ('old.a', 'o', 0, 9000000000000, '[]', NULL, "
+      "NULL);"
+      "DELETE FROM dlm_lock_requests WHERE resource = 'old.a' AND "
+      "owner_id = 'o';"
+      "COMMIT;");
+  EXPECT_TRUE(acquire(*store, pathKey("old.", "a")).acquired);
 }
 
 // ------------------------------------------------------------ schemaState
