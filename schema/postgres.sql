@@ -1,7 +1,7 @@
 -- dlm: the whole current PostgreSQL schema, for a fresh database.
 --
--- It is what applying migrations/postgres/V1.. in order gives (today: V1 and
--- V2); a test (tests/postgres) checks that both produce the same catalog.
+-- It is what applying migrations/postgres/V1.. in order gives (today: V1 to
+-- V3); a test (tests/postgres) checks that both produce the same catalog.
 -- A database that already has an older dlm schema gets the missing
 -- migrations instead.
 --
@@ -14,31 +14,42 @@
 -- (-1: the whole file is one transaction; the second form puts everything in
 -- the existing schema "locks"; the application then sets
 -- PostgresStoreOptions::schema = "locks" or has that search_path.) The role
--- applying it needs CREATE on the schema, and CREATEROLE the first time in a
--- cluster (it creates the role dlm_client if missing).
+-- applying it owns the tables and functions; it needs CREATE on the schema,
+-- and CREATEROLE when the roles below do not exist yet.
 --
--- Privileges: the library needs no DDL. This file creates the NOLOGIN role
--- dlm_client with exactly what the library uses; give it to the
--- application's login role with
+-- Roles: the application's role (default dlm_client) and an admin role
+-- (default dlm_admin), named by custom settings when applying:
 --
---   GRANT dlm_client TO app;
+--   PGOPTIONS='-c dlm.client_role=orders_locks -c dlm.admin_role=orders_dlm_admin' psql ...
 --
--- `dlmctl migrate` (or the builder's applyMigrations opt-in) applies the same
+-- Both are created NOLOGIN when missing and recorded in dlm_config. Give
+-- them to login roles (GRANT dlm_client TO app_login; GRANT dlm_admin TO
+-- ops_login). The client role has no privilege on any table: it EXECUTEs the
+-- SECURITY DEFINER dlm_* functions (pinned search_path), which never return
+-- another holder's token. The admin role also force-releases and purges.
+--
+-- `dlmctl migrate` (or the builder's applyMigrations opt-in) applies the
 -- migration files from code, each in one transaction.
 
--- Which migrations have been applied: initialize() reads max(version) and
--- refuses to run against a schema older or newer than the library.
+-- Which migrations have been applied: initialize() reads it (through
+-- dlm_schema_versions()) and refuses a schema that does not serve it.
 CREATE TABLE dlm_schema_version (
   -- n of migrations/postgres/V<n>__*.sql.
   version     integer PRIMARY KEY,
   -- The file's <what> part, for humans.
   description text NOT NULL,
   -- When it was applied (server clock).
-  applied_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+  applied_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+  -- CRC-32 of the file's text as dlm's applier ran it; NULL when applied by
+  -- hand (as this file is).
+  checksum    bigint,
+  -- The oldest library schema version this database still serves.
+  compatible_from integer
 );
 
--- One row per resource ever locked. A release sets status back to FREE and
--- never deletes the row, so fencing_token keeps growing across acquisitions.
+-- One row per resource locked. A release sets status back to FREE and never
+-- deletes the row; dlm_purge deletes rows idle for long, and the fencing
+-- floor keeps fencing_token growing across that too.
 -- Rows change only inside the dlm_* functions below (row locks taken with
 -- SELECT ... FOR SHARE / FOR UPDATE).
 --
@@ -54,7 +65,7 @@ CREATE TABLE dlm_locks (
   resource      text COLLATE "C" PRIMARY KEY,
   -- CRC-32 of resource, computed by the client, for tools that look rows up
   -- by hash.
-  resource_crc  bigint,
+  resource_crc  bigint NOT NULL,
   -- HELD while a lease is on the row (expired ones included: expiry is judged
   -- against expires_at, not by a status change).
   status        text NOT NULL DEFAULT 'FREE' CHECK (status IN ('FREE', 'HELD')),
@@ -80,7 +91,12 @@ CREATE TABLE dlm_locks (
   -- A held row always has a lease to judge and a token to release by.
   CONSTRAINT dlm_locks_held_has_lease
     CHECK (status = 'FREE' OR (token IS NOT NULL AND expires_at IS NOT NULL))
-) WITH (fillfactor = 80);
+) WITH (fillfactor = 80, vacuum_truncate = off,
+       toast.vacuum_truncate = off);
+
+-- Storage (both tables): autovacuum truncating the end of a table that
+-- shrank takes an ACCESS EXCLUSIVE lock, which stalled every release for
+-- about a second; vacuum_truncate = off keeps the pages instead.
 
 -- Waiters: one row per owner waiting in acquireLock for a key, removed when
 -- the wait ends. Read to follow the wait-for graph (owner waits for key, key
@@ -106,9 +122,61 @@ CREATE TABLE dlm_lock_requests (
   desc_begin   text COLLATE "C",
   desc_end     text COLLATE "C",
   PRIMARY KEY (resource, owner_id)
-);
+) WITH (fillfactor = 80, vacuum_truncate = off,
+       toast.vacuum_truncate = off);
 -- Serves the wait-for graph's "what is this owner waiting for" step.
 CREATE INDEX dlm_lock_requests_owner_idx ON dlm_lock_requests (owner_id);
+
+-- Settings recorded when the schema was created (the role names).
+CREATE TABLE dlm_config (
+  name  text COLLATE "C" PRIMARY KEY,
+  value text NOT NULL
+);
+
+-- The fencing high-water mark: one row.
+CREATE TABLE dlm_fencing_floor (
+  id          boolean PRIMARY KEY DEFAULT true CHECK (id),
+  floor_token bigint NOT NULL DEFAULT 0 CHECK (floor_token >= 0)
+);
+INSERT INTO dlm_fencing_floor (id, floor_token) VALUES (true, 0);
+
+-- ---------------------------------------------------------- role names
+
+INSERT INTO dlm_config (name, value)
+  VALUES ('client_role', coalesce(nullif(current_setting('dlm.client_role', true), ''), 'dlm_client')),
+         ('admin_role', coalesce(nullif(current_setting('dlm.admin_role', true), ''), 'dlm_admin'))
+  ON CONFLICT (name) DO NOTHING;
+
+-- Roles are cluster-wide: another schema (or a concurrent migration) may have
+-- created them already.
+DO $$
+DECLARE
+  v_role text;
+BEGIN
+  IF (SELECT value FROM dlm_config WHERE name = 'client_role')
+     = (SELECT value FROM dlm_config WHERE name = 'admin_role') THEN
+    RAISE EXCEPTION 'dlm: the client and admin roles must differ';
+  END IF;
+  FOR v_role IN SELECT value FROM dlm_config
+                 WHERE name IN ('client_role', 'admin_role') ORDER BY name DESC
+  LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_role) THEN
+      BEGIN
+        EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+      EXCEPTION WHEN duplicate_object OR unique_violation THEN
+        -- Lost the race to a concurrent creator: the role exists, as wanted.
+        NULL;
+      END;
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- ----------------------------------------------------------- functions
+--
+-- Each is created with the harmless search_path pg_catalog, pg_temp (no dlm
+-- table resolves, so a call fails) and pinned to this schema further down,
+-- in a DO block, because the schema's name is only known when applying.
 
 -- dlm_acquire: one attempt to take a lock; the whole select-for-update
 -- transaction of the hierarchy protocol in one call (one round trip when
@@ -124,20 +192,47 @@ CREATE INDEX dlm_lock_requests_owner_idx ON dlm_lock_requests (owner_id);
 -- is in the way (the target, an ancestor or a descendant). Calling it again
 -- with the token that holds the row changes nothing and answers acquired, so
 -- a retry after a lost reply is safe.
-CREATE FUNCTION dlm_acquire(
+--
+-- Purge-safe (V3). dlm_purge may delete an idle row at any moment it is not
+-- row-locked, so "make sure the rows exist, then lock them" is a loop: a row
+-- that INSERT ... ON CONFLICT DO NOTHING found (and left alone, without a
+-- lock) may be deleted by a purge that commits before the locking SELECT
+-- runs; and a locking SELECT that waited for a purge's row lock skips the
+-- row the purge then deleted (READ COMMITTED re-checks the newest version
+-- after the wait, and a deleted row has none). Either way the SELECT comes
+-- back short and we insert again. A row we inserted ourselves is invisible
+-- to a purge until we commit, so the next SELECT finds it: the loop ends
+-- after at most one extra turn per purge that overtook us (bounded below).
+-- Once locked, a row cannot be purged (dlm_purge skips locked rows).
+--
+-- Fencing across a purge: a purge raises dlm_fencing_floor to the largest
+-- token it deletes, in the same transaction as the delete. When we find a
+-- key's row missing, the purge that deleted it has committed (our INSERT
+-- waited for it if it was still in progress), so the UPDATE below, a later
+-- statement with a newer snapshot, sees the raised floor: the new token
+-- greatest(row token, floor) + 1 is above every token issued for the key.
+CREATE OR REPLACE FUNCTION dlm_acquire(
     p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text,
     p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint)
   RETURNS TABLE (acquired boolean, fencing_token bigint, acquired_at_ms bigint,
                  expires_at_ms bigint, blocked_by text)
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+  -- Purges overtaking one acquire more often than this mean something is
+  -- wrong (or a purge loop with idle_for 0 runs against a hot key): give up
+  -- with a serialization failure, which the library retries.
+  c_max_turns constant integer := 16;
   v_depth     integer := coalesce(cardinality(p_keys), 0);
   v_target    text;
   v_ancestors text[];
   v_count     integer;
-  v_row       dlm_locks%ROWTYPE;
+  v_turns     integer := 0;
+  -- A dlm_locks row. Not dlm_locks%ROWTYPE: that is resolved when the
+  -- function is created, before its search_path is pinned to this schema.
+  v_row       record;
   v_blocker   text;
   v_now       timestamptz;
 BEGIN
@@ -149,7 +244,9 @@ BEGIN
   v_target := p_keys[v_depth];
   v_ancestors := p_keys[1:v_depth - 1];
   -- Durable even where the session or server default is synchronous_commit =
-  -- off: an acquire lost in a crash could let two holders in.
+  -- off: an acquire lost in a crash could let two holders in. (A SET LOCAL
+  -- of another setting than the function's own SET clause outlives the
+  -- call: it lasts until the transaction ends, i.e. applies to its commit.)
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
   END IF;
@@ -158,33 +255,42 @@ BEGIN
   -- a prefix sorts before its extensions, so ORDER BY resource is root first
   -- and every acquirer locks a path in the same order). Siblings share these
   -- locks and do not serialise; an acquirer of an ancestor itself needs FOR
-  -- UPDATE and waits for us.
+  -- UPDATE and waits for us. Rows locked on an earlier turn stay locked.
   IF v_depth > 1 THEN
-    PERFORM 1 FROM dlm_locks l
-      WHERE l.resource = ANY (v_ancestors) ORDER BY l.resource FOR SHARE OF l;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    IF v_count < v_depth - 1 THEN
-      -- First use of some ancestor: create the missing rows (in key order,
-      -- like the locks), then lock the whole path again; ON CONFLICT waits
-      -- for a concurrent creator and keeps its row.
+    LOOP
+      PERFORM 1 FROM dlm_locks l
+        WHERE l.resource = ANY (v_ancestors) ORDER BY l.resource FOR SHARE OF l;
+      GET DIAGNOSTICS v_count = ROW_COUNT;
+      EXIT WHEN v_count >= v_depth - 1;
+      v_turns := v_turns + 1;
+      IF v_turns > c_max_turns THEN
+        RAISE EXCEPTION 'dlm_acquire: rows of % keep being purged', v_target
+          USING ERRCODE = 'serialization_failure';
+      END IF;
+      -- First use of some ancestor (or purged meanwhile): create the missing
+      -- rows (in key order, like the locks); ON CONFLICT waits for a
+      -- concurrent creator (or deleter) and keeps its outcome.
       INSERT INTO dlm_locks (resource, resource_crc)
         SELECT u.k, u.c FROM unnest(v_ancestors, p_crcs[1:v_depth - 1]) AS u (k, c)
         ORDER BY u.k
         ON CONFLICT (resource) DO NOTHING;
-      PERFORM 1 FROM dlm_locks l
-        WHERE l.resource = ANY (v_ancestors) ORDER BY l.resource FOR SHARE OF l;
-    END IF;
+    END LOOP;
   END IF;
 
   -- The target itself, exclusively. Waiting here also waits out any acquirer
   -- of a descendant, which holds this row FOR SHARE until it commits.
-  SELECT * INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
-  IF NOT FOUND THEN
+  LOOP
+    SELECT * INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
+    EXIT WHEN FOUND;
+    v_turns := v_turns + 1;
+    IF v_turns > c_max_turns THEN
+      RAISE EXCEPTION 'dlm_acquire: the row of % keeps being purged', v_target
+        USING ERRCODE = 'serialization_failure';
+    END IF;
     INSERT INTO dlm_locks (resource, resource_crc)
       VALUES (v_target, p_crcs[v_depth])
       ON CONFLICT (resource) DO NOTHING;
-    SELECT * INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
-  END IF;
+  END LOOP;
 
   -- From here on every check is its own statement: under READ COMMITTED each
   -- takes a new snapshot and sees what committed while we waited for the row
@@ -231,10 +337,15 @@ BEGIN
   END IF;
 
   -- Take it. One clock reading so that expires_at = acquired_at + ttl exactly.
+  -- The token continues above the fencing floor (see above; one primary-key
+  -- lookup of a one-row table).
   v_now := clock_timestamp();
   UPDATE dlm_locks l
      SET status = 'HELD', owner_id = p_owner, token = p_token,
-         fencing_token = l.fencing_token + 1, acquired_at = v_now,
+         fencing_token = greatest(l.fencing_token,
+                                  (SELECT f.floor_token FROM dlm_fencing_floor f
+                                    WHERE f.id)) + 1,
+         acquired_at = v_now,
          ttl_ms = p_ttl_ms, expires_at = v_now + p_ttl_ms * interval '1 millisecond',
          holder_host = p_host, holder_pid = p_pid, holder_ip = inet_client_addr()
    WHERE l.resource = v_target
@@ -252,11 +363,13 @@ $$;
 -- database-wide lock on the notification queue, which would serialise every
 -- release. Each test is a lookup or range scan on the primary key of
 -- dlm_lock_requests. The notification is sent when the calling transaction
--- commits, and not at all if it rolls back.
-CREATE FUNCTION dlm_notify_waiters(
+-- commits, and not at all if it rolls back. Internal: called by the release
+-- functions (as the schema owner); no role has EXECUTE on it.
+CREATE OR REPLACE FUNCTION dlm_notify_waiters(
     p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text)
   RETURNS void
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM dlm_lock_requests r
@@ -274,20 +387,22 @@ $$;
 
 -- dlm_release: frees the row if p_token still holds it (expired but not taken
 -- included). True when freed, or already freed by this same token (a retried
--- release); false when another acquisition took the row since. When it freed
--- the row it wakes the waiters (dlm_notify_waiters); p_ancestors and
--- [p_desc_begin, p_desc_end) are the key's hierarchy as for dlm_acquire.
+-- release); false when another acquisition took the row since (or a purge
+-- deleted it, long after its lease ended). When it freed the row it wakes
+-- the waiters (dlm_notify_waiters); p_ancestors and [p_desc_begin,
+-- p_desc_end) are the key's hierarchy as for dlm_acquire.
 --
 -- Lazy release: the transaction commits with synchronous_commit = off (local
 -- to this transaction only), so a release does not wait for a WAL flush. A
 -- release lost in a server crash leaves the lock HELD until its expires_at,
 -- which is safe: nobody else held it in between. Acquires keep the durable
 -- default, because a lost acquire could let two holders in.
-CREATE FUNCTION dlm_release(
+CREATE OR REPLACE FUNCTION dlm_release(
     p_key text, p_token text, p_ancestors text[], p_desc_begin text,
     p_desc_end text)
   RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
@@ -307,19 +422,19 @@ $$;
 -- dlm_release_within: frees the row inside the CALLER'S open transaction
 -- (commitLock): the release, and its NOTIFY, take effect only if that
 -- transaction commits. Called schema-qualified from the application's
--- connection, whose search_path need not name this schema, so the function
--- carries its own search_path (set below to this schema). It leaves
--- synchronous_commit alone: the durability of the application's transaction
--- is the application's choice.
+-- connection, whose search_path need not name this schema (the function
+-- carries its own). It leaves synchronous_commit alone: the durability of
+-- the application's transaction is the application's choice.
 --
 -- When p_token no longer holds the row (released, force-released, or expired
 -- and taken over) it raises SQLSTATE DLM01, which aborts the caller's
 -- transaction: work done without the lock cannot commit.
-CREATE FUNCTION dlm_release_within(
+CREATE OR REPLACE FUNCTION dlm_release_within(
     p_key text, p_token text, p_ancestors text[], p_desc_begin text,
     p_desc_end text)
   RETURNS void
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   UPDATE dlm_locks SET status = 'FREE'
@@ -331,27 +446,16 @@ BEGIN
   PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
 END
 $$;
--- Pin its search_path to this schema (pg_catalog first and pg_temp last, so
--- nothing of the caller's can shadow it). The schema's name is only known
--- here; SET search_path FROM CURRENT would keep whatever search_path applied
--- the migration, e.g. "$user", public.
-DO $$
-BEGIN
-  EXECUTE format(
-    'ALTER FUNCTION %I.dlm_release_within(text, text, text[], text, text) '
-    'SET search_path = pg_catalog, %I, pg_temp',
-    current_schema(), current_schema());
-END
-$$;
 
 -- dlm_extend: moves the lease end to now + p_ttl_ms if p_token still holds
 -- the row (status HELD, expired but not taken included). Returns the new
 -- expires_at in epoch milliseconds, or NULL when the lock was lost (released,
--- force-released or taken by another acquisition). Durable commit: a lost
--- extension would shorten a lease its holder relies on.
-CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint)
+-- force-released, taken by another acquisition, or purged). Durable commit:
+-- a lost extension would shorten a lease its holder relies on.
+CREATE OR REPLACE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint)
   RETURNS bigint
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_expires timestamptz;
@@ -373,14 +477,16 @@ BEGIN
 END
 $$;
 
--- dlm_force_release: operator override, frees the row whoever holds it. True
--- if it was HELD (expired or not). The holder's token stays on the row, so
--- its later extend finds the lock lost. Wakes the waiters like dlm_release;
--- it knows only the key, so it finds them by the requests' own hierarchy
--- columns (a scan of the small request table; an operator action, rare).
-CREATE FUNCTION dlm_force_release(p_key text)
+-- dlm_force_release: operator override (admin role only), frees the row
+-- whoever holds it. True if it was HELD (expired or not). The holder's token
+-- stays on the row, so its later extend finds the lock lost. Wakes the
+-- waiters like dlm_release; it knows only the key, so it finds them by the
+-- requests' own hierarchy columns (a scan of the small request table; an
+-- operator action, rare).
+CREATE OR REPLACE FUNCTION dlm_force_release(p_key text)
   RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   UPDATE dlm_locks SET status = 'FREE'
@@ -414,18 +520,20 @@ $$;
 -- dlm_notify_waiters, so releases never wait for it. It is chosen over an
 -- advisory lock because it is scoped to this schema's table (advisory keys
 -- are database-wide, so two dlm schemas in one database would serialise
--- each other or need a key scheme), needs no privilege beyond the table's,
+-- each other or need a key scheme), runs with the owner's rights like the
+-- rest of the function (no role needs a privilege on the table),
 -- shows up in pg_locks under the table's name, and ends with the
 -- transaction. Each statement after it takes a new snapshot (READ
 -- COMMITTED), so it sees every registration committed before it got the lock.
 --
 -- Lazy commit: a request row lost in a crash only costs a deadlock going
 -- undetected until the waiters' timeouts, which is what happens without it.
-CREATE FUNCTION dlm_register_wait(
+CREATE OR REPLACE FUNCTION dlm_register_wait(
     p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
     p_owner text, p_max_wait_ms bigint)
   RETURNS text[]
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_now    timestamptz;
@@ -529,9 +637,10 @@ $$;
 -- dlm_unregister_wait: deletes p_owner's request row for p_key. True if there
 -- was one. Lazy commit, like the registration: a lost delete leaves a row
 -- that expires.
-CREATE FUNCTION dlm_unregister_wait(p_key text, p_owner text)
+CREATE OR REPLACE FUNCTION dlm_unregister_wait(p_key text, p_owner text)
   RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
@@ -540,47 +649,435 @@ BEGIN
 END
 $$;
 
--- The library's role: no LOGIN, no DDL; an application login role gets it
--- with GRANT dlm_client TO app. Roles are cluster-wide: another schema (or a
--- concurrent migration) may have created it already.
-DO $$
+-- dlm_prefix_end: the smallest string above every string that starts with
+-- p_prefix, for a primary-key range scan [p_prefix, end); NULL when there is
+-- none that is easy to write (empty prefix, or only non-ASCII characters):
+-- the scan then has no upper bound. Trailing characters from 0x7F up are
+-- dropped first, so the incremented character is ASCII, valid in every
+-- server encoding. Internal (no role has EXECUTE on it).
+CREATE OR REPLACE FUNCTION dlm_prefix_end(p_prefix text)
+  RETURNS text
+  LANGUAGE plpgsql IMMUTABLE STRICT SECURITY INVOKER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_stem text := p_prefix;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dlm_client') THEN
-    BEGIN
-      CREATE ROLE dlm_client NOLOGIN;
-    EXCEPTION WHEN duplicate_object OR unique_violation THEN
-      -- Lost the race to a concurrent creator: the role exists, as wanted.
-      NULL;
-    END;
+  WHILE v_stem <> '' AND ascii(right(v_stem, 1)) >= 127 LOOP
+    v_stem := left(v_stem, -1);
+  END LOOP;
+  IF v_stem = '' THEN
+    RETURN NULL;
+  END IF;
+  RETURN left(v_stem, -1) || chr(ascii(right(v_stem, 1)) + 1);
+END
+$$;
+
+-- dlm_describe: the row of p_key for operators, or no row when the key was
+-- never acquired (intention-only rows, fencing_token 0, count as never
+-- locked). No token: a caller must not be able to release someone else's
+-- lock with what it read. Times in epoch milliseconds by the server clock.
+CREATE OR REPLACE FUNCTION dlm_describe(p_key text)
+  RETURNS TABLE (resource text, status_held boolean, held boolean,
+                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
+                 holder_pid bigint, holder_ip text)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT l.resource::text, l.status = 'HELD',
+           l.status = 'HELD' AND l.expires_at > clock_timestamp(), l.owner_id,
+           l.fencing_token,
+           floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+           floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
+           l.holder_host, l.holder_pid, host(l.holder_ip)
+      FROM dlm_locks l
+     WHERE l.resource = p_key AND l.fencing_token > 0;
+END
+$$;
+
+-- dlm_list_held: rows with status HELD (expired ones included; held tells)
+-- whose key starts with p_prefix ('' for all), in key order, columns as
+-- dlm_describe. A range scan on the primary key, then the exact prefix test.
+CREATE OR REPLACE FUNCTION dlm_list_held(p_prefix text)
+  RETURNS TABLE (resource text, status_held boolean, held boolean,
+                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
+                 holder_pid bigint, holder_ip text)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_prefix text := coalesce(p_prefix, '');
+  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
+BEGIN
+  -- Two statements rather than "v_end IS NULL OR ...", so that each plan
+  -- bounds the index scan as far as it can.
+  IF v_end IS NULL THEN
+    RETURN QUERY
+      SELECT l.resource::text, true, l.expires_at > clock_timestamp(),
+             l.owner_id, l.fencing_token,
+             floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+             floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
+             l.holder_host, l.holder_pid, host(l.holder_ip)
+        FROM dlm_locks l
+       WHERE l.status = 'HELD' AND l.resource >= v_prefix
+         AND starts_with(l.resource, v_prefix)
+       ORDER BY l.resource;
+  ELSE
+    RETURN QUERY
+      SELECT l.resource::text, true, l.expires_at > clock_timestamp(),
+             l.owner_id, l.fencing_token,
+             floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+             floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
+             l.holder_host, l.holder_pid, host(l.holder_ip)
+        FROM dlm_locks l
+       WHERE l.status = 'HELD' AND l.resource >= v_prefix
+         AND l.resource < v_end AND starts_with(l.resource, v_prefix)
+       ORDER BY l.resource;
   END IF;
 END
 $$;
 
--- The schema is chosen by search_path, so its name is only known here.
+-- dlm_list_waiters: live request rows (deadline not passed) whose key starts
+-- with p_prefix ('' for all), in key order, then oldest first. A range scan
+-- on the primary key (resource is its first column).
+CREATE OR REPLACE FUNCTION dlm_list_waiters(p_prefix text)
+  RETURNS TABLE (resource text, owner_id text, requested_at_ms bigint,
+                 expires_at_ms bigint)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_prefix text := coalesce(p_prefix, '');
+  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
+BEGIN
+  IF v_end IS NULL THEN
+    RETURN QUERY
+      SELECT r.resource::text, r.owner_id,
+             floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
+             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
+        FROM dlm_lock_requests r
+       WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+         AND starts_with(r.resource, v_prefix)
+       ORDER BY r.resource, r.requested_at, r.owner_id;
+  ELSE
+    RETURN QUERY
+      SELECT r.resource::text, r.owner_id,
+             floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
+             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
+        FROM dlm_lock_requests r
+       WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+         AND r.resource < v_end AND starts_with(r.resource, v_prefix)
+       ORDER BY r.resource, r.requested_at, r.owner_id;
+  END IF;
+END
+$$;
+
+-- dlm_schema_versions: every row of dlm_schema_version, in version order,
+-- applied_at as UTC ISO-8601 text with milliseconds (independent of the
+-- session's TimeZone and DateStyle). What initialize() checks and `dlmctl
+-- schema status` shows.
+CREATE OR REPLACE FUNCTION dlm_schema_versions()
+  RETURNS TABLE (version integer, description text, applied_at text,
+                 checksum bigint, compatible_from integer)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT v.version, v.description,
+           to_char(v.applied_at AT TIME ZONE 'UTC',
+                   'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+           v.checksum, v.compatible_from
+      FROM dlm_schema_version v
+     ORDER BY v.version;
+END
+$$;
+
+-- dlm_purge (admin role only): deletes up to p_batch rows of dlm_locks that
+-- have been idle for p_idle_for_ms: FREE or HELD-but-expired with expires_at
+-- before now - p_idle_for_ms (a release leaves expires_at at the lease end,
+-- so a FREE row has been free at least that long), or never acquired
+-- (intention-only rows, no expires_at); and that no live request row waits
+-- for. Rows another transaction has locked (an acquire in progress, an
+-- intention lock of a descendant's acquirer) are skipped, not waited for
+-- (SKIP LOCKED), so a purge never holds up an acquire for longer than its
+-- own short transaction, and never waits for one.
+--
+-- Before deleting, in the same transaction, it raises dlm_fencing_floor to
+-- the largest fencing token among the rows it deletes: dlm_acquire continues
+-- every re-created row above the floor, so no key sees a token twice.
+-- Concurrent purges serialise on the floor row only.
+--
+-- Returns the rows deleted (p_dry_run: that would be, up to p_batch; nothing
+-- is locked or deleted) and the floor afterwards. Callers loop until fewer
+-- than p_batch rows come back. A holder whose lease ended long ago finds its
+-- row gone: its release answers false and its extend NULL.
+CREATE OR REPLACE FUNCTION dlm_purge(
+    p_idle_for_ms bigint, p_batch integer, p_dry_run boolean)
+  RETURNS TABLE (rows bigint, fencing_floor bigint)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_cutoff timestamptz;
+  v_keys   text[];
+  v_max    bigint;
+  v_rows   bigint := 0;
+  v_floor  bigint;
+BEGIN
+  IF p_idle_for_ms IS NULL OR p_idle_for_ms < 0 OR p_batch IS NULL
+     OR p_batch <= 0 THEN
+    RAISE EXCEPTION 'dlm_purge: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  v_cutoff := clock_timestamp() - p_idle_for_ms * interval '1 millisecond';
+
+  IF coalesce(p_dry_run, false) THEN
+    SELECT count(*) INTO v_rows FROM (
+      SELECT 1 FROM dlm_locks l
+       WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
+         AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
+                          WHERE r.resource = l.resource
+                            AND r.expires_at > clock_timestamp())
+       LIMIT p_batch) s;
+    SELECT f.floor_token INTO v_floor FROM dlm_fencing_floor f WHERE f.id;
+    RETURN QUERY SELECT v_rows, coalesce(v_floor, 0);
+    RETURN;
+  END IF;
+
+  -- Lock the batch. After waiting for nothing (SKIP LOCKED), FOR UPDATE
+  -- re-checks the conditions on the newest committed version of each row,
+  -- so a row acquired meanwhile is left alone and the tokens read are the
+  -- final ones.
+  SELECT array_agg(s.resource), max(s.fencing_token) INTO v_keys, v_max
+    FROM (SELECT l.resource, l.fencing_token FROM dlm_locks l
+           WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
+             AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
+                              WHERE r.resource = l.resource
+                                AND r.expires_at > clock_timestamp())
+           LIMIT p_batch
+           FOR UPDATE OF l SKIP LOCKED) s;
+
+  -- The floor first, then the rows (one transaction: both or neither).
+  UPDATE dlm_fencing_floor f
+     SET floor_token = greatest(f.floor_token, coalesce(v_max, 0))
+   WHERE f.id
+  RETURNING f.floor_token INTO v_floor;
+  IF v_keys IS NOT NULL THEN
+    DELETE FROM dlm_locks l WHERE l.resource = ANY (v_keys);
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+  END IF;
+  RETURN QUERY SELECT v_rows, coalesce(v_floor, 0);
+END
+$$;
+
+-- Pin every function's search_path to this schema: pg_catalog first, so no
+-- object of another schema can shadow a built-in, and pg_temp last, so a
+-- caller's temporary table cannot capture a dlm table's name. SET
+-- search_path FROM CURRENT would keep whatever search_path applied the
+-- migration (e.g. "$user", public).
 DO $$
+DECLARE
+  v_fn regprocedure;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  EXECUTE format('GRANT USAGE ON SCHEMA %I TO dlm_client', current_schema());
+  FOR v_fn IN
+    SELECT p.oid::regprocedure FROM pg_proc p
+     WHERE p.pronamespace = current_schema()::regnamespace
+       AND p.proname LIKE 'dlm\_%'
+  LOOP
+    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                   v_fn, current_schema());
+  END LOOP;
 END
 $$;
--- initialize() reads the version; only migrations (run by a DBA) write it.
-GRANT SELECT ON dlm_schema_version TO dlm_client;
--- The functions run with the caller's rights (SECURITY INVOKER), so the role
--- needs the row rights they use; SELECT ... FOR SHARE/UPDATE needs UPDATE,
--- and LOCK TABLE ... SHARE ROW EXCLUSIVE (dlm_register_wait) UPDATE or DELETE.
-GRANT SELECT, INSERT, UPDATE, DELETE ON dlm_locks, dlm_lock_requests TO dlm_client;
-GRANT EXECUTE ON FUNCTION
-  dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint),
-  dlm_extend(text, text, bigint),
-  dlm_force_release(text),
-  dlm_notify_waiters(text, text[], text, text),
-  dlm_release(text, text, text[], text, text),
-  dlm_release_within(text, text, text[], text, text),
-  dlm_register_wait(text, text[], text, text, text, bigint),
-  dlm_unregister_wait(text, text)
-  TO dlm_client;
 
-INSERT INTO dlm_schema_version (version, description)
-  VALUES (1, 'create lock tables'), (2, 'wait graph and release notify');
+-- ---------------------------------------------------------- privileges
+
+-- Nothing for anyone by default (functions are EXECUTE for PUBLIC when
+-- created), nothing left of V1's grants to dlm_client; then exactly what
+-- each role needs.
+DO $$
+DECLARE
+  v_client  text := (SELECT value FROM dlm_config WHERE name = 'client_role');
+  v_admin   text := (SELECT value FROM dlm_config WHERE name = 'admin_role');
+  v_schema  text := current_schema();
+  v_grantee text;
+  v_rel     text;
+  v_fn      regprocedure;
+BEGIN
+  FOREACH v_grantee IN ARRAY ARRAY['PUBLIC', 'dlm_client', v_client, v_admin]
+  LOOP
+    IF v_grantee <> 'PUBLIC'
+       AND NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_grantee) THEN
+      CONTINUE;
+    END IF;
+    IF v_grantee <> 'PUBLIC' THEN
+      v_grantee := quote_ident(v_grantee);
+    END IF;
+    FOR v_rel IN
+      SELECT c.relname FROM pg_class c
+       WHERE c.relnamespace = v_schema::regnamespace AND c.relkind = 'r'
+         AND c.relname LIKE 'dlm\_%'
+    LOOP
+      EXECUTE format('REVOKE ALL ON TABLE %I.%I FROM %s', v_schema, v_rel,
+                     v_grantee);
+    END LOOP;
+    FOR v_fn IN
+      SELECT p.oid::regprocedure FROM pg_proc p
+       WHERE p.pronamespace = v_schema::regnamespace
+         AND p.proname LIKE 'dlm\_%'
+    LOOP
+      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', v_fn, v_grantee);
+    END LOOP;
+  END LOOP;
+  -- V1 gave dlm_client USAGE on the schema; it keeps it only if it is still
+  -- one of the two roles.
+  IF 'dlm_client' NOT IN (v_client, v_admin)
+     AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dlm_client') THEN
+    EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM dlm_client', v_schema);
+  END IF;
+
+  -- The admin role can do what the client can (list, lock) and more.
+  EXECUTE format('GRANT %I TO %I', v_client, v_admin);
+  EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I, %I', v_schema, v_client,
+                 v_admin);
+  EXECUTE format(
+    'GRANT EXECUTE ON FUNCTION '
+    '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint), '
+    '%1$I.dlm_release(text, text, text[], text, text), '
+    '%1$I.dlm_release_within(text, text, text[], text, text), '
+    '%1$I.dlm_extend(text, text, bigint), '
+    '%1$I.dlm_register_wait(text, text[], text, text, text, bigint), '
+    '%1$I.dlm_unregister_wait(text, text), '
+    '%1$I.dlm_describe(text), '
+    '%1$I.dlm_list_held(text), '
+    '%1$I.dlm_list_waiters(text), '
+    '%1$I.dlm_schema_versions() '
+    'TO %2$I', v_schema, v_client);
+  EXECUTE format(
+    'GRANT EXECUTE ON FUNCTION '
+    '%1$I.dlm_force_release(text), '
+    '%1$I.dlm_purge(bigint, integer, boolean) '
+    'TO %2$I', v_schema, v_admin);
+
+  -- The pinned search_path names this schema: were the client role able to
+  -- create objects in it, it could shadow what the functions call.
+  IF has_schema_privilege(v_client, v_schema, 'CREATE') THEN
+    RAISE WARNING 'dlm: role % can CREATE in schema %, which the SECURITY DEFINER dlm functions search; revoke it (REVOKE CREATE ON SCHEMA % FROM ...)',
+      v_client, v_schema, v_schema;
+  END IF;
+END
+$$;
+
+-- ------------------------------------------------------------ comments
+-- The catalog is the documentation: \d+ and \df+ in psql show these.
+COMMENT ON TABLE dlm_schema_version IS
+  'dlm: one row per applied migration (migrations/postgres/V<n>__*.sql).';
+COMMENT ON COLUMN dlm_schema_version.version IS
+  'n of V<n>__*.sql.';
+COMMENT ON COLUMN dlm_schema_version.description IS
+  'The file''s <what> part, for humans.';
+COMMENT ON COLUMN dlm_schema_version.applied_at IS
+  'When it was applied (server clock).';
+COMMENT ON COLUMN dlm_schema_version.checksum IS
+  'CRC-32 of the file''s text as dlm''s applier ran it (dlmctl migrate); NULL when applied by hand.';
+COMMENT ON COLUMN dlm_schema_version.compatible_from IS
+  'Oldest library schema version this database still serves (rolling upgrades); NULL before version 3.';
+
+COMMENT ON TABLE dlm_locks IS
+  'dlm: one row per lockable resource; changed only by the dlm_* functions. Idle rows are removed by dlm_purge.';
+COMMENT ON COLUMN dlm_locks.resource IS
+  'Full scoped key (DC#farm#client#a.b.c), byte order (COLLATE "C").';
+COMMENT ON COLUMN dlm_locks.resource_crc IS
+  'CRC-32 of resource, computed by the client.';
+COMMENT ON COLUMN dlm_locks.status IS
+  'HELD while a lease is on the row (expired ones included), else FREE.';
+COMMENT ON COLUMN dlm_locks.owner_id IS
+  'Owner GUID of the current (or last) holder.';
+COMMENT ON COLUMN dlm_locks.token IS
+  'Secret per-acquisition token; release and extend are conditional on it. Never shown by the listing functions.';
+COMMENT ON COLUMN dlm_locks.fencing_token IS
+  'Grows with every acquisition of the key, also across purges (see dlm_fencing_floor); 0 = never acquired.';
+COMMENT ON COLUMN dlm_locks.acquired_at IS
+  'Server clock at acquisition.';
+COMMENT ON COLUMN dlm_locks.ttl_ms IS
+  'Lease length last asked for, in milliseconds.';
+COMMENT ON COLUMN dlm_locks.expires_at IS
+  'End of the lease; a HELD row past it can be taken by anyone.';
+COMMENT ON COLUMN dlm_locks.holder_host IS
+  'Host name the holder sent.';
+COMMENT ON COLUMN dlm_locks.holder_pid IS
+  'Process id the holder sent.';
+COMMENT ON COLUMN dlm_locks.holder_ip IS
+  'Holder''s address as the server saw it (NULL over a unix socket).';
+
+COMMENT ON TABLE dlm_lock_requests IS
+  'dlm: one row per owner waiting in acquireLock, for deadlock detection and wake-ups.';
+COMMENT ON COLUMN dlm_lock_requests.resource IS
+  'Scoped key waited for.';
+COMMENT ON COLUMN dlm_lock_requests.owner_id IS
+  'Waiting owner GUID.';
+COMMENT ON COLUMN dlm_lock_requests.requested_at IS
+  'When the wait began (server clock).';
+COMMENT ON COLUMN dlm_lock_requests.expires_at IS
+  'Waiter''s deadline; the row no longer counts after it.';
+COMMENT ON COLUMN dlm_lock_requests.ancestors IS
+  'Scoped keys of the waited key''s ancestors, root first.';
+COMMENT ON COLUMN dlm_lock_requests.desc_begin IS
+  'Start of the waited key''s descendant range (NULL: hierarchy off).';
+COMMENT ON COLUMN dlm_lock_requests.desc_end IS
+  'End (exclusive) of the waited key''s descendant range.';
+
+COMMENT ON TABLE dlm_config IS
+  'dlm: settings recorded when migration V3 was first applied.';
+COMMENT ON COLUMN dlm_config.name IS
+  'client_role or admin_role.';
+COMMENT ON COLUMN dlm_config.value IS
+  'The role name later migrations grant to.';
+
+COMMENT ON TABLE dlm_fencing_floor IS
+  'dlm: one row, the fencing high-water mark kept across purges.';
+COMMENT ON COLUMN dlm_fencing_floor.id IS
+  'Always true: the table has one row.';
+COMMENT ON COLUMN dlm_fencing_floor.floor_token IS
+  'Largest fencing token of any purged row; every (re-)created row continues above it.';
+
+COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint) IS
+  'dlm (client): one attempt to take a lock, hierarchy protocol, one transaction.';
+COMMENT ON FUNCTION dlm_notify_waiters(text, text[], text, text) IS
+  'dlm (internal): NOTIFY dlm_release when a live request waits for the freed key.';
+COMMENT ON FUNCTION dlm_release(text, text, text[], text, text) IS
+  'dlm (client): token-conditional release, lazily committed; wakes waiters.';
+COMMENT ON FUNCTION dlm_release_within(text, text, text[], text, text) IS
+  'dlm (client): token-conditional release inside the caller''s transaction (commitLock); DLM01 when lost.';
+COMMENT ON FUNCTION dlm_extend(text, text, bigint) IS
+  'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
+COMMENT ON FUNCTION dlm_force_release(text) IS
+  'dlm (admin): frees a lock whoever holds it.';
+COMMENT ON FUNCTION dlm_register_wait(text, text[], text, text, text, bigint) IS
+  'dlm (client): records a waiter unless waiting would close a cycle (returned).';
+COMMENT ON FUNCTION dlm_unregister_wait(text, text) IS
+  'dlm (client): removes a waiter''s request row.';
+COMMENT ON FUNCTION dlm_prefix_end(text) IS
+  'dlm (internal): upper bound of a key-prefix range scan.';
+COMMENT ON FUNCTION dlm_describe(text) IS
+  'dlm (client): one acquired lock row, without its token.';
+COMMENT ON FUNCTION dlm_list_held(text) IS
+  'dlm (client): HELD rows under a key prefix, without tokens.';
+COMMENT ON FUNCTION dlm_list_waiters(text) IS
+  'dlm (client): live request rows under a key prefix.';
+COMMENT ON FUNCTION dlm_schema_versions() IS
+  'dlm (client): the applied migrations, for initialize() and schema status.';
+COMMENT ON FUNCTION dlm_purge(bigint, integer, boolean) IS
+  'dlm (admin): deletes a batch of idle rows after raising the fencing floor.';
+
+INSERT INTO dlm_schema_version (version, description, compatible_from)
+  VALUES (1, 'create lock tables', NULL), (2, 'wait graph and release notify', NULL),
+         (3, 'least privilege purge and compatibility', 2);

@@ -70,8 +70,9 @@ struct AcquireRequest {
 
 struct AcquireResult {
   bool acquired = false;
-  // Set when acquired: grows by one with every acquisition of the row; the
-  // first acquisition of a key gets 1.
+  // Set when acquired: grows with every acquisition of the key; the first
+  // acquisition of a key gets 1, or (PostgreSQL) one more than the fencing
+  // floor once a purge deleted rows, so it never goes back.
   std::int64_t fencingToken = 0;
   StoreTime acquiredAt;
   StoreTime expiresAt;

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dlm/deadline.h"
 #include "migration.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_session.h"
+#include "schema_compat.h"
 
 namespace dlm::internal {
 namespace {
@@ -98,6 +100,39 @@ void requireSchema(PgConn& conn, const std::string& schema, Deadline deadline) {
   }
 }
 
+// Does dlm_schema_version have the checksum column (schema 3 on)? Asked
+// inside the migration's transaction, which sees its own ALTER TABLE.
+bool hasChecksumColumn(PgConn& conn, Deadline deadline) {
+  return conn
+      .exec(
+          "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
+          "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+          "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+          "WHERE n.nspname = current_schema() "
+          "AND c.relname = 'dlm_schema_version' "
+          "AND a.attname = 'checksum' AND NOT a.attisdropped)",
+          deadline)
+      .boolean(0, 0);
+}
+
+// Records the checksum (CRC-32 of the text this applier ran) of each
+// migration in `pending`, all applied by this run, and empties it. Run in
+// a migration's transaction once the column exists: rows of migrations this
+// run applied before the column existed get theirs then.
+void recordChecksums(PgConn& conn, std::vector<const Migration*>& pending,
+                     Deadline deadline) {
+  if (pending.empty() || !hasChecksumColumn(conn, deadline)) return;
+  for (const Migration* m : pending) {
+    const std::string crc = std::to_string(migrationChecksum(*m));
+    const std::string version = std::to_string(m->version);
+    conn.execParams(
+        "UPDATE dlm_schema_version SET checksum = $1::bigint "
+        "WHERE version = $2::integer",
+        {crc.c_str(), version.c_str()}, deadline);
+  }
+  pending.clear();
+}
+
 // Rolls back the open transaction, if the connection still works; a broken
 // one rolls back in the server by itself.
 void rollbackQuietly(PgConn& conn, Deadline deadline) noexcept {
@@ -142,6 +177,8 @@ int applyPostgresMigrations(const PostgresStoreOptions& options) {
 
   const Deadline deadline = migrationDeadline(options);
   int applied = 0;
+  // Applied by this run, checksum not recorded yet.
+  std::vector<const Migration*> unrecorded;
   for (const Migration& m : migrations) {
     if (m.version <= current) continue;
     try {
@@ -166,7 +203,11 @@ int applyPostgresMigrations(const PostgresStoreOptions& options) {
                         "record version {} in dlm_schema_version",
                         m.file, m.version));
       }
+      unrecorded.push_back(&m);
+      std::vector<const Migration*> recording = unrecorded;
+      recordChecksums(*conn, recording, deadline);
       conn->exec("COMMIT", deadline);
+      unrecorded.swap(recording);
       current = m.version;
       ++applied;
     } catch (const DLMException&) {

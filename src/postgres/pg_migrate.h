@@ -13,6 +13,9 @@ namespace dlm::internal {
 // that transaction, so processes migrating at once apply each step once.
 // Uses its own connection (not a pool), closed on return.
 //
+// Once dlm_schema_version has its checksum column (schema 3), it records
+// the CRC-32 (migrationChecksum) of every file this call applied.
+//
 // Returns how many migrations it applied (0 when already up to date).
 // Throws DLMException: CONNECTION_ERROR (transient) when the server cannot be
 // reached, SCHEMA_MISMATCH when the database is newer than this library,

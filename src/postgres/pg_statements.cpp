@@ -5,19 +5,11 @@
 namespace dlm::internal {
 namespace {
 
-// Columns of a LockRecord, times as epoch milliseconds by the server clock.
+// Columns of a LockRecord as dlm_describe and dlm_list_held return them
+// (times as epoch milliseconds by the server clock; never the token).
 constexpr const char* kRecordColumns =
-    "resource, status = 'HELD', "
-    "status = 'HELD' AND expires_at > clock_timestamp(), owner_id, "
-    "fencing_token, floor(extract(epoch FROM acquired_at) * 1000)::bigint, "
-    "floor(extract(epoch FROM expires_at) * 1000)::bigint, ttl_ms, "
-    "holder_host, holder_pid, host(holder_ip)";
-
-// Columns of a WaitRecord, times as epoch milliseconds by the server clock.
-constexpr const char* kWaitColumns =
-    "resource, owner_id, "
-    "floor(extract(epoch FROM requested_at) * 1000)::bigint, "
-    "floor(extract(epoch FROM expires_at) * 1000)::bigint";
+    "resource, status_held, held, owner_id, fencing_token, acquired_at_ms, "
+    "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip";
 
 }  // namespace
 
@@ -49,52 +41,35 @@ const PgStatements& pgStatements() {
       {"dlm_extend", "SELECT dlm_extend($1, $2, $3)"},
       // Operator override.
       {"dlm_force_release", "SELECT dlm_force_release($1)"},
-      // One row by primary key; intention-only rows (never acquired,
-      // fencing_token 0) count as "never locked".
+      // One row by primary key, through the definer function (the
+      // application role reads no table); intention-only rows count as
+      // "never locked".
       {"dlm_describe",
-       fmt::format("SELECT {} FROM dlm_locks WHERE resource = $1 AND "
-                   "fencing_token > 0",
-                   kRecordColumns)},
-      // Held rows under a prefix: primary-key range scan, then the exact
-      // prefix test.
-      {"dlm_list_held_range",
-       fmt::format("SELECT {} FROM dlm_locks WHERE status = 'HELD' AND "
-                   "resource >= $1 AND resource < $2 AND "
-                   "starts_with(resource, $1) ORDER BY resource",
-                   kRecordColumns)},
-      // The same without an upper bound (empty or non-ASCII prefix).
-      {"dlm_list_held_from",
-       fmt::format("SELECT {} FROM dlm_locks WHERE status = 'HELD' AND "
-                   "resource >= $1 AND starts_with(resource, $1) "
-                   "ORDER BY resource",
-                   kRecordColumns)},
-      // Live request rows under a prefix: primary-key range scan (resource
-      // is its first column), then the exact prefix test. A row past its
-      // expiry (or without one) no longer counts, as in the wait graph.
-      {"dlm_list_waiters_range",
-       fmt::format("SELECT {} FROM dlm_lock_requests WHERE expires_at > "
-                   "clock_timestamp() AND resource >= $1 AND resource < $2 "
-                   "AND starts_with(resource, $1) "
-                   "ORDER BY resource, requested_at, owner_id",
-                   kWaitColumns)},
-      // The same without an upper bound (empty or non-ASCII prefix).
-      {"dlm_list_waiters_from",
-       fmt::format("SELECT {} FROM dlm_lock_requests WHERE expires_at > "
-                   "clock_timestamp() AND resource >= $1 AND "
-                   "starts_with(resource, $1) "
-                   "ORDER BY resource, requested_at, owner_id",
-                   kWaitColumns)},
-      // Every version row for operators, applied_at as UTC ISO-8601 with
-      // milliseconds (independent of the session's TimeZone and DateStyle).
+       fmt::format("SELECT {} FROM dlm_describe($1)", kRecordColumns)},
+      // Held rows under a prefix: the function scans the primary-key range.
+      {"dlm_list_held",
+       fmt::format("SELECT {} FROM dlm_list_held($1)", kRecordColumns)},
+      // Live request rows under a prefix, key order then oldest first.
+      {"dlm_list_waiters",
+       "SELECT resource, owner_id, requested_at_ms, expires_at_ms FROM "
+       "dlm_list_waiters($1)"},
+      // Every version row (schema 3 on), applied_at as UTC ISO-8601 with
+      // milliseconds, through the definer function.
       {"dlm_schema_versions",
+       "SELECT version, description, applied_at, checksum, compatible_from "
+       "FROM dlm_schema_versions()"},
+      // The same from the table, for schemas older than 3 (no function, no
+      // checksum or compatibility columns), read by roles that still have
+      // SELECT on it there.
+      {"dlm_schema_versions_v1",
        "SELECT version, description, to_char(applied_at AT TIME ZONE 'UTC', "
-       "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM dlm_schema_version "
-       "ORDER BY version"},
+       "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), NULL::bigint, NULL::integer "
+       "FROM dlm_schema_version ORDER BY version"},
+      // Admin: one purge batch (see the function).
+      {"dlm_purge", "SELECT rows, fencing_floor FROM dlm_purge($1, $2, $3)"},
       // The database clock.
       {"dlm_now",
        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},
-      // The schema version initialize() checks.
-      {"dlm_version", "SELECT max(version) FROM dlm_schema_version"},
   };
   return kStatements;
 }

@@ -16,13 +16,12 @@ struct PgStatements {
   PreparedStatement extend;
   PreparedStatement forceRelease;
   PreparedStatement describe;
-  PreparedStatement listHeldRange;
-  PreparedStatement listHeldFrom;
-  PreparedStatement listWaitersRange;
-  PreparedStatement listWaitersFrom;
+  PreparedStatement listHeld;
+  PreparedStatement listWaiters;
   PreparedStatement schemaVersions;
+  PreparedStatement schemaVersionsV1;
+  PreparedStatement purge;
   PreparedStatement now;
-  PreparedStatement version;
 };
 
 // The one set (built on first use).

@@ -23,11 +23,11 @@
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
-#include "postgres/pg_keys.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
 #include "postgres/release_channel.h"
+#include "schema_compat.h"
 
 namespace dlm {
 namespace {
@@ -118,26 +118,20 @@ class PostgresStore::Impl {
   void addClient(std::string_view clientId) { sessions_.addClient(clientId); }
 
   void initialize(bool applyMigrations) {
-    if (applyMigrations) internal::applyPostgresMigrations(options_);
     const auto& migrations = internal::postgresMigrations();
-    const int latest = internal::latestVersion(migrations);
-    const int version = run("initialize", "", [](PgConn& c, Deadline d) {
-      try {
-        const PgResult r =
-            c.execPrepared(internal::pgStatements().version, Params{}, d);
-        single(r, "dlm_version");
-        // An empty version table means nothing applied yet.
-        return r.isNull(0, 0) ? 0 : static_cast<int>(r.int64(0, 0));
-      } catch (const internal::PgError& e) {
-        // No dlm schema at all: reported below with what to apply.
-        if (e.sqlstate() == "42P01") return -1;
-        throw;
-      }
-    });
+    SchemaState state = readSchemaState("initialize");
+    // Migrate only an older schema: a newer one that still serves this
+    // library is fine as it is (rolling upgrades), and the common case
+    // stays one round trip.
+    if (applyMigrations &&
+        state.version() < internal::latestVersion(migrations)) {
+      internal::applyPostgresMigrations(options_);
+      state = readSchemaState("initialize");
+    }
     const std::string where =
         options_.schema.empty() ? std::string("the search_path")
                                 : fmt::format("schema \"{}\"", options_.schema);
-    if (version < 0) {
+    if (!state.present) {
       throw DLMException(
           ErrorCode::SCHEMA_MISMATCH,
           fmt::format("PostgreSQL database has no dlm schema (no table "
@@ -146,29 +140,14 @@ class PostgresStore::Impl {
                       where,
                       migrations.empty() ? "" : migrations.front().file));
     }
-    if (version < latest) {
-      std::string_view missing;
-      for (const auto& m : migrations) {
-        if (m.version > version) {
-          missing = m.file;
-          break;
-        }
-      }
-      throw DLMException(
-          ErrorCode::SCHEMA_MISMATCH,
-          fmt::format("the dlm schema in {} is at version {}, this library "
-                      "needs version {}: apply migrations/postgres/{} (and "
-                      "the later ones) or run `dlmctl migrate`",
-                      where, version, latest, missing));
-    }
-    if (version > latest) {
-      throw DLMException(
-          ErrorCode::SCHEMA_MISMATCH,
-          fmt::format("the dlm schema in {} is at version {}, newer than "
-                      "this library (which knows versions up to {}); upgrade "
-                      "the library",
-                      where, version, latest));
-    }
+    // The rolling-upgrade rule: this schema version, or a newer one that
+    // still serves it.
+    internal::requireCompatibleSchema(
+        state, migrations, "postgres",
+        options_.schema.empty()
+            ? std::string("the PostgreSQL search_path's schema")
+            : fmt::format("PostgreSQL schema \"{}\"", options_.schema),
+        "or run `dlmctl migrate`");
   }
 
   void close() {
@@ -369,15 +348,13 @@ class PostgresStore::Impl {
                });
   }
 
+  // The prefix range is computed server side (dlm_prefix_end), so the
+  // functions stay usable by hand.
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) {
     const std::string prefix(keyPrefix);
-    const std::optional<std::string> upper = internal::prefixUpperBound(prefix);
     return run("listHeld", keyPrefix, [&](PgConn& c, Deadline d) {
-      const auto& st = internal::pgStatements();
-      const PgResult r =
-          upper ? c.execPrepared(st.listHeldRange,
-                                 Params{prefix.c_str(), upper->c_str()}, d)
-                : c.execPrepared(st.listHeldFrom, Params{prefix.c_str()}, d);
+      const PgResult r = c.execPrepared(internal::pgStatements().listHeld,
+                                        Params{prefix.c_str()}, d);
       std::vector<LockRecord> records;
       records.reserve(static_cast<std::size_t>(r.rows()));
       for (int row = 0; row < r.rows(); ++row) {
@@ -389,13 +366,9 @@ class PostgresStore::Impl {
 
   std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) {
     const std::string prefix(keyPrefix);
-    const std::optional<std::string> upper = internal::prefixUpperBound(prefix);
     return run("listWaiters", keyPrefix, [&](PgConn& c, Deadline d) {
-      const auto& st = internal::pgStatements();
-      const PgResult r =
-          upper ? c.execPrepared(st.listWaitersRange,
-                                 Params{prefix.c_str(), upper->c_str()}, d)
-                : c.execPrepared(st.listWaitersFrom, Params{prefix.c_str()}, d);
+      const PgResult r = c.execPrepared(internal::pgStatements().listWaiters,
+                                        Params{prefix.c_str()}, d);
       std::vector<WaitRecord> records;
       records.reserve(static_cast<std::size_t>(r.rows()));
       for (int row = 0; row < r.rows(); ++row) {
@@ -406,31 +379,32 @@ class PostgresStore::Impl {
   }
 
   // On a store connection, so the configured schema (its search_path), the
-  // deadline and the pool apply as for every other call; one statement, no
-  // writes, no initialize() needed.
-  SchemaState schemaState() {
-    return run("schemaState", "", [](PgConn& c, Deadline d) {
-      SchemaState state;
-      PgResult r;
-      try {
-        r = c.execPrepared(internal::pgStatements().schemaVersions, Params{},
-                           d);
-      } catch (const internal::PgError& e) {
-        // No version table on the search_path: no dlm schema at all. In
-        // autocommit the failed statement leaves the connection usable.
-        if (e.sqlstate() == "42P01") return state;
-        throw;
+  // deadline and the pool apply as for every other call; no writes, no
+  // initialize() needed.
+  SchemaState schemaState() { return readSchemaState("schemaState"); }
+
+  PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
+                       bool dryRun) {
+    if (idleFor.count() < 0 || batchSize <= 0) {
+      throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                         "PostgreSQL store: purgeIdle: idleFor must not be "
+                         "negative and batchSize must be positive");
+    }
+    const std::string idle = std::to_string(idleFor.count());
+    const std::string batch = std::to_string(batchSize);
+    const char* dry = dryRun ? "true" : "false";
+    return run("purgeIdle", "", [&](PgConn& c, Deadline d) {
+      const PgResult r =
+          c.execPrepared(internal::pgStatements().purge,
+                         Params{idle.c_str(), batch.c_str(), dry}, d);
+      if (r.rows() != 1) {
+        throw DLMException(ErrorCode::INTERNAL_ERROR,
+                           fmt::format("dlm_purge returned {} rows", r.rows()));
       }
-      state.present = true;
-      state.applied.reserve(static_cast<std::size_t>(r.rows()));
-      for (int row = 0; row < r.rows(); ++row) {
-        AppliedMigration m;
-        m.version = static_cast<int>(r.int64(row, 0));
-        m.description = r.text(row, 1);
-        m.appliedAt = r.text(row, 2);
-        state.applied.push_back(std::move(m));
-      }
-      return state;
+      PurgeBatch result;
+      result.rows = r.int64(0, 0);
+      result.fencingFloor = r.int64(0, 1);
+      return result;
     });
   }
 
@@ -453,6 +427,47 @@ class PostgresStore::Impl {
   }
 
  private:
+  // The schema-version rows. One round trip on schema 3 and later (the
+  // definer function dlm_schema_versions, which the application role may
+  // call); on an older schema, where the function does not exist (42883),
+  // a second statement reads the table as the previous release did. No
+  // version table at all (42P01): not present. In autocommit a failed
+  // statement leaves the connection usable.
+  SchemaState readSchemaState(std::string_view op) {
+    return run(op, "", [](PgConn& c, Deadline d) {
+      SchemaState state;
+      const auto& st = internal::pgStatements();
+      PgResult r;
+      try {
+        r = c.execPrepared(st.schemaVersions, Params{}, d);
+      } catch (const internal::PgError& e) {
+        if (e.sqlstate() != "42883") throw;
+        try {
+          r = c.execPrepared(st.schemaVersionsV1, Params{}, d);
+        } catch (const internal::PgError& e2) {
+          if (e2.sqlstate() == "42P01") return state;
+          throw;
+        }
+      }
+      state.present = true;
+      state.applied.reserve(static_cast<std::size_t>(r.rows()));
+      for (int row = 0; row < r.rows(); ++row) {
+        AppliedMigration m;
+        m.version = static_cast<int>(r.int64(row, 0));
+        m.description = r.text(row, 1);
+        m.appliedAt = r.text(row, 2);
+        if (!r.isNull(row, 3)) {
+          m.checksum = static_cast<std::uint32_t>(r.int64(row, 3));
+        }
+        // The newest row's declaration is the database's.
+        state.compatibleFrom =
+            r.isNull(row, 4) ? 0 : static_cast<int>(r.int64(row, 4));
+        state.applied.push_back(std::move(m));
+      }
+      return state;
+    });
+  }
+
   // The schema holding the dlm functions: the configured one, else where
   // the search_path of the store's connections finds dlm_release_within
   // (looked up once).
@@ -597,12 +612,8 @@ std::vector<WaitRecord> PostgresStore::listWaiters(std::string_view keyPrefix) {
 }
 SchemaState PostgresStore::schemaState() { return impl_->schemaState(); }
 PurgeBatch PostgresStore::purgeIdle(std::chrono::milliseconds idleFor,
-                                 int batchSize, bool dryRun) {
-  // Until the schema's purge lands (issue 10, in progress).
-  (void)idleFor;
-  (void)batchSize;
-  (void)dryRun;
-  throw DLMException(ErrorCode::INTERNAL_ERROR, "purgeIdle: not implemented yet");
+                                    int batchSize, bool dryRun) {
+  return impl_->purgeIdle(idleFor, batchSize, dryRun);
 }
 
 bool PostgresStore::forceRelease(std::string_view key) {

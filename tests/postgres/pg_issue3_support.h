@@ -32,10 +32,11 @@ class MigratedSchemaFor3 : public FreshSchema {
 };
 
 // Stores on a fresh migrated schema, each as another process would have,
-// logged in as a role that has nothing but dlm_client.
+// logged in as a role that has nothing but dlm_client (operator calls:
+// newAdminStore, dlm_admin only).
 class ClientStores {
  public:
-  ClientStores() : role_(schema_.admin()) {}
+  ClientStores() : role_(schema_.admin()), adminRole_(schema_.admin()) {}
 
   // libpq connection string of the client role; `extra` is appended
   // ("application_name=x").
@@ -48,6 +49,12 @@ class ClientStores {
     store->initialize(false);
     return store;
   }
+  // A store logged in with a role that has only dlm_admin, for the
+  // operator calls (forceRelease, purgeIdle).
+  std::unique_ptr<PostgresStore> newAdminStore() {
+    return std::make_unique<PostgresStore>(
+        schema_.options(fmt::format("user={}", adminRole_.name())));
+  }
   FreshSchema& schema() { return schema_; }
   const std::string& role() const { return role_.name(); }
   pqxx::connection& admin() { return schema_.admin(); }
@@ -59,6 +66,7 @@ class ClientStores {
  private:
   MigratedSchemaFor3 schema_;  // first: creates dlm_client for the role
   ClientRole role_;
+  AdminRole adminRole_;
 };
 
 inline AcquireResult acquireAs(LockStore& store, const StoreKey& key,

@@ -139,7 +139,7 @@ TEST_F(ReleaseWithinTest,
 TEST_F(ReleaseWithinTest, ReleasedOrForceReleasedLockIsLockNotHeld) {
   const StoreKey key = pathKey("rw#", "orders.o4");
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
-  ASSERT_TRUE(store_->forceRelease(key.key));
+  ASSERT_TRUE(stores_.newAdminStore()->forceRelease(key.key));
   pqxx::work tx(*app_conn_);
   EXPECT_EQ(codeOf([&] { releaseWithinTx(*store_, tx, key, "tok-1"); }),
             ErrorCode::LOCK_NOT_HELD);

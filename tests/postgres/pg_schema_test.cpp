@@ -87,12 +87,52 @@ std::vector<std::string> catalogOf(pqxx::connection& admin,
                      "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE "
                      "n.nspname = $1 ORDER BY 1, 2",
                      schema));
+  // Function security and configuration explicitly (pg_get_functiondef
+  // shows them too, but a diff of these lines is easier to read).
+  add("function security",
+      tx.exec_params("SELECT p.proname, p.prosecdef, p.provolatile, "
+                     "p.proconfig::text, pg_get_userbyid(p.proowner) = "
+                     "current_user FROM pg_proc p JOIN pg_namespace n ON "
+                     "n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1",
+                     schema));
+  add("comment",
+      tx.exec_params(
+          "SELECT c.relname, a.attname, d.description FROM pg_description d "
+          "JOIN pg_class c ON c.oid = d.objoid AND d.classoid = "
+          "'pg_class'::regclass JOIN pg_namespace n ON n.oid = "
+          "c.relnamespace LEFT JOIN pg_attribute a ON a.attrelid = c.oid "
+          "AND a.attnum = d.objsubid AND d.objsubid > 0 WHERE n.nspname = $1 "
+          "UNION ALL SELECT p.proname, pg_get_function_identity_arguments("
+          "p.oid), d.description FROM pg_description d JOIN pg_proc p ON "
+          "p.oid = d.objoid AND d.classoid = 'pg_proc'::regclass JOIN "
+          "pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 "
+          "ORDER BY 1, 2",
+          schema));
+  add("toast options",
+      tx.exec_params("SELECT c.relname, t.reloptions::text FROM pg_class c "
+                     "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN "
+                     "pg_class t ON t.oid = c.reltoastrelid WHERE n.nspname "
+                     "= $1 ORDER BY 1",
+                     schema));
+  add("grant",
+      tx.exec_params(
+          "SELECT r.rolname, has_schema_privilege(r.rolname, $1, 'USAGE'), "
+          "has_schema_privilege(r.rolname, $1, 'CREATE'), "
+          "pg_has_role('dlm_admin', 'dlm_client', 'MEMBER') "
+          "FROM pg_roles r WHERE r.rolname IN ('dlm_client', 'dlm_admin') "
+          "ORDER BY 1",
+          schema));
+  add("config", tx.exec("SELECT name, value FROM " + admin.quote_name(schema) +
+                        ".dlm_config ORDER BY 1"));
+  add("fencing floor",
+      tx.exec("SELECT id, floor_token FROM " + admin.quote_name(schema) +
+              ".dlm_fencing_floor"));
   add("schema usage by dlm_client",
       tx.exec_params("SELECT has_schema_privilege('dlm_client', $1, 'USAGE')",
                      schema));
   add("version",
-      tx.exec("SELECT version, description FROM " + admin.quote_name(schema) +
-              ".dlm_schema_version ORDER BY 1"));
+      tx.exec("SELECT version, description, compatible_from FROM " +
+              admin.quote_name(schema) + ".dlm_schema_version ORDER BY 1"));
   return lines;
 }
 
@@ -114,13 +154,53 @@ TEST(PostgresSchema, SchemaFileAndMigrationsGiveTheSameCatalog) {
   const auto a = catalogOf(fromFile.admin(), fromFile.name());
   const auto b = catalogOf(fromFile.admin(), fromMigrations.name());
   ASSERT_GE(a.size(), 20u) << "the catalog dump looks empty";
-  for (const char* kind : {"column", "index", "relation", "constraint",
-                           "function", "schema usage", "version"}) {
+  for (const char* kind :
+       {"column", "index", "relation", "constraint", "function",
+        "function security", "comment", "toast options", "grant", "config",
+        "fencing floor", "schema usage", "version"}) {
     bool found = false;
     for (const auto& line : a) found = found || line.rfind(kind, 0) == 0;
     EXPECT_TRUE(found) << "no " << kind << " lines in the dump";
   }
   EXPECT_EQ(a, b);
+}
+
+TEST(PostgresSchema, EveryTableColumnAndFunctionHasAComment) {
+  FreshSchema schema;
+  internal::applyPostgresMigrations(schema.options());
+  pqxx::nontransaction tx(schema.admin());
+  const pqxx::result missing = tx.exec_params(
+      "SELECT c.relname || coalesce('.' || a.attname, '') FROM pg_class c "
+      "JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_attribute "
+      "a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+      "WHERE n.nspname = $1 AND c.relkind = 'r' AND "
+      "col_description(c.oid, coalesce(a.attnum, 0)) IS NULL AND "
+      "(a.attnum IS NOT NULL OR obj_description(c.oid, 'pg_class') IS NULL) "
+      "UNION ALL SELECT c.relname FROM pg_class c JOIN pg_namespace n ON "
+      "n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' AND "
+      "obj_description(c.oid, 'pg_class') IS NULL "
+      "UNION ALL SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON "
+      "n.oid = p.pronamespace WHERE n.nspname = $1 AND "
+      "obj_description(p.oid, 'pg_proc') IS NULL",
+      schema.name());
+  std::vector<std::string> names;
+  for (const auto& row : missing) names.push_back(row[0].c_str());
+  EXPECT_TRUE(names.empty()) << ::testing::PrintToString(names);
+}
+
+TEST(PostgresSchema, ApplyingV3AgainByHandChangesNothing) {
+  FreshSchema schema;
+  internal::applyPostgresMigrations(schema.options());
+  const auto before = catalogOf(schema.admin(), schema.name());
+  {
+    pqxx::work tx(schema.admin());
+    tx.exec("SET LOCAL search_path = " +
+            schema.admin().quote_name(schema.name()));
+    tx.exec(std::string(internal::postgresMigrations().back().sql));
+    tx.commit();
+  }
+  EXPECT_EQ(catalogOf(schema.admin(), schema.name()), before);
+  EXPECT_EQ(versionRows(schema), migrationCount());
 }
 
 // ----------------------------------------------------------- migrations

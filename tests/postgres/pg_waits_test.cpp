@@ -279,7 +279,7 @@ TEST_F(ReleaseNotifyTest, ForceReleaseWakesWaitersToo) {
   const StoreKey k = key("forced.child");
   ASSERT_TRUE(acquireAs(*other_, k, "H", "th").acquired);
   ASSERT_EQ(waitAs(*other_, key("forced"), "W").deadlockCycle, Keys{});
-  ASSERT_TRUE(other_->forceRelease(k.key));
+  ASSERT_TRUE(stores_.newAdminStore()->forceRelease(k.key));
   EXPECT_TRUE(listener_.waitFor(k.key));
 }
 

@@ -63,4 +63,19 @@ ClientRole::~ClientRole() {
   }
 }
 
+AdminRole::AdminRole(pqxx::connection& admin)
+    : admin_(admin), name_(uniqueName("dlm_pgtest_admin")) {
+  execSql(admin_, "CREATE ROLE " + admin_.quote_name(name_) + " LOGIN");
+  execSql(admin_, "GRANT dlm_admin TO " + admin_.quote_name(name_));
+}
+
+AdminRole::~AdminRole() {
+  try {
+    execSql(admin_, "DROP OWNED BY " + admin_.quote_name(name_));
+    execSql(admin_, "DROP ROLE " + admin_.quote_name(name_));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dropping role %s: %s\n", name_.c_str(), e.what());
+  }
+}
+
 }  // namespace dlm::test

@@ -53,4 +53,20 @@ class ClientRole {
   std::string name_;
 };
 
+// A LOGIN role that has nothing but membership in dlm_admin (which has
+// dlm_client's rights too, migration V3); dropped when destroyed.
+class AdminRole {
+ public:
+  explicit AdminRole(pqxx::connection& admin);
+  ~AdminRole();
+  AdminRole(const AdminRole&) = delete;
+  AdminRole& operator=(const AdminRole&) = delete;
+
+  const std::string& name() const { return name_; }
+
+ private:
+  pqxx::connection& admin_;
+  std::string name_;
+};
+
 }  // namespace dlm::test

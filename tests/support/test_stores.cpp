@@ -11,6 +11,7 @@
 
 #ifdef DLM_WITH_POSTGRES
 #include "dlm/postgres_store.h"
+#include "support/forwarding_store.h"
 #include "support/pg_test_support.h"
 #endif
 #ifdef DLM_WITH_SQLITE
@@ -142,19 +143,48 @@ class PostgresAppSession final : public AppSession {
   std::string table_;
 };
 
-// A fresh schema with dlm's migrations applied by the admin role, used
+// The application's store (client role) with the operator calls
+// (forceRelease, purgeIdle) made through a second store logged in with the
+// admin role, as an operator's tool would.
+class ClientStoreWithAdmin final : public ForwardingStore {
+ public:
+  ClientStoreWithAdmin(std::shared_ptr<LockStore> client,
+                       std::shared_ptr<LockStore> admin)
+      : ForwardingStore(std::move(client)), admin_(std::move(admin)) {}
+  bool forceRelease(std::string_view key) override {
+    return admin_->forceRelease(key);
+  }
+  PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
+                       bool dryRun) override {
+    return admin_->purgeIdle(idleFor, batchSize, dryRun);
+  }
+  void close() override {
+    ForwardingStore::close();
+    admin_->close();
+  }
+
+ private:
+  std::shared_ptr<LockStore> admin_;
+};
+
+// A fresh schema with dlm's migrations applied by the schema owner, used
 // through a login role that has only dlm_client: a privilege the library
-// needs but the schema does not grant fails the suite.
+// needs but the schema does not grant fails the suite. Only the operator
+// calls go through a dlm_admin login.
 class PostgresEnvironment final : public StoreEnvironment {
  public:
-  PostgresEnvironment() : role_(migrated(schema_).admin()) {}
+  PostgresEnvironment()
+      : role_(migrated(schema_).admin()), adminRole_(schema_.admin()) {}
 
   std::string name() const override { return "postgres"; }
   std::shared_ptr<LockStore> newStore() override {
     auto store = std::make_shared<PostgresStore>(
         schema_.options(fmt::format("user={}", role_.name())));
     store->initialize(/*applyMigrations=*/false);
-    return store;
+    auto admin = std::make_shared<PostgresStore>(
+        schema_.options(fmt::format("user={}", adminRole_.name())));
+    return std::make_shared<ClientStoreWithAdmin>(std::move(store),
+                                                  std::move(admin));
   }
   std::shared_ptr<LockStore> newEmptyStore() override {
     empty_.push_back(std::make_unique<FreshSchema>());
@@ -197,7 +227,8 @@ class PostgresEnvironment final : public StoreEnvironment {
   }
 
   FreshSchema schema_;
-  ClientRole role_;  // needs dlm_client, which the migration creates
+  ClientRole role_;      // needs dlm_client, which the migration creates
+  AdminRole adminRole_;  // needs dlm_admin, likewise
   std::vector<std::unique_ptr<FreshSchema>> empty_;
 };
 #endif
