@@ -1080,4 +1080,5 @@ COMMENT ON FUNCTION dlm_purge(bigint, integer, boolean) IS
 
 INSERT INTO dlm_schema_version (version, description, compatible_from)
   VALUES (1, 'create lock tables', NULL), (2, 'wait graph and release notify', NULL),
-         (3, 'least privilege purge and compatibility', 2);
+         (3, 'least privilege purge and compatibility', 2),
+         (4, 'revoke table rights', 2);

@@ -19,7 +19,9 @@
 --
 --   GRANT dlm_client TO app_login;   GRANT dlm_admin TO ops_login;
 --
--- Least privilege. Neither role has any privilege on any dlm table: the
+-- Least privilege (completed by V4, which takes V1's table rights away from
+-- dlm_client once no call of the previous release can still need them).
+-- Neither role has any privilege on any dlm table: the
 -- tables belong to the schema owner (the role applying the migrations) and
 -- change only inside the dlm_* functions, which now run as SECURITY DEFINER
 -- with a pinned search_path (pg_catalog, this schema, pg_temp), following
@@ -866,10 +868,17 @@ BEGIN
     IF v_grantee <> 'PUBLIC' THEN
       v_grantee := quote_ident(v_grantee);
     END IF;
+    -- V1's table rights of dlm_client stay until V4 (see there): a call
+    -- of the previous release that was already under way when this
+    -- commits may still run the old SECURITY INVOKER bodies, which need
+    -- them; so may the nested dlm_notify_waiters such a body calls.
     FOR v_rel IN
       SELECT c.relname FROM pg_class c
        WHERE c.relnamespace = v_schema::regnamespace AND c.relkind = 'r'
          AND c.relname LIKE 'dlm\_%'
+         AND (v_grantee <> 'dlm_client'
+              OR c.relname NOT IN ('dlm_locks', 'dlm_lock_requests',
+                                   'dlm_schema_version'))
     LOOP
       EXECUTE format('REVOKE ALL ON TABLE %I.%I FROM %s', v_schema, v_rel,
                      v_grantee);
@@ -878,6 +887,7 @@ BEGIN
       SELECT p.oid::regprocedure FROM pg_proc p
        WHERE p.pronamespace = v_schema::regnamespace
          AND p.proname LIKE 'dlm\_%'
+         AND (v_grantee <> 'dlm_client' OR p.proname <> 'dlm_notify_waiters')
     LOOP
       EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', v_fn, v_grantee);
     END LOOP;

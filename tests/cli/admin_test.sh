@@ -141,7 +141,9 @@ until_length 1 list --json || fail "list --json never showed the holder: $out"
 # Two waiters: one for the key itself, one for its parent (which the held
 # child blocks).
 "$dlmctl" "${db[@]}" exec -w 30 --lock "$key" -- true 2>/dev/null &
+waiter1=$!
 "$dlmctl" "${db[@]}" exec -w 30 --lock jobs -- true 2>/dev/null &
+waiter2=$!
 until_length 2 waiters --json || fail "waiters --json did not show both waiters: $out"
 [ "$(jq -r '[.[].key] | sort | join("|")' <<<"$out")" = "DC#default#admin$$#jobs|$store_key" ] ||
   fail "waiters --json keys: $out"
@@ -181,6 +183,10 @@ jq -e --arg k "$store_key" '.key == $k and .state == "held" and (.waiters | leng
 run "${db[@]}" show never.locked
 expect_status 1 "show of a key never locked"
 
+# The waiters go first (SIGTERM ends their wait at once), or one of them
+# would take the lock the moment it is force-released.
+kill -TERM "$waiter1" "$waiter2"
+wait "$waiter1" "$waiter2" 2>/dev/null || true
 run "${db[@]}" release --force "$key"
 expect_status 0 "release --force of a held lock"
 [[ $out == *"released (it was held)"* ]] || fail "release printed: $out"
