@@ -94,9 +94,8 @@ Phase runPhase(const std::string& name, dlm::DistributedLockManager& manager,
   const long before = std::stol(admin.value(autovacuums));
   std::mutex mutex;
   std::atomic<long> acquisitions{0};
-  const auto end =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(seconds));
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(seconds));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
@@ -165,11 +164,12 @@ int main(int argc, char** argv) {
 
   try {
     Admin admin(url);
+    admin.value("SET client_min_messages = warning");
     const std::string schema = fmt::format("dlm_stalls_{}", ::getpid());
     admin.value("CREATE SCHEMA " + schema);
     if (naptime > 0) {
-      admin.value(fmt::format("ALTER SYSTEM SET autovacuum_naptime = {}",
-                              naptime));
+      admin.value(
+          fmt::format("ALTER SYSTEM SET autovacuum_naptime = {}", naptime));
       admin.value("SELECT pg_reload_conf()");
     }
     auto manager = dlm::DistributedLockManager::builder()
@@ -183,14 +183,13 @@ int main(int argc, char** argv) {
         fmt::format("{0}.dlm_locks, {0}.dlm_lock_requests", schema);
     const auto setTruncate = [&](const char* clause) {
       for (const char* table : {"dlm_locks", "dlm_lock_requests"}) {
-        admin.value(
-            fmt::format("ALTER TABLE {}.{} {}", schema, table, clause));
+        admin.value(fmt::format("ALTER TABLE {}.{} {}", schema, table, clause));
       }
     };
-    fmt::print("{} threads on {} keys, {} s per phase, autovacuum_naptime {} "
-               "s, tables {}\n",
-               threads, keys, seconds,
-               admin.value("SHOW autovacuum_naptime"), tables);
+    fmt::print(
+        "{} threads on {} keys, {} s per phase, autovacuum_naptime {} "
+        "s, tables {}\n",
+        threads, keys, seconds, admin.value("SHOW autovacuum_naptime"), tables);
     std::vector<Phase> phases;
     // The schema as shipped first (its storage settings as migrated).
     phases.push_back(runPhase(

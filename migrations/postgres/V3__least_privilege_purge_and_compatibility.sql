@@ -353,7 +353,7 @@ CREATE OR REPLACE FUNCTION dlm_release(
 AS $$
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
-  UPDATE dlm_locks SET status = 'FREE'
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
    WHERE resource = p_key AND token = p_token AND status = 'HELD';
   IF FOUND THEN
     PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
@@ -384,7 +384,7 @@ CREATE OR REPLACE FUNCTION dlm_release_within(
   SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  UPDATE dlm_locks SET status = 'FREE'
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
    WHERE resource = p_key AND token = p_token AND status = 'HELD';
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
@@ -436,7 +436,7 @@ CREATE OR REPLACE FUNCTION dlm_force_release(p_key text)
   SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  UPDATE dlm_locks SET status = 'FREE'
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
    WHERE resource = p_key AND status = 'HELD';
   IF NOT FOUND THEN
     RETURN false;

@@ -78,8 +78,8 @@ Deletes lock rows that have been idle (free, or held but expired and not
 taken) for at least DURATION and that no live request waits for, in
 batches of --batch rows, each its own short transaction. A key's fencing
 tokens never go back: before deleting, the store raises a high-water mark
-that every row created later starts above. DURATION: 90s, 15m, 12h, 7d,
-1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
+that every row created later starts above. DURATION: 500ms, 90s, 15m, 12h,
+7d, 1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
 status 0; 1 on a library error (e.g. the application role may not purge).)";
 
 constexpr const char* kMigrateFooter = R"(
@@ -587,7 +587,10 @@ std::optional<milliseconds> parseDuration(const std::string& text) {
   if (text.empty()) return std::nullopt;
   double unit = 1;  // seconds
   std::string number = text;
-  if (!std::isdigit(static_cast<unsigned char>(text.back()))) {
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, "ms") == 0) {
+    unit = 0.001;
+    number.resize(number.size() - 2);
+  } else if (!std::isdigit(static_cast<unsigned char>(text.back()))) {
     switch (text.back()) {
       case 's':
         unit = 1;

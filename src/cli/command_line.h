@@ -47,7 +47,7 @@ struct ParseOutcome {
 ParseOutcome parseCommandLine(std::vector<std::string> args,
                               const std::optional<std::string>& databaseUrlEnv);
 
-// "90s", "15m", "12h", "7d", "1.5h" or plain seconds ("3600") as a
+// "500ms", "90s", "15m", "12h", "7d", "1.5h" or plain seconds ("3600") as a
 // duration; nullopt when `text` is none of these or not positive.
 std::optional<std::chrono::milliseconds> parseDuration(const std::string& text);
 

@@ -533,11 +533,14 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
         Transaction tx(c, Durability::kLazy);
         // Conditional on the acquisition's token: a holder whose lock expired
         // and was taken over cannot free the new holder's lock.
+        // The lease ends now (purge judges idleness from it).
         c.statement(
-             "UPDATE dlm_locks SET status = 'FREE' "
+             "UPDATE dlm_locks SET status = 'FREE', "
+             "expires_at_ms = min(expires_at_ms, ?3) "
              "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
             .bind(1, key)
             .bind(2, token)
+            .bind(3, nowMs())
             .run();
         const bool changed = sqlite3_changes(c.handle()) > 0;
         bool already = false;
@@ -781,9 +784,11 @@ bool SqliteStore::forceRelease(std::string_view key) {
         // Whoever holds it. The token stays, so a later takeover still makes
         // the old holder's release false.
         c.statement(
-             "UPDATE dlm_locks SET status = 'FREE' "
+             "UPDATE dlm_locks SET status = 'FREE', "
+             "expires_at_ms = min(expires_at_ms, ?2) "
              "WHERE resource = ?1 AND status = 'HELD'")
             .bind(1, key)
+            .bind(2, nowMs())
             .run();
         const bool changed = sqlite3_changes(c.handle()) > 0;
         tx.commit();
@@ -859,7 +864,8 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
   // taken over counts, as for release); a row already FREE was force-released
   // and is no longer protecting anything either.
   static const char kRelease[] =
-      "UPDATE dlm_locks SET status = 'FREE' "
+      "UPDATE dlm_locks SET status = 'FREE', "
+      "expires_at_ms = min(expires_at_ms, ?3) "
       "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'";
   auto fail = [&](int rc, std::string_view what) {
     internal::sqlite::throwError(db, appFile, rc, what, {});
@@ -876,6 +882,7 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
     rc = sqlite3_bind_text64(stmt.get(), 2, token.data(), token.size(),
                              SQLITE_TRANSIENT, SQLITE_UTF8);
   }
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt.get(), 3, nowMs());
   if (rc != SQLITE_OK) fail(rc, "binding the release's parameters");
   rc = sqlite3_step(stmt.get());
   if (rc != SQLITE_DONE) {

@@ -153,7 +153,8 @@ TEST(CommandLine, PurgeTakesADuration) {
   EXPECT_EQ(parseDuration("1.5h"), milliseconds(5400000));
   EXPECT_EQ(parseDuration("15m"), milliseconds(900000));
   EXPECT_EQ(parseDuration("3600"), milliseconds(3600000));
-  for (const char* bad : {"", "h", "0s", "-5m", "5x", "1e3s", "nan", "5 m"}) {
+  EXPECT_EQ(parseDuration("1ms"), milliseconds(1));
+  for (const char* bad : {"", "h", "ms", "0s", "-5m", "5x", "1e3s", "nan", "5 m", "5mss"}) {
     EXPECT_FALSE(parseDuration(bad)) << bad;
   }
   const ParseOutcome missing = parse({"purge"});

@@ -1,19 +1,20 @@
-// Array literals and key ranges: built on the client, parsed by the server.
+// Array literals (built on the client, parsed by the server) and the
+// server's key-prefix ranges (dlm_prefix_end).
 #include "postgres/pg_array.h"
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "postgres/pg_keys.h"
+#include "postgres/pg_migrate.h"
 #include "support/pg_test_support.h"
 
 namespace dlm::test {
 namespace {
 
 using internal::bigintArrayLiteral;
-using internal::prefixUpperBound;
 using internal::textArrayLiteral;
 
 TEST(TextArrayLiteral, QuotesEveryElementAndEscapesQuotesAndBackslashes) {
@@ -75,25 +76,44 @@ TEST(BigintArrayLiteral, ServerParsesItBackToTheSameNumbers) {
   }
 }
 
-TEST(PrefixUpperBound, IncrementsTheLastAsciiByteAndDropsTrailingNonAscii) {
-  EXPECT_EQ(prefixUpperBound(""), std::nullopt);
-  EXPECT_EQ(prefixUpperBound("DC#f#c#"), std::optional<std::string>("DC#f#c$"));
-  EXPECT_EQ(prefixUpperBound("a.b"), std::optional<std::string>("a.c"));
-  EXPECT_EQ(prefixUpperBound("x~"), std::optional<std::string>("x\x7f"));
-  EXPECT_EQ(prefixUpperBound("ab\x7f"), std::optional<std::string>("ac"));
-  EXPECT_EQ(prefixUpperBound("k#é"), std::optional<std::string>("k$"));
-  EXPECT_EQ(prefixUpperBound("éé"), std::nullopt);
+// dlm_prefix_end(p) of a migrated schema, nullopt for NULL.
+class PrefixEnd {
+ public:
+  PrefixEnd() { internal::applyPostgresMigrations(schema_.options()); }
+  std::optional<std::string> operator()(const std::string& prefix) {
+    pqxx::nontransaction tx(schema_.admin());
+    const pqxx::result r = tx.exec_params(
+        "SELECT " + tx.quote_name(schema_.name()) + ".dlm_prefix_end($1)",
+        prefix);
+    if (r[0][0].is_null()) return std::nullopt;
+    return r[0][0].as<std::string>();
+  }
+  pqxx::connection& admin() { return schema_.admin(); }
+
+ private:
+  FreshSchema schema_;
+};
+
+TEST(PrefixEnd, IncrementsTheLastAsciiByteAndDropsTrailingNonAscii) {
+  PrefixEnd end;
+  EXPECT_EQ(end(""), std::nullopt);
+  EXPECT_EQ(end("DC#f#c#"), std::optional<std::string>("DC#f#c$"));
+  EXPECT_EQ(end("a.b"), std::optional<std::string>("a.c"));
+  EXPECT_EQ(end("x~"), std::optional<std::string>("x\x7f"));
+  EXPECT_EQ(end("ab\x7f"), std::optional<std::string>("ac"));
+  EXPECT_EQ(end("k#é"), std::optional<std::string>("k$"));
+  EXPECT_EQ(end("éé"), std::nullopt);
 }
 
-TEST(PrefixUpperBound, BoundsEveryKeyWithThePrefixInByteOrder) {
-  auto admin = adminConnection();
-  pqxx::nontransaction tx(*admin);
+TEST(PrefixEnd, BoundsEveryKeyWithThePrefixInByteOrder) {
+  PrefixEnd end;
   const std::vector<std::string> prefixes{"k#a", "k#é", "x~", "k#a\x7f"};
   const std::vector<std::string> suffixes{
       "", ".b", "\x7f", "é", "✓✓", "\xf4\x8f\xbf\xbf"};  // U+10FFFF
   for (const auto& p : prefixes) {
-    const auto bound = prefixUpperBound(p);
+    const auto bound = end(p);
     ASSERT_TRUE(bound.has_value()) << p;
+    pqxx::nontransaction tx(end.admin());
     for (const auto& s : suffixes) {
       // Compared by the server in C collation, as the key column is.
       const pqxx::result r = tx.exec_params(

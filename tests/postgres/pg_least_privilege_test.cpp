@@ -477,8 +477,8 @@ TEST(PostgresCompatibility, ANewerSchemaIsAcceptedWhileItServesThisLibrary) {
   const std::string future = std::to_string(latest + 1);
   execSql(stores.admin(), "INSERT INTO " + table +
                               " (version, description, compatible_from) "
-                              "VALUES (" + future + ", 'future', " + future +
-                              ")");
+                              "VALUES (" +
+                              future + ", 'future', " + future + ")");
   {
     auto store = std::make_unique<PostgresStore>(
         stores.schema().options(stores.conninfo()));
