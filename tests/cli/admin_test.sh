@@ -195,4 +195,48 @@ expect_status 1 "release --force of a free lock"
 kill -TERM "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
 echo "list/show/waiters --json parsed back; release --force 0 then 1"
+
+# Drift: an applied migration whose recorded checksum differs from this
+# build's file.
+run "${cur[@]}" schema status
+[[ $out == *" ok "* ]] || fail "schema status shows no verified checksum: $out"
+if [ "$kind" = sqlite ]; then
+  sqlite3 "$dir/cur.sqlite" "UPDATE dlm_schema_version SET checksum = 1 WHERE version = 1"
+else
+  psql -v ON_ERROR_STOP=1 -qc "UPDATE dlm_cli_admin_cur_$$.dlm_schema_version SET checksum = 1 WHERE version = 3"
+fi
+run "${cur[@]}" schema status
+expect_status 5 "schema status with a changed checksum"
+[[ $out == *"DRIFT"* ]] || fail "drift not reported: $out"
+echo "schema status: checksums ok, a changed one is DRIFT (exit 5)"
+
+# PostgreSQL: dlmctl as the application role and as the admin role.
+if [ "$kind" = postgres ]; then
+  app="dlm_cli_app_$$"
+  ops="dlm_cli_ops_$$"
+  psql -v ON_ERROR_STOP=1 -qc "CREATE ROLE $app LOGIN IN ROLE dlm_client; CREATE ROLE $ops LOGIN IN ROLE dlm_admin" >/dev/null
+  trap 'psql -qc "DROP ROLE IF EXISTS '"$app"'; DROP ROLE IF EXISTS '"$ops"'" >/dev/null 2>&1; cleanup' EXIT
+  as_app=(--db "postgresql://$app@${PGHOST:-127.0.0.1}:${PGPORT:-5432}/${PGDATABASE:-postgres}" --schema "dlm_cli_admin_cur_$$" --client "admin$$")
+  as_ops=(--db "postgresql://$ops@${PGHOST:-127.0.0.1}:${PGPORT:-5432}/${PGDATABASE:-postgres}" --schema "dlm_cli_admin_cur_$$" --client "admin$$")
+  out=$("$dlmctl" "${as_app[@]}" exec -n --lock role.check -- sh -c 'echo "$DLM_FENCING_TOKEN"' 2>"$dir/err") ||
+    fail "exec as the application role: $(cat "$dir/err")"
+  "$dlmctl" "${as_app[@]}" exec --lock role.held -- sleep 30 2>/dev/null &
+  held=$!
+  until_length 1 list --json --prefix "DC#default#admin$$#role.held" || true
+  run "${as_app[@]}" list --json
+  expect_status 0 "list as the application role"
+  jq -e 'length >= 1 and all(.[]; has("token") | not)' <<<"$out" >/dev/null || fail "list as the application role: $out"
+  run "${as_app[@]}" release --force role.held
+  expect_status 1 "release --force as the application role"
+  [[ $err == *"permission denied"* ]] || fail "release --force as the application role said: $err"
+  run "${as_app[@]}" purge --idle-for 1s
+  expect_status 1 "purge as the application role"
+  run "${as_ops[@]}" release --force role.held
+  expect_status 0 "release --force as the admin role"
+  run "${as_ops[@]}" purge --idle-for 1h --dry-run
+  expect_status 0 "purge --dry-run as the admin role"
+  kill -TERM "$held" 2>/dev/null || true
+  wait "$held" 2>/dev/null || true
+  echo "as the application role: exec and list work, release --force and purge are refused; as the admin role both work"
+fi
 echo "PASS"
