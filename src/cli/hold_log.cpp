@@ -70,23 +70,24 @@ std::optional<std::string> unescapeKey(const std::string& text) {
 }
 
 std::string brief(const Hold& h) {
-  return fmt::format("{} by worker {} [{} .. {}] ns fencing {}", h.key,
-                     h.worker, h.startNs, h.endNs, h.fencing);
+  return fmt::format("{}{} by worker {} [{} .. {}] ns fencing {}", h.key,
+                     h.shared ? " (shared)" : "", h.worker, h.startNs, h.endNs,
+                     h.fencing);
 }
 
 }  // namespace
 
 std::string formatHold(const Hold& hold) {
   // The key goes last so that it may contain spaces.
-  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", hold.worker, hold.startNs,
+  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}", hold.worker, hold.startNs,
                      hold.endNs, hold.fencing, hold.released ? 1 : 0,
-                     escapeKey(hold.key));
+                     hold.shared ? 'S' : 'X', escapeKey(hold.key));
 }
 
 std::optional<Hold> parseHold(const std::string& line) {
   std::vector<std::string> fields;
   std::size_t pos = 0;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     const std::size_t tab = line.find('\t', pos);
     if (tab == std::string::npos) return std::nullopt;
     fields.push_back(line.substr(pos, tab - pos));
@@ -109,6 +110,8 @@ std::optional<Hold> parseHold(const std::string& line) {
   }
   if (fields[4] != "0" && fields[4] != "1") return std::nullopt;
   hold.released = fields[4] == "1";
+  if (fields[5] != "S" && fields[5] != "X") return std::nullopt;
+  hold.shared = fields[5] == "S";
   auto key = unescapeKey(line.substr(pos));
   if (!key || key->empty()) return std::nullopt;
   hold.key = std::move(*key);
@@ -122,6 +125,10 @@ bool keysConflict(const std::string& a, const std::string& b, char separator) {
   return longer.size() > shorter.size() &&
          longer.compare(0, shorter.size(), shorter) == 0 &&
          longer[shorter.size()] == separator;
+}
+
+bool holdsConflict(const Hold& a, const Hold& b, char separator) {
+  return !(a.shared && b.shared) && keysConflict(a.key, b.key, separator);
 }
 
 HoldReport checkHolds(std::vector<Hold> holds, char separator,
@@ -143,7 +150,7 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
                        [&](const Hold* o) { return o->endNs < h.startNs; }),
         open.end());
     for (const Hold* o : open) {
-      if (!keysConflict(o->key, h.key, separator)) continue;
+      if (!holdsConflict(*o, h, separator)) continue;
       ++report.overlapCount;
       ++overlapsByKey[h.key];
       if (o->key != h.key) ++overlapsByKey[o->key];
@@ -163,12 +170,33 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
     summary.firstFencing = list.front()->fencing;
     summary.lastFencing = list.back()->fencing;
     summary.overlaps = overlapsByKey[key];
-    for (std::size_t i = 1; i < list.size(); ++i) {
-      if (list[i]->fencing > list[i - 1]->fencing) continue;
+    const auto violation = [&](const Hold& earlier, const Hold& later) {
       summary.fencingIncreasing = false;
       if (report.fencingViolations.size() < maxListed) {
-        report.fencingViolations.emplace_back(*list[i - 1], *list[i]);
+        report.fencingViolations.emplace_back(earlier, later);
       }
+    };
+    // In start order: every hold's token must exceed the largest token of
+    // the holds that ended before it started (`ended`, swept in end order).
+    std::vector<const Hold*> byEnd(list.begin(), list.end());
+    std::sort(byEnd.begin(), byEnd.end(),
+              [](const Hold* x, const Hold* y) { return x->endNs < y->endNs; });
+    std::size_t endedUpTo = 0;
+    const Hold* highestEnded = nullptr;
+    std::map<std::int64_t, const Hold*> seen;
+    for (const Hold* h : list) {
+      while (endedUpTo < byEnd.size() && byEnd[endedUpTo]->endNs < h->startNs) {
+        const Hold* e = byEnd[endedUpTo++];
+        if (highestEnded == nullptr || e->fencing > highestEnded->fencing) {
+          highestEnded = e;
+        }
+      }
+      if (highestEnded != nullptr && h->fencing <= highestEnded->fencing) {
+        violation(*highestEnded, *h);
+      } else if (const auto [it, fresh] = seen.emplace(h->fencing, h); !fresh) {
+        violation(*it->second, *h);
+      }
+      seen.emplace(h->fencing, h);
     }
     report.keys.push_back(summary);
   }

@@ -27,6 +27,7 @@ struct Hold {
   std::int64_t endNs = 0;    // steady_clock, right before releasing
   std::int64_t fencing = 0;  // the acquisition's fencing token
   bool released = true;      // releaseLock returned true
+  bool shared = false;       // held in LockMode::SHARED
 };
 
 // Current steady_clock time in nanoseconds.
@@ -41,13 +42,20 @@ std::optional<Hold> parseHold(const std::string& line);
 // ancestor of the other ("job" and "job.a.x" with separator '.').
 bool keysConflict(const std::string& a, const std::string& b, char separator);
 
+// True when the two holds may not overlap in time: their keys conflict and
+// at least one of them is exclusive (shared holds of conflicting keys are
+// compatible).
+bool holdsConflict(const Hold& a, const Hold& b, char separator);
+
 struct KeySummary {
   std::string key;
   std::int64_t holds = 0;
   std::int64_t firstFencing = 0;  // in hold order
   std::int64_t lastFencing = 0;
-  bool fencingIncreasing = true;  // strictly, in hold order
-  std::int64_t overlaps = 0;      // overlapping pairs this key is part of
+  // Unique, and above the token of every hold of the key that ended before
+  // it started (for exclusive holds: strictly increasing in hold order).
+  bool fencingIncreasing = true;
+  std::int64_t overlaps = 0;  // overlapping pairs this key is part of
 };
 
 struct HoldReport {
@@ -55,8 +63,9 @@ struct HoldReport {
   // Pairs of holds of conflicting keys whose intervals intersect.
   std::vector<std::pair<Hold, Hold>> overlaps;
   std::int64_t overlapCount = 0;  // overlaps may be truncated; this is not
-  // Consecutive holds of one key (in hold order) whose fencing token did not
-  // grow: (earlier, later).
+  // Holds of one key whose fencing tokens are out of order: (earlier, later)
+  // where the earlier ended before the later started but has a token at
+  // least as large, or two holds with the same token.
   std::vector<std::pair<Hold, Hold>> fencingViolations;
   // Holds whose releaseLock returned false.
   std::vector<Hold> failedReleases;
@@ -69,9 +78,10 @@ struct HoldReport {
   }
 };
 
-// Checks that no two holds of conflicting keys (keysConflict) overlap in
-// time, that each key's fencing tokens strictly increase in hold order (which
-// also makes them unique), and that every release returned true. Intervals
+// Checks that no two conflicting holds (holdsConflict) overlap in time, that
+// each key's fencing tokens are unique and grow from every hold to any hold
+// that started after it ended (concurrent shared holds may finish acquiring
+// in either order), and that every release returned true. Intervals
 // are closed: touching intervals count as overlapping. Keeps at most
 // `maxListed` overlap and fencing pairs in the report.
 HoldReport checkHolds(std::vector<Hold> holds, char separator = '.',

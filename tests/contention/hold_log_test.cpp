@@ -79,6 +79,49 @@ TEST(HoldLog, FencingTokensThatDoNotGrowAreReported) {
   EXPECT_TRUE(checkHolds({hold("a", 0, 10, 7), hold("b", 20, 30, 1)}).ok());
 }
 
+Hold sharedHold(const std::string& key, std::int64_t start, std::int64_t end,
+                std::int64_t fencing, int worker = 1) {
+  Hold h = hold(key, start, end, fencing, worker);
+  h.shared = true;
+  return h;
+}
+
+TEST(HoldLog, SharedHoldsMayOverlapButNotWithExclusiveOnes) {
+  // Readers of one key, and of an ancestor and a descendant, together.
+  EXPECT_TRUE(
+      checkHolds({sharedHold("a", 0, 10, 1), sharedHold("a", 5, 15, 2),
+                  sharedHold("a.b", 6, 8, 1), sharedHold("a.b.c", 7, 9, 1)})
+          .ok());
+  // A writer overlapping a reader of the same key, of an ancestor or of a
+  // descendant is a violation; a writer of a sibling is not.
+  EXPECT_EQ(
+      checkHolds({sharedHold("a", 0, 10, 1), hold("a", 5, 15, 2)}).overlapCount,
+      1);
+  EXPECT_EQ(checkHolds({sharedHold("a", 0, 10, 1), hold("a.b", 5, 15, 1)})
+                .overlapCount,
+            1);
+  EXPECT_EQ(checkHolds({hold("a", 0, 10, 1), sharedHold("a.b", 5, 15, 1)})
+                .overlapCount,
+            1);
+  EXPECT_TRUE(
+      checkHolds({sharedHold("a.b", 0, 10, 1), hold("a.c", 5, 15, 1)}).ok());
+}
+
+TEST(HoldLog, ConcurrentSharedHoldsMayStartInEitherTokenOrder) {
+  // Two readers whose acquisitions returned in the other order: fine.
+  EXPECT_TRUE(
+      checkHolds({sharedHold("a", 0, 10, 2), sharedHold("a", 1, 12, 1)}).ok());
+  // But a token must exceed every token of a hold that ended before it
+  // began, and tokens are unique.
+  const auto late =
+      checkHolds({sharedHold("a", 0, 10, 3), sharedHold("a", 11, 20, 2)});
+  EXPECT_EQ(late.fencingViolations.size(), 1u);
+  const auto twice =
+      checkHolds({sharedHold("a", 0, 10, 4), sharedHold("a", 5, 20, 4)});
+  EXPECT_EQ(twice.fencingViolations.size(), 1u);
+  EXPECT_FALSE(twice.keys[0].fencingIncreasing);
+}
+
 TEST(HoldLog, FailedReleasesAreReported) {
   Hold h = hold("a", 0, 10, 1);
   h.released = false;
@@ -90,8 +133,11 @@ TEST(HoldLog, FailedReleasesAreReported) {
 TEST(HoldLog, LinesRoundTripAnyKey) {
   Hold h = hold("we\tird\\key\nwith spaces", -5, 123456789012345, 42, 7);
   h.released = false;
+  h.shared = true;
   const auto parsed = parseHold(formatHold(h));
   ASSERT_TRUE(parsed.has_value());
+  EXPECT_TRUE(parsed->shared);
+  EXPECT_FALSE(parseHold(formatHold(hold("k", 1, 2, 3)))->shared);
   EXPECT_EQ(parsed->key, h.key);
   EXPECT_EQ(parsed->worker, 7);
   EXPECT_EQ(parsed->startNs, -5);
@@ -106,7 +152,9 @@ TEST(HoldLog, MalformedLinesAreRejected) {
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t1").has_value());
   EXPECT_FALSE(parseHold("x\t2\t3\t4\t1\tkey").has_value());
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t2\tkey").has_value());
-  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tbad\\escape").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tX\tbad\\escape").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tQ\tkey").has_value());
+  EXPECT_TRUE(parseHold("1\t2\t3\t4\t1\tS\tkey").has_value());
 }
 
 }  // namespace
