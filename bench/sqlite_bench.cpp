@@ -4,13 +4,16 @@
 #include <dlm/sqlite_store.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <stdexcept>
 #include <thread>
 
@@ -205,10 +208,11 @@ class RawSqlite {
 };
 
 std::unique_ptr<dlm::DistributedLockManager> makeManager(
-    const std::string& path, const dlm::LockConfiguration& config,
-    bool migrate) {
+    const std::string& path, const dlm::LockConfiguration& config, bool migrate,
+    bool wakeOtherProcesses = true) {
   dlm::SqliteStoreOptions o;
   o.path = path;
+  o.wakeOtherProcesses = wakeOtherProcesses;
   auto m = dlm::DistributedLockManager::builder()
                .clientId("lib")
                .farmId(kFarm)
@@ -515,6 +519,92 @@ void runHandoffSqlite(const Flags& f, Report& report, double rawAcquireP50) {
   }
 }
 
+// Cross-process handoff: two forked processes on one file pass one lock
+// back and forth, kHandoffs times; each handoff is timed from the holder's
+// releaseLock to the other process's acquireLock returning (CLOCK_MONOTONIC,
+// shared by the processes). `wake` sets SqliteStoreOptions::
+// wakeOtherProcesses in both: off, the waiter only polls (sleepBetweenRetries).
+void runCrossProcessHandoff(const Flags& f, Report& report, bool wake) {
+  constexpr int kHandoffs = 100;
+  struct Shared {
+    std::atomic<std::int64_t> releaseStart{0};
+    std::atomic<std::uint64_t> generation{0};  // acquisitions so far
+    std::atomic<int> failed{0};
+    double samplesUs[kHandoffs + 2];
+  };
+  void* memory = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) throw std::runtime_error("mmap failed");
+  auto* shared = new (memory) Shared();
+  const std::string path =
+      freshDatabase(f, wake ? "xhandoff_wake" : "xhandoff_poll", {});
+  const dlm::LockConfiguration config = handoffConfiguration(f);
+  std::vector<pid_t> children;
+  for (int j = 0; j < 2; ++j) {
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid > 0) {
+      children.push_back(pid);
+      continue;
+    }
+    int status = 0;
+    try {
+      auto m = makeManager(path, config, false, wake);
+      dlm::Lock lock = m->getLockInstance("xhandoff", dlm::LockLevel::XDC);
+      // Process 0 starts holding; process 1 waits for that.
+      if (j == 1) {
+        while (shared->generation.load() == 0) usleep(100);
+      }
+      for (;;) {
+        m->acquireLock(lock, std::chrono::milliseconds(f.ttlMs),
+                       std::chrono::seconds(30));
+        const std::int64_t acquired = nowNs();
+        const std::int64_t released = shared->releaseStart.exchange(0);
+        const std::uint64_t mine = ++shared->generation;
+        if (released != 0 && mine >= 2 && mine <= kHandoffs + 1) {
+          shared->samplesUs[mine - 2] = (acquired - released) / 1e3;
+        }
+        if (mine > kHandoffs + 1) {
+          m->releaseLock(lock);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(f.holdMs));
+        shared->releaseStart.store(nowNs());
+        m->releaseLock(lock);
+        // Queue again only once the other holds it (as runHandoff does).
+        while (shared->generation.load() == mine) usleep(100);
+        if (shared->generation.load() > kHandoffs + 1) break;
+      }
+      m->destroy();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cross-process handoff: %s\n", e.what());
+      shared->failed = 1;
+      shared->generation += kHandoffs + 2;  // stop the other one
+      status = 1;
+    }
+    _exit(status);
+  }
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  Samples samples;
+  for (int i = 0; i < kHandoffs; ++i) samples.add(shared->samplesUs[i]);
+  const bool failed = shared->failed.load() != 0;
+  munmap(memory, sizeof(Shared));
+  if (failed) throw std::runtime_error("cross-process handoff failed");
+  Result r;
+  r.workload = wake ? "handoff.procs" : "handoff.procs_poll";
+  r.store = "sqlite";
+  r.config =
+      fmt::format("2 processes one file, wake file {}", wake ? "on" : "off");
+  r.p50Ms = samples.percentileUs(50) / 1e3;
+  r.p99Ms = samples.percentileUs(99) / 1e3;
+  r.extra = fmt::format(
+      "release start (one process) -> acquireLock returns (the other); {} "
+      "handoffs; sleepBetweenRetries={} ms, hold={} ms",
+      kHandoffs, f.sleepMs, f.holdMs);
+  r.numbers["sleep_ms"] = f.sleepMs;
+  report.add(r);
+}
+
 }  // namespace
 
 void runSqlite(const Flags& f, Report& report, Machine& machine) {
@@ -525,7 +615,12 @@ void runSqlite(const Flags& f, Report& report, Machine& machine) {
   double rawAcquireP50 = -1;
   if (f.wants("cycle")) rawAcquireP50 = runCycle(f, report);
   if (f.wants("procs")) runProcsWorkload(f, report);
-  if (f.wants("handoff")) runHandoffSqlite(f, report, rawAcquireP50);
+  if (f.wants("handoff")) {
+    runHandoffSqlite(f, report, rawAcquireP50);
+    // Without, then with the wake file, in the same run.
+    runCrossProcessHandoff(f, report, false);
+    runCrossProcessHandoff(f, report, true);
+  }
 }
 
 }  // namespace dlm_bench

@@ -56,6 +56,11 @@ struct SqliteStoreOptions {
   // comes first. A call made with no deadline set gets busyTimeout for all
   // its waits together.
   std::chrono::milliseconds busyTimeout{std::chrono::seconds(5)};
+  // Wake waiters in other processes on the same file when a lock is freed
+  // (through the "<file>-dlmwake" wake file, watched with inotify; see the
+  // class comment). false: this store neither signals nor watches, and its
+  // waiters hear other processes' releases only by polling.
+  bool wakeOtherProcesses = true;
 };
 
 // Thread-safe: one connection guarded by a mutex. Every write runs in a
@@ -80,13 +85,24 @@ struct SqliteStoreOptions {
 // close() refuses new calls at once and then waits for the call in progress,
 // which is itself bounded as above.
 //
-// Release notifications (subscribeReleases, which always returns true) are
-// in-process only: release, forceRelease and releaseWithin on any SqliteStore
-// object in this process on the same file (the same canonical path) are
-// delivered to the listeners subscribed on every such object, on the
-// releasing thread, before the call returns. Releases by other processes are
-// not delivered: their waiters notice by polling (sleepBetweenRetries). A
-// ":memory:" store only hears its own releases. releaseWithin announces at
+// Release notifications (subscribeReleases, which always returns true):
+// release, forceRelease and releaseWithin on any SqliteStore object in this
+// process on the same file (the same canonical path) are delivered to the
+// listeners subscribed on every such object, on the releasing thread, before
+// the call returns. Releases by other processes on the same host are
+// delivered too (with wakeOtherProcesses, the default) as missedReleases()
+// (no key: every waiter on the file tries again), on a watcher thread of this
+// process (one per file, started by the first subscribe, stopped by the last
+// unsubscribe or close): each release pwrites 8 bytes to
+// "<canonical file path>-dlmwake", which the watchers follow with inotify.
+// The wake file is created by the first subscribe (a waiting manager, never a
+// read-only call), with the database file's permission bits (and owner, when
+// created by root); a release never creates it. When it cannot be created,
+// written or watched (or on a system without inotify), other processes'
+// waiters notice by polling (sleepBetweenRetries), as they always may: a
+// failure to signal never fails a release. A forked child does not inherit
+// a working watcher; its first subscribe starts its own. A ":memory:" store
+// only hears its own releases. releaseWithin announces at
 // once, before the application commits (SQLite cannot say when it does): a
 // woken waiter's attempt waits for the application's transaction to end (the
 // write lock) and then sees the row free if it committed; if it rolled back,

@@ -19,7 +19,8 @@ std::string ReleaseBus::privateChannel() {
 }
 
 void ReleaseBus::subscribe(const std::string& channel, const void* subscriber,
-                           ReleaseListener* listener) {
+                           ReleaseListener* listener,
+                           bool watchOtherProcesses) {
   std::lock_guard<std::mutex> registry(mutex_);
   auto& slot = channels_[channel];
   if (!slot) slot = std::make_shared<Channel>();
@@ -28,6 +29,33 @@ void ReleaseBus::subscribe(const std::string& channel, const void* subscriber,
   if (std::find(slot->listeners.begin(), slot->listeners.end(), entry) ==
       slot->listeners.end()) {
     slot->listeners.push_back(entry);
+  }
+  // File channels are canonical paths; private (":memory:") ones are not.
+  const bool file = !channel.empty() && channel.front() == '/';
+  if (watchOtherProcesses && file &&
+      (!slot->watcher || !slot->watcher->ownedByThisProcess())) {
+    // A watcher inherited through fork has no thread in this process: its
+    // destructor only closes its descriptors.
+    slot->watcher.reset();
+    // Started with both mutexes held, so the watch is in place before this
+    // subscribe returns; its thread takes the channel's mutex only to
+    // deliver. The Channel outlives the watcher (remove() stops it before
+    // dropping its own reference).
+    Channel* target = slot.get();
+    slot->watcher =
+        WakeWatcher::start(channel, [target] { deliverMissed(*target); });
+  }
+}
+
+void ReleaseBus::deliverMissed(Channel& channel) {
+  std::lock_guard<std::mutex> guard(channel.mutex);
+  for (const auto& [subscriber, listener] : channel.listeners) {
+    (void)subscriber;
+    try {
+      listener->missedReleases();
+    } catch (...) {
+      // As in publish: one listener's failure must not silence the others.
+    }
   }
 }
 
@@ -47,19 +75,30 @@ void ReleaseBus::remove(
     const std::string& channel,
     const std::function<bool(const std::pair<const void*, ReleaseListener*>&)>&
         match) {
-  std::lock_guard<std::mutex> registry(mutex_);
-  const auto it = channels_.find(channel);
-  if (it == channels_.end()) return;
   // A reference of our own: erasing the map entry below must not destroy
-  // the mutex we hold.
-  const std::shared_ptr<Channel> target = it->second;
-  // Taking the channel's mutex waits for a delivery in progress, so none is
-  // running once this returns.
-  std::lock_guard<std::mutex> guard(target->mutex);
-  auto& listeners = target->listeners;
-  listeners.erase(std::remove_if(listeners.begin(), listeners.end(), match),
-                  listeners.end());
-  if (listeners.empty()) channels_.erase(it);
+  // the mutex we hold, nor the Channel its watcher's thread delivers to
+  // while that thread is being stopped.
+  std::shared_ptr<Channel> target;
+  std::unique_ptr<WakeWatcher> stopping;
+  {
+    std::lock_guard<std::mutex> registry(mutex_);
+    const auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    target = it->second;
+    // Taking the channel's mutex waits for a delivery in progress, so none
+    // is running once this returns.
+    std::lock_guard<std::mutex> guard(target->mutex);
+    auto& listeners = target->listeners;
+    listeners.erase(std::remove_if(listeners.begin(), listeners.end(), match),
+                    listeners.end());
+    if (listeners.empty()) {
+      stopping = std::move(target->watcher);
+      channels_.erase(it);
+    }
+  }
+  // Stopped without the mutexes: its thread may be waiting for the
+  // channel's mutex to deliver (to nobody now) before it sees the stop.
+  stopping.reset();
 }
 
 void ReleaseBus::publish(const std::string& channel, std::string_view key) {

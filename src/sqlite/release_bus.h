@@ -4,7 +4,12 @@
 // it can do is tell every store object in this process that uses the same
 // database file, so a waiter woken by a release on another SqliteStore (a
 // second manager on the file, a dlmctl in the same process, ...) tries again
-// at once. Waiters in other processes keep polling (sleepBetweenRetries).
+// at once. Waiters in other processes are reached through the file's wake
+// file (sqlite/wake_file.h): a channel of a file with a subscription that
+// asked for it has one watcher thread, started by the first such subscribe
+// and stopped when the channel's last subscription ends; what it hears is
+// delivered to the channel's listeners as missedReleases() (the signal names
+// no key). Without a watcher, waiters poll (sleepBetweenRetries).
 //
 // Channels are named by the database file's canonical path; a store on
 // ":memory:" gets a channel of its own (no other connection sees its data).
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "dlm/lock_store.h"
+#include "sqlite/wake_file.h"
 
 namespace dlm::internal::sqlite {
 
@@ -38,9 +44,13 @@ class ReleaseBus {
 
   // Delivers the keys published on `channel` to `listener` from now on, as
   // a subscription of `subscriber` (one store object; the same listener may
-  // be subscribed through several). Subscribing again is a no-op.
+  // be subscribed through several). Subscribing again is a no-op. With
+  // `watchOtherProcesses` and a file channel, also starts the channel's wake
+  // watcher if it has none (or only one inherited through fork): releases
+  // by other processes after this returns reach `listener` as
+  // missedReleases(). A watcher that cannot start is not an error (polling).
   void subscribe(const std::string& channel, const void* subscriber,
-                 ReleaseListener* listener);
+                 ReleaseListener* listener, bool watchOtherProcesses = false);
 
   // Ends that subscription. When this returns, no call to `listener` made
   // for it is running (it waits for a delivery in progress) or will be made.
@@ -63,7 +73,13 @@ class ReleaseBus {
     // makes unsubscribe wait for a delivery in progress.
     std::mutex mutex;
     std::vector<std::pair<const void*, ReleaseListener*>> listeners;
+    // Other processes' releases (null: none, or it could not start).
+    // Changed under both the registry's mutex and this channel's.
+    std::unique_ptr<WakeWatcher> watcher;
   };
+
+  // The watcher's delivery: missedReleases() on every listener of `channel`.
+  static void deliverMissed(Channel& channel);
 
   // Removes the subscriptions `match` selects; drops the channel when none
   // is left.

@@ -46,6 +46,7 @@
 #include "sqlite/connection_mutex.h"
 #include "sqlite/release_bus.h"
 #include "sqlite/sqlite_connection.h"
+#include "sqlite/wake_file.h"
 
 namespace dlm {
 
@@ -250,8 +251,14 @@ class SqliteStore::Impl {
     // Set first: calls arriving meanwhile are refused at once instead of
     // queueing behind the call in progress.
     closed_ = true;
-    const auto guard = mutex_.lockForClose();
-    connection_.reset();
+    {
+      const auto guard = mutex_.lockForClose();
+      connection_.reset();
+    }
+    // Listeners hear nothing more from a closed store; with the file's last
+    // subscription this stops its wake watcher thread.
+    const std::string channel = knownChannel();
+    if (!channel.empty()) bus_->unsubscribeAll(channel, this);
   }
 
   // The release channel of this store's file (its canonical path, or a
@@ -273,10 +280,19 @@ class SqliteStore::Impl {
 
   // Tells this process's listeners on the file that `key` was freed. Called
   // without the connection mutex: listeners never wait for a store call.
+  // Also signals the waiters of other processes through the wake file
+  // (never creating it; a failure to signal only leaves them polling).
   void announce(std::string_view key) {
     const std::string channel = knownChannel();
-    if (!channel.empty()) bus_->publish(channel, key);
+    if (channel.empty()) return;
+    // File channels are canonical paths; ":memory:" ones have no file.
+    if (options_.wakeOtherProcesses && channel.front() == '/') {
+      internal::sqlite::signalWake(channel);
+    }
+    bus_->publish(channel, key);
   }
+
+  bool wakeOtherProcesses() const { return options_.wakeOtherProcesses; }
 
   ReleaseBus& bus() { return *bus_; }
   const std::string& path() const { return options_.path; }
@@ -1095,7 +1111,8 @@ bool SqliteStore::subscribeReleases(ReleaseListener* listener) {
   // Opens the connection (if not yet) to learn the file's canonical name.
   // Delivery is active once subscribe returns: every announce after this
   // finds the listener.
-  impl_->bus().subscribe(impl_->channel(), impl_.get(), listener);
+  impl_->bus().subscribe(impl_->channel(), impl_.get(), listener,
+                         impl_->wakeOtherProcesses());
   return true;
 }
 

@@ -12,6 +12,14 @@
 //   hold-lock <file> <client> <lock id> <ttl_ms>
 //       tryAcquireLock through the public DistributedLockManager API (XDC),
 //       prints "ready <fencing token>" and waits to be killed.
+//   handoff <file> <client> <lock id> <rounds> <hold_ms> <gap_ms> <wake 0|1>
+//       The releasing side of a cross-process handoff, `rounds` times:
+//       acquireLock (sleepBetweenRetries 1 ms), print "held", hold for
+//       hold_ms, then print "released <steady clock ns>" (read just before
+//       releaseLock) once released; then waits (up to gap_ms) until the
+//       other side holds the lock before the next round; "done" at the end.
+//       <wake> sets SqliteStoreOptions::wakeOtherProcesses. Another client id
+//       than the waiter's would be another key: the test passes its own.
 //
 // Exit status 2 for bad arguments, 1 when taking hold failed (the reason on
 // stderr).
@@ -110,6 +118,46 @@ void holdLock(const std::string& path, const std::string& client,
   waitToBeKilled();
 }
 
+void handoff(const std::string& path, const std::string& client,
+             const std::string& id, int rounds, long holdMs, long gapMs,
+             bool wake) {
+  dlm::SqliteStoreOptions options;
+  options.path = path;
+  options.wakeOtherProcesses = wake;
+  dlm::LockConfiguration configuration;
+  configuration.sleepBetweenRetries = std::chrono::milliseconds(1);
+  auto manager = dlm::DistributedLockManager::builder()
+                     .clientId(client)
+                     .store(std::make_shared<dlm::SqliteStore>(options))
+                     .configuration(configuration)
+                     .build();
+  manager->initialize();
+  dlm::Lock lock = manager->getLockInstance(id, dlm::LockLevel::XDC);
+  for (int round = 0; round < rounds; ++round) {
+    manager->acquireLock(lock, std::chrono::seconds(60),
+                         std::chrono::seconds(60));
+    ready("held");
+    std::this_thread::sleep_for(std::chrono::milliseconds(holdMs));
+    const auto start = std::chrono::steady_clock::now().time_since_epoch();
+    manager->releaseLock(lock);
+    // Wait for the other process to take it (up to gap_ms) before queueing
+    // again: re-acquiring at once would win before any waiter woke.
+    const auto gapEnd =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(gapMs);
+    while (std::chrono::steady_clock::now() < gapEnd &&
+           !manager->describeLock(lock)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::printf("released %lld\n",
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(start)
+                        .count()));
+    std::fflush(stdout);
+  }
+  std::printf("done\n");
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,11 +169,16 @@ int main(int argc, char** argv) {
       writeAndWait(argv[2]);
     } else if (mode == "hold-lock" && argc == 6) {
       holdLock(argv[2], argv[3], argv[4], std::stol(argv[5]));
+    } else if (mode == "handoff" && argc == 9) {
+      handoff(argv[2], argv[3], argv[4], std::stoi(argv[5]), std::stol(argv[6]),
+              std::stol(argv[7]), std::string(argv[8]) == "1");
     } else {
       std::fprintf(stderr,
                    "usage: %s begin-immediate <file> <hold_ms> | "
                    "write-and-wait <file> | "
-                   "hold-lock <file> <client> <lock id> <ttl_ms>\n",
+                   "hold-lock <file> <client> <lock id> <ttl_ms> | "
+                   "handoff <file> <client> <lock id> <rounds> <hold_ms> "
+                   "<gap_ms> <wake 0|1>\n",
                    argv[0]);
       return 2;
     }
