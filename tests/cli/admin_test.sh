@@ -47,6 +47,14 @@ apply_v1() {
     PGOPTIONS="-c search_path=dlm_cli_admin_$1_$$" psql -v ON_ERROR_STOP=1 -q -1 -f "${v1[0]}" >/dev/null
   fi
 }
+# db_sql NAME SQL: runs SQL on database NAME (made by new_db) as its owner.
+db_sql() {
+  if [ "$kind" = sqlite ]; then
+    sqlite3 "$dir/$1.sqlite" "$2"
+  else
+    PGOPTIONS="-c search_path=dlm_cli_admin_$1_$$" psql -v ON_ERROR_STOP=1 -qc "$2"
+  fi
+}
 # run [dlmctl args...]: sets out, err, status.
 run() {
   status=0
@@ -109,11 +117,7 @@ expect_status 0 "schema status on a current database"
 
 read -ra new <<<"$(new_db new)"
 run "${new[@]}" migrate
-if [ "$kind" = sqlite ]; then
-  sqlite3 "$dir/new.sqlite" "INSERT INTO dlm_schema_version (version, description) VALUES (99, 'from the future')"
-else
-  psql -v ON_ERROR_STOP=1 -qc "INSERT INTO dlm_cli_admin_new_$$.dlm_schema_version (version, description) VALUES (99, 'from the future')"
-fi
+db_sql new "INSERT INTO dlm_schema_version (version, description) VALUES (99, 'from the future')"
 run "${new[@]}" schema status
 expect_status 4 "schema status on a newer database"
 [[ $out == *"newer than this build"* ]] || fail "newer: $out"
@@ -200,11 +204,8 @@ echo "list/show/waiters --json parsed back; release --force 0 then 1"
 # build's file.
 run "${cur[@]}" schema status
 [[ $out == *" ok "* ]] || fail "schema status shows no verified checksum: $out"
-if [ "$kind" = sqlite ]; then
-  sqlite3 "$dir/cur.sqlite" "UPDATE dlm_schema_version SET checksum = 1 WHERE version = 1"
-else
-  psql -v ON_ERROR_STOP=1 -qc "UPDATE dlm_cli_admin_cur_$$.dlm_schema_version SET checksum = 1 WHERE version = 3"
-fi
+# (V1 and V2 of a PostgreSQL database carry no checksum: V3 added the column.)
+db_sql cur "UPDATE dlm_schema_version SET checksum = 1 WHERE version = $([ "$kind" = sqlite ] && echo 1 || echo 3)"
 run "${cur[@]}" schema status
 expect_status 5 "schema status with a changed checksum"
 [[ $out == *"DRIFT"* ]] || fail "drift not reported: $out"
