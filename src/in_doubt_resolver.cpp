@@ -31,26 +31,26 @@ InDoubtResolver::~InDoubtResolver() {
   if (thread_.joinable()) thread_.join();
 }
 
-void InDoubtResolver::addInDoubt(const StoreKey& key, std::string token,
-                                 std::string owner,
+void InDoubtResolver::addInDoubt(const StoreKey& key, LockMode mode,
+                                 std::string token, std::string owner,
                                  std::chrono::milliseconds ttl) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_) return;
     inDoubt_.push_back(
-        Entry{key, std::move(token), std::move(owner), forgetAfter(ttl)});
+        Entry{key, mode, std::move(token), std::move(owner), forgetAfter(ttl)});
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   changed_.notify_all();
 }
 
-void InDoubtResolver::addReleased(const StoreKey& key, std::string token,
-                                  std::string owner,
+void InDoubtResolver::addReleased(const StoreKey& key, LockMode mode,
+                                  std::string token, std::string owner,
                                   std::chrono::milliseconds ttl) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (released_.size() >= kMaxRemembered) released_.pop_front();
   released_.push_back(
-      Entry{key, std::move(token), std::move(owner), forgetAfter(ttl)});
+      Entry{key, mode, std::move(token), std::move(owner), forgetAfter(ttl)});
 }
 
 void InDoubtResolver::pruneLocked(SteadyTime now) {
@@ -90,7 +90,9 @@ bool InDoubtResolver::releaseLeftovers(std::string_view owner,
   bool freed = false;
   for (std::size_t i = 0; i < matches.size(); ++i) {
     try {
-      freed = store_.release(matches[i].key, matches[i].token) || freed;
+      freed =
+          store_.release(matches[i].key, matches[i].token, matches[i].mode) ||
+          freed;
     } catch (const DLMException&) {
       // Unresolved: the background thread keeps trying.
       std::lock_guard<std::mutex> lock(mutex_);
@@ -129,7 +131,7 @@ void InDoubtResolver::run() {
         const DeadlineScope scope(deadlineAfter(operationTimeout_));
         // Either answer settles it: true freed it (or it was never taken),
         // false means someone else holds the key now.
-        store_.release(e.key, e.token);
+        store_.release(e.key, e.token, e.mode);
       } catch (const DLMException& ex) {
         // A closed store or a bug will not get better by trying again.
         if (ex.transient()) unresolved.push_back(std::move(e));

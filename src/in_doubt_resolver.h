@@ -46,11 +46,11 @@ class InDoubtResolver {
 
   // `token` may hold `key` for up to `ttl`; release it as soon as the store
   // answers. Starts the background thread on first use.
-  void addInDoubt(const StoreKey& key, std::string token, std::string owner,
-                  std::chrono::milliseconds ttl);
+  void addInDoubt(const StoreKey& key, LockMode mode, std::string token,
+                  std::string owner, std::chrono::milliseconds ttl);
   // `token` released `key` (the store said true), lazily committed.
-  void addReleased(const StoreKey& key, std::string token, std::string owner,
-                   std::chrono::milliseconds ttl);
+  void addReleased(const StoreKey& key, LockMode mode, std::string token,
+                   std::string owner, std::chrono::milliseconds ttl);
 
   // Which leftovers releaseLeftovers looks at.
   enum class Match {
@@ -71,6 +71,7 @@ class InDoubtResolver {
  private:
   struct Entry {
     StoreKey key;
+    LockMode mode;
     std::string token;
     std::string owner;
     // After this the lock has expired anyway: nothing left to free.

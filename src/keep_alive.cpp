@@ -37,10 +37,12 @@ KeepAlive::~KeepAlive() {
 }
 
 std::shared_ptr<KeepAliveEntry> KeepAlive::add(
-    StoreKey key, std::string token, milliseconds ttl, StoreTime expiresAt,
-    SteadyTime leaseEnd, std::string lockName, LostCallback onLost) {
+    StoreKey key, LockMode mode, std::string token, milliseconds ttl,
+    StoreTime expiresAt, SteadyTime leaseEnd, std::string lockName,
+    LostCallback onLost) {
   auto entry = std::make_shared<KeepAliveEntry>();
   entry->key = std::move(key);
+  entry->mode = mode;
   entry->token = std::move(token);
   entry->ttl = ttl;
   entry->lockName = std::move(lockName);
@@ -85,7 +87,7 @@ bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline) {
     // No manager-level retries here: a failed renewal is simply tried again
     // at the next retry period while the lease lasts.
     const DeadlineScope scope(deadline);
-    expires = store_.extend(e.key.key, e.token, e.ttl);
+    expires = store_.extend(e.key.key, e.token, e.ttl, e.mode);
   } catch (const DLMException& ex) {
     failed = true;
     transient = ex.transient();

@@ -33,6 +33,7 @@ std::chrono::milliseconds lossMargin(std::chrono::milliseconds ttl);
 // The renewal state of one guarded lock, shared by the guard and the thread.
 struct KeepAliveEntry {
   StoreKey key;
+  LockMode mode = LockMode::EXCLUSIVE;
   std::string token;
   std::chrono::milliseconds ttl{0};
   std::string lockName;  // for messages
@@ -65,11 +66,12 @@ class KeepAlive {
   KeepAlive(const KeepAlive&) = delete;
   KeepAlive& operator=(const KeepAlive&) = delete;
 
-  // Starts renewing `key` held by `token` with `ttl`: the lease ends at
-  // `expiresAt` by the store's clock and at `leaseEnd` by this process's
+  // Starts renewing `key` held by `token` in `mode` with `ttl`: the lease ends
+  // at `expiresAt` by the store's clock and at `leaseEnd` by this process's
   // steady clock. `onLost` (may be empty) runs on the keep-alive thread once,
   // when a renewal finds the lock lost or the lease's loss time passes.
-  std::shared_ptr<KeepAliveEntry> add(StoreKey key, std::string token,
+  std::shared_ptr<KeepAliveEntry> add(StoreKey key, LockMode mode,
+                                      std::string token,
                                       std::chrono::milliseconds ttl,
                                       StoreTime expiresAt, SteadyTime leaseEnd,
                                       std::string lockName,

@@ -28,8 +28,9 @@ LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
     const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(
         lock_.expiresAt() - lock_.acquiredAt());
     keepAlive_ = manager.keepAlive().add(
-        lock_.key_, lock_.token_, ttl, lock_.expiresAt(), lock_.leaseEnd_,
-        fmt::format("lock '{}'", lock_.lockId()), std::move(keepAlive.onLost));
+        lock_.key_, lock_.mode_, lock_.token_, ttl, lock_.expiresAt(),
+        lock_.leaseEnd_, fmt::format("lock '{}'", lock_.lockId()),
+        std::move(keepAlive.onLost));
   }
 }
 

@@ -309,9 +309,8 @@ Lock DistributedLockManager::getLockInstance(const std::string& id,
                                              LockLevel level,
                                              LockMode mode) const {
   internal::validateLockId(id);
-  if (mode != LockMode::EXCLUSIVE) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       "only LockMode::EXCLUSIVE is supported");
+  if (mode != LockMode::EXCLUSIVE && mode != LockMode::SHARED) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT, "unknown lock mode");
   }
   if (level == LockLevel::DC && farmId_.empty()) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
@@ -333,14 +332,14 @@ Lock DistributedLockManager::getLockInstance(const std::string& id,
 }
 
 bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
-                                     std::string* blockedBy,
-                                     Deadline deadline) {
+                                     Refusal* refusal, Deadline deadline) {
   const std::string& owner = internal::currentThreadOwner();
   const Holder holder{holder_.host,
                       static_cast<std::int64_t>(internal::currentProcessId())};
   for (int round = 0;; ++round) {
     const std::string token = internal::randomGuid();
-    const AcquireRequest request{lock.key_, owner, token, ttl, holder};
+    const AcquireRequest request{lock.key_, owner,  token,
+                                 ttl,       holder, lock.mode_};
     const auto started = std::chrono::steady_clock::now();
     AcquireResult result;
     try {
@@ -351,7 +350,7 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
       // free it by token once the store answers again.
       if (e.code() == ErrorCode::CONNECTION_ERROR ||
           e.code() == ErrorCode::RETRIES_EXHAUSTED) {
-        resolver_->addInDoubt(lock.key_, token, owner, ttl);
+        resolver_->addInDoubt(lock.key_, lock.mode_, token, owner, ttl);
       }
       throw;
     }
@@ -365,9 +364,11 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
       lock.leaseEnd_ = started + ttl;
       return true;
     }
-    *blockedBy = result.blockedBy;
-    if (round > 0 ||
-        !releaseOwnLeftovers(owner, *blockedBy, deadline, /*related=*/false)) {
+    refusal->blockedBy = result.blockedBy;
+    refusal->queued = result.queued;
+    if (round > 0 || result.queued ||
+        !releaseOwnLeftovers(owner, refusal->blockedBy, deadline,
+                             /*related=*/false)) {
       return false;
     }
   }
@@ -394,7 +395,7 @@ void DistributedLockManager::abandon(Lock& lock) noexcept {
     try {
       const auto ttl = std::chrono::duration_cast<milliseconds>(
           lock.expiresAt_ - lock.acquiredAt_);
-      resolver_->addInDoubt(lock.key_, lock.token_, lock.owner_,
+      resolver_->addInDoubt(lock.key_, lock.mode_, lock.token_, lock.owner_,
                             ttl > milliseconds::zero() ? ttl : config_.lockTtl);
     } catch (...) {
       // Out of memory at worst: the lock then expires by its TTL.
@@ -413,7 +414,14 @@ namespace {
                   lockName(lock)));
 }
 
-std::string blockedMessage(const Lock& lock, const std::string& blockedBy) {
+std::string blockedMessage(const Lock& lock, const std::string& blockedBy,
+                           bool queued) {
+  if (queued) {
+    return fmt::format(
+        "{} is not held by anyone in its way, but an earlier waiter for '{}' "
+        "is queued and goes first (fair queueing)",
+        lockName(lock), blockedBy);
+  }
   if (blockedBy.empty() || blockedBy == lock.storeKey()) {
     return fmt::format("{} is held by someone else", lockName(lock));
   }
@@ -432,10 +440,10 @@ void DistributedLockManager::tryAcquireLock(Lock& lock, milliseconds ttl) {
   validateTtl(ttl);
   requireInitialized();
   if (lock.isAcquired()) throwAlreadyHeld(lock);
-  std::string blockedBy;
-  if (!attempt(lock, ttl, &blockedBy, callDeadline())) {
+  Refusal refusal;
+  if (!attempt(lock, ttl, &refusal, callDeadline())) {
     throw DLMException(ErrorCode::LOCK_UNAVAILABLE,
-                       blockedMessage(lock, blockedBy));
+                       blockedMessage(lock, refusal.blockedBy, refusal.queued));
   }
 }
 
@@ -468,11 +476,11 @@ void DistributedLockManager::acquireLock(Lock& lock, milliseconds ttl,
       timeout > milliseconds::max() - config_.operationTimeout
           ? Deadline::max()
           : deadlineAfter(timeout + config_.operationTimeout);
-  std::string blockedBy;
-  if (attempt(lock, ttl, &blockedBy, std::min(callEnd, callDeadline()))) {
+  Refusal refusal;
+  if (attempt(lock, ttl, &refusal, std::min(callEnd, callDeadline()))) {
     return;
   }
-  waitForLock(lock, ttl, deadline, callEnd, timeout, blockedBy);
+  waitForLock(lock, ttl, deadline, callEnd, timeout, refusal);
 }
 
 namespace {
@@ -527,17 +535,19 @@ constexpr milliseconds kWakeJitter{2};
 void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
                                          Clock::TimePoint deadline,
                                          Deadline callEnd, milliseconds timeout,
-                                         std::string& blockedBy) {
+                                         Refusal& refusal) {
   auto timedOut = [&] {
     return DLMException(
         ErrorCode::LOCK_UNAVAILABLE,
-        fmt::format("{} (gave up after {} ms)", blockedMessage(lock, blockedBy),
+        fmt::format("{} (gave up after {} ms)",
+                    blockedMessage(lock, refusal.blockedBy, refusal.queued),
                     timeout.count()));
   };
   const auto stopped = [&] {
-    return DLMException(ErrorCode::LOCK_UNAVAILABLE,
-                        fmt::format("{} (waiting was stopped)",
-                                    blockedMessage(lock, blockedBy)));
+    return DLMException(
+        ErrorCode::LOCK_UNAVAILABLE,
+        fmt::format("{} (waiting was stopped)",
+                    blockedMessage(lock, refusal.blockedBy, refusal.queued)));
   };
   if (clock_->now() >= deadline) throw timedOut();
   if (waitsStopped_.load()) throw stopped();
@@ -575,14 +585,14 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
       const WaitRegistration registered =
           withStoreRetries(&lock, stepDeadline(), [&] {
             return store_->registerWait(
-                WaitRequest{lock.key_, owner, maxWait()});
+                WaitRequest{lock.key_, owner, maxWait(), lock.mode_});
           });
       if (registered.deadlockCycle.empty()) return false;
       // The cycle closes at a lock of this owner's that blocks its last key.
       if (round < 2 &&
           releaseOwnLeftovers(owner, registered.deadlockCycle.back(),
                               stepDeadline(), /*related=*/true)) {
-        if (attempt(lock, ttl, &blockedBy, stepDeadline())) return true;
+        if (attempt(lock, ttl, &refusal, stepDeadline())) return true;
         continue;
       }
       throw DLMException(
@@ -601,7 +611,7 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
     // Announcements may have been missed (the store's listening connection
     // was lost), and with them this request row if a server crash undid it.
     if (waiter.missed.exchange(false) && registerRequest()) return;
-    if (attempt(lock, ttl, &blockedBy, stepDeadline())) return;
+    if (attempt(lock, ttl, &refusal, stepDeadline())) return;
     if (clock_->now() >= deadline) throw timedOut();
     // Checked after the signal's reset: a stopWaiting() after this check
     // leaves the signal set, so the sleep below ends at once.
@@ -635,7 +645,7 @@ bool DistributedLockManager::releaseByToken(Lock& lock) {
   bool mayHaveRun = false;
   bool freed = withStoreRetries(&lock, callDeadline(), [&] {
     try {
-      return store_->release(lock.key_, lock.token_);
+      return store_->release(lock.key_, lock.token_, lock.mode_);
     } catch (const DLMException& e) {
       // The reply may be what was lost: the release may have committed.
       mayHaveRun = mayHaveRun || e.transient();
@@ -650,7 +660,7 @@ bool DistributedLockManager::releaseByToken(Lock& lock) {
     // Committed lazily: remembered in case a server crash undoes it.
     const auto ttl = std::chrono::duration_cast<milliseconds>(lock.expiresAt_ -
                                                               lock.acquiredAt_);
-    resolver_->addReleased(lock.key_, std::move(lock.token_),
+    resolver_->addReleased(lock.key_, lock.mode_, std::move(lock.token_),
                            std::move(lock.owner_),
                            ttl > milliseconds::zero() ? ttl : config_.lockTtl);
   }
@@ -680,7 +690,7 @@ void DistributedLockManager::commitLock(Lock& lock, AppTransaction& tx) {
     // No retries: the statement runs in the application's transaction, which
     // a failure has already spoiled.
     const DeadlineScope scope(callDeadline());
-    store_->releaseWithin(tx, lock.key_, lock.token_);
+    store_->releaseWithin(tx, lock.key_, lock.token_, lock.mode_);
   } catch (const DLMException& e) {
     if (e.code() != ErrorCode::LOCK_NOT_HELD) throw;
     lock.clearAcquisition();
@@ -708,9 +718,10 @@ void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
         fmt::format("{} is not held through this Lock", lockName(lock)));
   }
   const auto started = std::chrono::steady_clock::now();
-  const std::optional<StoreTime> expires = withStoreRetries(
-      &lock, callDeadline(),
-      [&] { return store_->extend(lock.key_.key, lock.token_, ttl); });
+  const std::optional<StoreTime> expires =
+      withStoreRetries(&lock, callDeadline(), [&] {
+        return store_->extend(lock.key_.key, lock.token_, ttl, lock.mode_);
+      });
   if (!expires) {
     lock.clearAcquisition();
     throw DLMException(
@@ -725,10 +736,20 @@ std::optional<LockRecord> DistributedLockManager::describeLock(
     const Lock& lock) {
   checkOwnLock(lock);
   requireInitialized();
-  std::optional<LockRecord> row = withStoreRetries(
-      &lock, callDeadline(), [&] { return store_->describe(lock.key_.key); });
-  if (row && !row->held) return std::nullopt;
-  return row;
+  for (LockRecord& hold : describeHolders(lock)) return std::move(hold);
+  return std::nullopt;
+}
+
+std::vector<LockRecord> DistributedLockManager::describeHolders(
+    const Lock& lock) {
+  checkOwnLock(lock);
+  requireInitialized();
+  std::vector<LockRecord> holds = withStoreRetries(
+      &lock, callDeadline(), [&] { return store_->holdersOf(lock.key_.key); });
+  holds.erase(std::remove_if(holds.begin(), holds.end(),
+                             [](const LockRecord& r) { return !r.held; }),
+              holds.end());
+  return holds;
 }
 
 }  // namespace dlm

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dlm/lock_mode.h"
 #include "dlm/lock_store.h"
 
 namespace dlm {
@@ -13,10 +14,6 @@ namespace dlm {
 // XDC: across farms ("XDC#<clientId>#<id>"). A DC and an XDC lock with the
 // same id are different locks and never block each other.
 enum class LockLevel { DC, XDC };
-
-// Only EXCLUSIVE exists today (at most one holder per key); SHARED is
-// reserved and rejected with INVALID_ARGUMENT.
-enum class LockMode { EXCLUSIVE, SHARED };
 
 // Returned by DistributedLockManager::getLockInstance (no I/O). Movable, not
 // copyable; a Lock is used by one thread at a time. A moved-from Lock holds

@@ -156,11 +156,14 @@ class DistributedLockManager {
   void extendLock(Lock& lock);
   void extendLock(Lock& lock, std::chrono::milliseconds ttl);
 
-  // The lock table's row for `lock`'s key while someone (anyone) holds it
-  // unexpired: owner GUID, holder host and pid, fencing token, times.
-  // nullopt when nobody holds it. Throws CONNECTION_ERROR /
-  // RETRIES_EXHAUSTED.
+  // A live (unexpired) hold of `lock`'s key, by anyone: owner GUID, holder
+  // host and pid, mode, fencing token, times; the EXCLUSIVE holder, else the
+  // oldest SHARED one. nullopt when nobody holds the key. Throws
+  // CONNECTION_ERROR / RETRIES_EXHAUSTED.
   std::optional<LockRecord> describeLock(const Lock& lock);
+  // Every live hold of `lock`'s key: the EXCLUSIVE holder, or the SHARED
+  // holders oldest first. Empty when nobody holds it.
+  std::vector<LockRecord> describeHolders(const Lock& lock);
 
   // Runs fn under the lock `id` at `level`: acquireLock with the default
   // ttl and timeout, a LockGuard with keep-alive while fn runs, released on
@@ -197,12 +200,18 @@ class DistributedLockManager {
   void watchReleases();
   void stopWatchingReleases();
   internal::KeepAlive& keepAlive();
+  // Why an attempt was refused: the key in the way, and whether it is a
+  // queued request (fair queueing) rather than a hold.
+  struct Refusal {
+    std::string blockedBy;
+    bool queued = false;
+  };
   // Waits after a failed first attempt; see acquireLock.
   // `deadline`: the clock's end of the wait; `callEnd`: the steady instant
   // by which the whole call returns (deadline + operationTimeout).
   void waitForLock(Lock& lock, std::chrono::milliseconds ttl,
                    Clock::TimePoint deadline, Deadline callEnd,
-                   std::chrono::milliseconds timeout, std::string& blockedBy);
+                   std::chrono::milliseconds timeout, Refusal& refusal);
   bool releaseByToken(Lock& lock);
 
   void requireInitialized() const;
@@ -215,10 +224,10 @@ class DistributedLockManager {
   // operationTimeout from now.
   Deadline callDeadline() const;
   // One store attempt under `deadline`; on success fills `lock`, else
-  // returns the blocking key. An attempt blocked by a leftover of the
+  // says why not. An attempt blocked by a leftover of the
   // calling owner (see acquireLock) releases it and tries once more.
-  bool attempt(Lock& lock, std::chrono::milliseconds ttl,
-               std::string* blockedBy, Deadline deadline);
+  bool attempt(Lock& lock, std::chrono::milliseconds ttl, Refusal* refusal,
+               Deadline deadline);
   // Releases the calling owner's leftovers on `key` (with `related` also on
   // its ancestors and descendants); true when the key may now be free.
   bool releaseOwnLeftovers(const std::string& owner, const std::string& key,

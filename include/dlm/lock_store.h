@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "dlm/app_transaction.h"
+#include "dlm/lock_mode.h"
 
 namespace dlm {
 
@@ -66,6 +67,8 @@ struct AcquireRequest {
   std::string_view token;
   std::chrono::milliseconds ttl;
   const Holder& holder;
+  // SHARED: a hold of its own beside other SHARED holders (see lock_mode.h).
+  LockMode mode = LockMode::EXCLUSIVE;
 };
 
 struct AcquireResult {
@@ -79,9 +82,15 @@ struct AcquireResult {
   // When not acquired: the key whose holder blocks this one (the key itself,
   // an ancestor or a descendant).
   std::string blockedBy;
+  // When not acquired and no live hold is in the way, but an older live
+  // request of another owner that conflicts with this one waits (fair
+  // queueing): it goes first. blockedBy is then the key that request waits
+  // for.
+  bool queued = false;
 };
 
-// One row of the lock table.
+// One hold of a key: the row of the lock table for an EXCLUSIVE holder, or
+// one SHARED holder of the key.
 struct LockRecord {
   std::string key;
   // HELD and not yet expired by the store's clock.
@@ -98,6 +107,7 @@ struct LockRecord {
   // The holder's address as the database server saw it (PostgreSQL; empty
   // over a unix socket and on SQLite).
   std::string holderIp;
+  LockMode mode = LockMode::EXCLUSIVE;
 };
 
 // One live request row: an acquireLock waiting for `key`.
@@ -107,6 +117,7 @@ struct WaitRecord {
   StoreTime requestedAt;
   // The waiter's deadline; after it the row no longer counts.
   StoreTime expiresAt;
+  LockMode mode = LockMode::EXCLUSIVE;
 };
 
 // One row of the schema-version table: a migration applied to the database.
@@ -155,6 +166,8 @@ struct WaitRequest {
   // was recorded (the waiter's deadline), so a crashed waiter's row does not
   // linger in the wait-for graph.
   std::chrono::milliseconds maxWait;
+  // The mode the waiter asks for: which holds and requests it conflicts with.
+  LockMode mode = LockMode::EXCLUSIVE;
 };
 
 struct WaitRegistration {
@@ -198,15 +211,27 @@ class LockStore {
   virtual void close() = 0;
 
   // One attempt to take the lock, in one transaction: the hierarchy protocol
-  // of DESIGN.md, expiry judged by the store's clock.
+  // of DESIGN.md and the README ("The row protocol"), expiry judged by the
+  // store's clock. Refused when a live hold conflicts (request.mode against
+  // each hold's mode, on the key, an ancestor or a descendant), or when a
+  // live request row of another owner that conflicts with this attempt is
+  // older than request.owner's own request row for the key (older than any,
+  // when the owner has none): AcquireResult::queued. Every acquisition, of
+  // either mode, takes the key's next fencing token. An EXCLUSIVE
+  // acquisition takes the key over from expired holders of either mode; a
+  // SHARED one from an expired EXCLUSIVE holder.
   virtual AcquireResult tryAcquire(const AcquireRequest& request) = 0;
 
-  // Frees the row if `token` still holds it (even if expired but not taken).
-  // True when freed (or already freed by this token); false when another
-  // acquisition took the row since. Wakes the key's waiters when it frees.
-  virtual bool release(const StoreKey& key, std::string_view token) = 0;
+  // Frees the hold `token` took in `mode` if it still has it (even if
+  // expired but not taken over). True when freed (EXCLUSIVE: or already
+  // freed by this token); false when another acquisition took the key over
+  // since (SHARED: also when this token's hold was already released, since a
+  // released SHARED hold leaves nothing behind). Wakes the waiters it may
+  // have blocked when it frees.
+  virtual bool release(const StoreKey& key, std::string_view token,
+                       LockMode mode) = 0;
 
-  // Frees the row inside the application's open transaction `tx` (an adapter
+  // Frees the hold inside the application's open transaction `tx` (an adapter
   // of this store's kind: PostgresTransaction, SqliteTransaction), so the
   // release is visible only if that transaction commits. When `token` no
   // longer holds the row (expired and taken over), throws LOCK_NOT_HELD and
@@ -214,19 +239,29 @@ class LockStore {
   // committed. INVALID_ARGUMENT when `tx` belongs to another kind of store
   // or has no open transaction.
   virtual void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                             std::string_view token) = 0;
+                             std::string_view token, LockMode mode) = 0;
 
-  // Sets expiry to now + ttl if `token` still holds the row (even if expired
-  // but not taken). The new expiry, or nullopt when the lock was lost.
+  // Sets the hold's expiry to now + ttl if `token` still holds the key in
+  // `mode` (even if expired but not taken over). The new expiry, or nullopt
+  // when the lock was lost.
   virtual std::optional<StoreTime> extend(std::string_view key,
                                           std::string_view token,
-                                          std::chrono::milliseconds ttl) = 0;
+                                          std::chrono::milliseconds ttl,
+                                          LockMode mode) = 0;
 
-  // The row for `key`, or nullopt if the key was never locked.
+  // The lock table's row for `key` (its EXCLUSIVE state and fencing
+  // counter), or nullopt if the key was never locked. SHARED holders are in
+  // holdersOf.
   virtual std::optional<LockRecord> describe(std::string_view key) = 0;
 
-  // Rows with status HELD whose key starts with `keyPrefix` (all when empty),
-  // in key order, expired ones included (LockRecord::held tells).
+  // Every hold of exactly `key` that was not released or taken over: the
+  // EXCLUSIVE holder (status HELD) first, then the SHARED holders oldest
+  // first; expired ones included (LockRecord::held tells).
+  virtual std::vector<LockRecord> holdersOf(std::string_view key) = 0;
+
+  // Every hold (EXCLUSIVE rows with status HELD, and SHARED holds) whose key
+  // starts with `keyPrefix` (all when empty), in key order (for one key as
+  // holdersOf), expired ones included (LockRecord::held tells).
   virtual std::vector<LockRecord> listHeld(std::string_view keyPrefix) = 0;
 
   // Live request rows (waiters whose deadline has not passed) whose key
@@ -248,21 +283,25 @@ class LockStore {
   // until rows < batchSize. With dryRun, counts instead of deleting. On
   // PostgreSQL it needs the admin role (dlm_admin); the application role
   // gets an error.
-  virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor,
-                               int batchSize, bool dryRun) = 0;
+  virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
+                               bool dryRun) = 0;
 
   // Operator override: frees the row whoever holds it. True if it was HELD.
   virtual bool forceRelease(std::string_view key) = 0;
 
   // In one transaction, serialised with every other registerWait on the
-  // database: follows the wait-for graph from request.key (key -> owners
-  // holding it, an ancestor or a descendant -> keys those owners wait for ->
-  // ...; expired holds and requests ignored) and, unless it leads back to
-  // request.owner, records the request row (replacing one the owner had for
-  // the key). Also deletes expired request rows.
+  // database: follows the wait-for graph from request.key (a request ->
+  // owners of live holds that conflict with it, and owners of older live
+  // requests that conflict with it (fair queueing) -> the requests of those
+  // owners -> ...; modes as in lock_mode.h; expired holds and requests
+  // ignored) and, unless it leads back to request.owner, records the request
+  // row (replacing one the owner had for the key, keeping its age). Also
+  // deletes expired request rows.
   virtual WaitRegistration registerWait(const WaitRequest& request) = 0;
 
-  // Deletes `owner`'s request row for `key`, if any.
+  // Deletes `owner`'s request row for `key`, if any, and wakes the waiters
+  // it may have held back (live requests of other owners that conflict with
+  // it), since they may now go first.
   virtual void unregisterWait(std::string_view key, std::string_view owner) = 0;
 
   // Starts delivering the keys this database frees to `listener` (which must

@@ -129,12 +129,15 @@ class SqliteStore final : public LockStore {
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;
-  bool release(const StoreKey& key, std::string_view token) override;
+  bool release(const StoreKey& key, std::string_view token,
+               LockMode mode) override;
   void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                     std::string_view token) override;
+                     std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
-                                  std::chrono::milliseconds ttl) override;
+                                  std::chrono::milliseconds ttl,
+                                  LockMode mode) override;
   std::optional<LockRecord> describe(std::string_view key) override;
+  std::vector<LockRecord> holdersOf(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;
   std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) override;
   SchemaState schemaState() override;

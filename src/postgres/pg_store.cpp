@@ -574,6 +574,15 @@ PostgresStore::PostgresStore(PostgresStoreOptions options) {
 
 PostgresStore::~PostgresStore() = default;
 
+namespace {
+// TEMPORARY while SHARED is being built (issue 11).
+void requireExclusive(LockMode mode) {
+  if (mode != LockMode::EXCLUSIVE) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT, "SHARED: not yet");
+  }
+}
+}  // namespace
+
 std::string_view PostgresStore::name() const { return "postgres"; }
 void PostgresStore::addClient(std::string_view clientId) noexcept {
   try {
@@ -587,22 +596,35 @@ void PostgresStore::initialize(bool applyMigrations) {
 }
 void PostgresStore::close() { impl_->close(); }
 AcquireResult PostgresStore::tryAcquire(const AcquireRequest& request) {
+  requireExclusive(request.mode);
   return impl_->tryAcquire(request);
 }
-bool PostgresStore::release(const StoreKey& key, std::string_view token) {
+bool PostgresStore::release(const StoreKey& key, std::string_view token,
+                            LockMode mode) {
+  requireExclusive(mode);
   return impl_->release(key, token);
 }
 void PostgresStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
-                                  std::string_view token) {
+                                  std::string_view token, LockMode mode) {
+  requireExclusive(mode);
   impl_->releaseWithin(tx, key, token);
 }
 std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                std::string_view token,
-                                               std::chrono::milliseconds ttl) {
+                                               std::chrono::milliseconds ttl,
+                                               LockMode mode) {
+  requireExclusive(mode);
   return impl_->extend(key, token, ttl);
 }
 std::optional<LockRecord> PostgresStore::describe(std::string_view key) {
   return impl_->describe(key);
+}
+std::vector<LockRecord> PostgresStore::holdersOf(std::string_view key) {
+  std::vector<LockRecord> holds;
+  if (auto row = impl_->describe(key); row && row->statusHeld) {
+    holds.push_back(std::move(*row));
+  }
+  return holds;
 }
 std::vector<LockRecord> PostgresStore::listHeld(std::string_view keyPrefix) {
   return impl_->listHeld(keyPrefix);

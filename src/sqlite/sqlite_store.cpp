@@ -540,7 +540,9 @@ AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
   });
 }
 
-bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
+bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
+                          LockMode mode) {
+  (void)mode;  // TEMPORARY (issue 11)
   const std::string_view key = storeKey.key;
   // {true when this token's acquisition is released, true when this call
   // freed it (and must announce it)}.
@@ -580,7 +582,8 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token) {
 
 std::optional<StoreTime> SqliteStore::extend(std::string_view key,
                                              std::string_view token,
-                                             milliseconds ttl) {
+                                             milliseconds ttl, LockMode mode) {
+  (void)mode;  // TEMPORARY (issue 11)
   return impl_->withConnection(
       "extending", [&](Connection& c) -> std::optional<StoreTime> {
         Transaction tx(c, Durability::kDurable);
@@ -602,6 +605,15 @@ std::optional<StoreTime> SqliteStore::extend(std::string_view key,
         if (!extended) return std::nullopt;
         return fromMs(expires);
       });
+}
+
+std::vector<LockRecord> SqliteStore::holdersOf(std::string_view key) {
+  // TEMPORARY (issue 11): the EXCLUSIVE holder only.
+  std::vector<LockRecord> holds;
+  if (auto row = describe(key); row && row->statusHeld) {
+    holds.push_back(std::move(*row));
+  }
+  return holds;
 }
 
 std::optional<LockRecord> SqliteStore::describe(std::string_view key) {
@@ -841,7 +853,8 @@ struct AppStatementFinalizer {
 }  // namespace
 
 void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
-                                std::string_view token) {
+                                std::string_view token, LockMode mode) {
+  (void)mode;  // TEMPORARY (issue 11)
   const std::string& path = impl_->path();
   impl_->throwIfClosed();
   auto* app = dynamic_cast<SqliteTransaction*>(&tx);

@@ -328,7 +328,9 @@ class GrantEverythingStore final : public ForwardingStore {
     result.expiresAt = result.acquiredAt + r.ttl;
     return result;
   }
-  bool release(const StoreKey&, std::string_view) override { return true; }
+  bool release(const StoreKey&, std::string_view, LockMode) override {
+    return true;
+  }
 
  private:
   std::atomic<std::int64_t> fencing_{0};

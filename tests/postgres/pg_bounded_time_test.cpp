@@ -315,7 +315,7 @@ TEST(BoundedTime, RowLockHeldElsewhereIsNotAcquiredAfterRowLockWait) {
   store.initialize(false);
   const StoreKey key = pathKey("t#", "row.locked");
   ASSERT_TRUE(acquire(store, key, "t1").acquired);
-  ASSERT_TRUE(store.release(key, "t1"));
+  ASSERT_TRUE(store.release(key, "t1", dlm::LockMode::EXCLUSIVE));
   auto other = adminConnection();
   pqxx::work tx(*other);
   tx.exec("SET LOCAL search_path = " + other->quote_name(schema.name()));
@@ -384,7 +384,7 @@ TEST(Recovery, FirstCallAfterTerminatingEveryDlmBackendSucceeds) {
       threads.emplace_back([&, t] {
         const StoreKey k = pathKey("t#", fmt::format("r{}.t{}", round, t));
         EXPECT_TRUE(acquire(store, k, "tok").acquired);
-        EXPECT_TRUE(store.release(k, "tok"));
+        EXPECT_TRUE(store.release(k, "tok", dlm::LockMode::EXCLUSIVE));
       });
     }
     for (auto& t : threads) t.join();
@@ -405,7 +405,7 @@ TEST(Recovery, FirstCallAfterTerminatingEveryDlmBackendSucceeds) {
     const auto start = Clock::now();
     EXPECT_TRUE(acquire(store, k, "first").acquired) << "round " << round;
     EXPECT_LT(Clock::now() - start, 2s);
-    EXPECT_TRUE(store.release(k, "first"));
+    EXPECT_TRUE(store.release(k, "first", dlm::LockMode::EXCLUSIVE));
   }
 }
 
@@ -440,7 +440,7 @@ TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
       threads.emplace_back([&, t] {
         const StoreKey k = pathKey("t#", fmt::format("{}.t{}", mode, t));
         EXPECT_TRUE(acquire(store, k, "tok").acquired);
-        EXPECT_TRUE(store.release(k, "tok"));
+        EXPECT_TRUE(store.release(k, "tok", dlm::LockMode::EXCLUSIVE));
       });
     }
     for (auto& t : threads) t.join();
@@ -461,7 +461,7 @@ TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
     EXPECT_TRUE(acquire(store, k, "first").acquired) << mode;
     // The LISTEN connection is back and says releases went unheard.
     EXPECT_TRUE(listener.waitForMissed(++missed, 15s)) << mode;
-    EXPECT_TRUE(store.release(k, "first"));
+    EXPECT_TRUE(store.release(k, "first", dlm::LockMode::EXCLUSIVE));
   }
   store.unsubscribeReleases(&listener);
   auto admin = adminConnection();

@@ -87,7 +87,7 @@ inline WaitRegistration waitAs(LockStore& store, const StoreKey& key,
 inline void releaseWithinTx(LockStore& store, pqxx::transaction_base& tx,
                             const StoreKey& key, const std::string& token) {
   PostgresTransaction adapter(tx);
-  store.releaseWithin(adapter, key, token);
+  store.releaseWithin(adapter, key, token, dlm::LockMode::EXCLUSIVE);
 }
 
 // Records what a store delivers.
@@ -196,7 +196,7 @@ inline std::string releaseMarker(LockStore& store, const std::string& scope) {
   EXPECT_TRUE(
       acquireAs(store, marker, "marker-holder", "marker-token").acquired);
   EXPECT_TRUE(waitAs(store, marker, "marker-waiter").deadlockCycle.empty());
-  EXPECT_TRUE(store.release(marker, "marker-token"));
+  EXPECT_TRUE(store.release(marker, "marker-token", dlm::LockMode::EXCLUSIVE));
   store.unregisterWait(marker.key, "marker-waiter");
   return marker.key;
 }

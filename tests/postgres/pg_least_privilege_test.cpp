@@ -115,7 +115,8 @@ TEST_F(LeastPrivilegeTest, AppRoleCanUseEveryLibraryOperation) {
   check("tryAcquire (dlm_acquire)", a.acquired && a.fencingToken == 1);
   check("tryAcquire refused by a held descendant",
         !acquireAs(s, root, "owner-b", "tok-b").acquired);
-  check("extend (dlm_extend)", s.extend(key.key, "tok-a", 20s).has_value());
+  check("extend (dlm_extend)",
+        s.extend(key.key, "tok-a", 20s, dlm::LockMode::EXCLUSIVE).has_value());
   const auto record = s.describe(key.key);
   check("describe (dlm_describe)", record && record->held);
   check("listHeld (dlm_list_held)", s.listHeld("lp#").size() == 1);
@@ -124,16 +125,18 @@ TEST_F(LeastPrivilegeTest, AppRoleCanUseEveryLibraryOperation) {
   check("listWaiters (dlm_list_waiters)", s.listWaiters("lp#").size() == 1);
   check("unregisterWait (dlm_unregister_wait)",
         tryStore([&] { s.unregisterWait(root.key, "owner-b"); }) == "allowed");
-  check("release (dlm_release)", s.release(key, "tok-a"));
+  check("release (dlm_release)",
+        s.release(key, "tok-a", dlm::LockMode::EXCLUSIVE));
   // commitLock: released inside the application's own transaction.
   ASSERT_TRUE(acquireAs(s, key, "owner-a", "tok-c").acquired);
   {
     pqxx::connection conn(stores_.conninfo());
     pqxx::work tx(conn);
     PostgresTransaction adapter(tx);
-    check(
-        "releaseWithin (dlm_release_within)",
-        tryStore([&] { s.releaseWithin(adapter, key, "tok-c"); }) == "allowed");
+    check("releaseWithin (dlm_release_within)",
+          tryStore([&] {
+            s.releaseWithin(adapter, key, "tok-c", dlm::LockMode::EXCLUSIVE);
+          }) == "allowed");
     tx.commit();
   }
   check("describe after commitLock shows it free", !s.describe(key.key)->held);
@@ -231,7 +234,7 @@ TEST_F(LeastPrivilegeTest, NoListingShowsAnotherHoldersToken) {
   }
   // Knowing the key and owner is not enough to free it.
   PostgresStore store = attackerStore();
-  const bool freed = store.release(key, "tok-guess");
+  const bool freed = store.release(key, "tok-guess", dlm::LockMode::EXCLUSIVE);
   logCheck("attacker (dlm_client)", "dlm_release(key, guessed token)",
            freed ? "released" : "refused (false)");
   EXPECT_FALSE(freed);
@@ -269,7 +272,7 @@ class PurgeTest : public LeastPrivilegeTest {
       const AcquireResult a = acquireAs(*app_, key, "owner", token, 20ms);
       EXPECT_TRUE(a.acquired);
       last = a.fencingToken;
-      EXPECT_TRUE(app_->release(key, token));
+      EXPECT_TRUE(app_->release(key, token, dlm::LockMode::EXCLUSIVE));
     }
     return last;
   }
@@ -299,7 +302,7 @@ TEST_F(PurgeTest, ReacquiredKeyContinuesAboveEveryTokenIssuedBefore) {
   ASSERT_TRUE(again.acquired);
   EXPECT_GT(again.fencingToken, 3);
   // Tokens keep growing from there.
-  EXPECT_TRUE(app_->release(key, "tok-again"));
+  EXPECT_TRUE(app_->release(key, "tok-again", dlm::LockMode::EXCLUSIVE));
   EXPECT_GT(acquireAs(*app_, key, "owner", "tok-again2").fencingToken,
             again.fencingToken);
 }
@@ -385,7 +388,7 @@ TEST_F(PurgeTest, ConcurrentAcquiresAndPurgesNeverRepeatAToken) {
           if (!a.acquired) continue;
           if (a.fencingToken <= last[key.key]) ++regressions;
           last[key.key] = a.fencingToken;
-          store->release(key, token);
+          store->release(key, token, dlm::LockMode::EXCLUSIVE);
         } catch (const DLMException& e) {
           if (!e.transient()) ++errors;
         }

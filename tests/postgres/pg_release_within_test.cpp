@@ -96,7 +96,7 @@ TEST_F(ReleaseWithinTest, RollbackOfTheApplicationTransactionKeepsTheLockHeld) {
   EXPECT_TRUE(record->held);
   EXPECT_EQ(record->owner, "owner-a");
   // rollbackLock then releases it in a transaction of the store's own.
-  EXPECT_TRUE(store_->release(key, "tok-1"));
+  EXPECT_TRUE(store_->release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
   EXPECT_FALSE(store_->describe(key.key)->held);
 }
 
@@ -165,7 +165,10 @@ TEST_F(ReleaseWithinTest, OtherAdaptersAndAutocommitAreInvalid) {
   const StoreKey key = pathKey("rw#", "orders.o6");
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   NotAPostgresTransaction other;
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(other, key, "tok-1"); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(other, key, "tok-1",
+                                    dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::INVALID_ARGUMENT);
   {
     // Autocommit: there is no transaction to be part of.

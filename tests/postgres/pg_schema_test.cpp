@@ -328,7 +328,7 @@ class PrivateDatabase {
       const Holder holder{"h", 1};
       store.now();
       store.tryAcquire({warm, "o", "warm-token", 10s, holder});
-      store.release(warm, "warm-token");
+      store.release(warm, "warm-token", dlm::LockMode::EXCLUSIVE);
       work(store);
       store.close();
     }
@@ -355,7 +355,7 @@ void acquireMany(LockStore& store, int n, bool release,
     const std::string token = fmt::format("tok-{}", i);
     ASSERT_TRUE(store.tryAcquire({key, "o", token, 10s, holder}).acquired);
     if (release) {
-      ASSERT_TRUE(store.release(key, token));
+      ASSERT_TRUE(store.release(key, token, dlm::LockMode::EXCLUSIVE));
     }
   }
 }

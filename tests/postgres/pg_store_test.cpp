@@ -173,13 +173,14 @@ TEST(PostgresErrors, RowLockTimeoutIsNotAcquiredForTryAcquireElseTransient) {
   EXPECT_FALSE(busy.acquired);
   EXPECT_EQ(busy.blockedBy, key.key);
   // Elsewhere 55P03 stays a transient failure.
-  const DLMException e = errorOf([&] { store.release(key, "t1"); });
+  const DLMException e =
+      errorOf([&] { store.release(key, "t1", dlm::LockMode::EXCLUSIVE); });
   EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
   EXPECT_TRUE(e.transient());
   EXPECT_TRUE(contains(e.what(), "55P03")) << e.what();
   tx.abort();
   // The connection stays usable after a statement error.
-  EXPECT_TRUE(store.release(key, "t1"));
+  EXPECT_TRUE(store.release(key, "t1", dlm::LockMode::EXCLUSIVE));
 }
 
 TEST(PostgresErrors, MigratingIntoAMissingSchemaSaysItDoesNotExist) {
@@ -220,17 +221,18 @@ TEST(PostgresPrivileges, ClientRoleCanUseEveryStoreOperation) {
     EXPECT_EQ(a.fencingToken, 1);
     const StoreKey root = pathKey("P#", "jobs");
     EXPECT_FALSE(acquire(store, root, "tok-2").acquired);
-    EXPECT_TRUE(store.extend(key.key, "tok-1", 20s).has_value());
+    EXPECT_TRUE(store.extend(key.key, "tok-1", 20s, dlm::LockMode::EXCLUSIVE)
+                    .has_value());
     const auto record = store.describe(key.key);
     ASSERT_TRUE(record.has_value());
     EXPECT_TRUE(record->held);
     EXPECT_EQ(store.listHeld("P#").size(), 1u);
-    EXPECT_TRUE(store.release(key, "tok-1"));
+    EXPECT_TRUE(store.release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
     EXPECT_TRUE(acquire(store, root, "tok-3").acquired);
     // Force-release is the admin role's (migration V3).
     const DLMException denied = errorOf([&] { store.forceRelease(root.key); });
     EXPECT_TRUE(contains(denied.what(), "42501")) << denied.what();
-    EXPECT_TRUE(store.release(root, "tok-3"));
+    EXPECT_TRUE(store.release(root, "tok-3", dlm::LockMode::EXCLUSIVE));
     EXPECT_GT(store.now().time_since_epoch().count(), 0);
     store.close();
   }
@@ -379,7 +381,7 @@ TEST(PostgresPool, NeverOpensMoreThanPoolSizeUnderLoad) {
         const std::string token = fmt::format("tok-{}-{}", t, i);
         if (acquire(store, key, token).acquired) {
           ++acquired;
-          store.release(key, token);
+          store.release(key, token, dlm::LockMode::EXCLUSIVE);
         }
       }
     });
@@ -439,14 +441,16 @@ TEST_F(PostgresStoreTest,
 TEST_F(PostgresStoreTest, ReleaseIsRepeatableByItsTokenOnly) {
   const StoreKey key = pathKey("t#", "r");
   ASSERT_TRUE(acquire(store_, key, "tok-1").acquired);
-  EXPECT_FALSE(store_.release(key, "tok-other"));
-  EXPECT_TRUE(store_.release(key, "tok-1"));
-  EXPECT_TRUE(store_.release(key, "tok-1"));  // a retried release
+  EXPECT_FALSE(store_.release(key, "tok-other", dlm::LockMode::EXCLUSIVE));
+  EXPECT_TRUE(store_.release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
+  EXPECT_TRUE(store_.release(key, "tok-1",
+                             dlm::LockMode::EXCLUSIVE));  // a retried release
   const AcquireResult second = acquire(store_, key, "tok-2");
   ASSERT_TRUE(second.acquired);
   EXPECT_EQ(second.fencingToken, 2);
-  EXPECT_FALSE(store_.release(key, "tok-1"));
-  EXPECT_FALSE(store_.release(StoreKey{"t#never", {}, {}, {}}, "tok-1"));
+  EXPECT_FALSE(store_.release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
+  EXPECT_FALSE(store_.release(StoreKey{"t#never", {}, {}, {}}, "tok-1",
+                              dlm::LockMode::EXCLUSIVE));
 }
 
 TEST_F(PostgresStoreTest,
@@ -499,7 +503,8 @@ TEST_F(PostgresStoreTest, ListHeldMatchesPrefixesByBytesInKeyOrder) {
   EXPECT_EQ(keys(store_.listHeld("L#")).size(), 6u);
   EXPECT_EQ(keys(store_.listHeld("")).size(), 6u);
   EXPECT_TRUE(store_.listHeld("L#zz").empty());
-  ASSERT_TRUE(store_.release(StoreKey{"L#b", {}, {}, {}}, "tok-b"));
+  ASSERT_TRUE(store_.release(StoreKey{"L#b", {}, {}, {}}, "tok-b",
+                             dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(keys(store_.listHeld("L#")).size(), 5u);
 }
 
@@ -512,7 +517,8 @@ TEST_F(PostgresStoreTest, TimesComeFromTheDatabaseClock) {
   EXPECT_LE(before, a.acquiredAt);
   EXPECT_LE(a.acquiredAt, after);
   EXPECT_EQ(a.expiresAt - a.acquiredAt, 1500ms);
-  const auto extended = store_.extend("t#clock", "tok", 3s);
+  const auto extended =
+      store_.extend("t#clock", "tok", 3s, dlm::LockMode::EXCLUSIVE);
   ASSERT_TRUE(extended.has_value());
   EXPECT_GE(*extended, after + 3s);
 }
@@ -522,7 +528,8 @@ TEST_F(PostgresStoreTest, ForceReleaseFreesAnyHolderWhoThenCannotExtend) {
   ASSERT_TRUE(acquire(store_, key, "tok-1").acquired);
   EXPECT_TRUE(store_.forceRelease(key.key));
   EXPECT_FALSE(store_.forceRelease(key.key));
-  EXPECT_FALSE(store_.extend(key.key, "tok-1", 5s).has_value());
+  EXPECT_FALSE(store_.extend(key.key, "tok-1", 5s, dlm::LockMode::EXCLUSIVE)
+                   .has_value());
   EXPECT_TRUE(acquire(store_, key, "tok-2").acquired);
   EXPECT_FALSE(store_.forceRelease("t#never-locked"));
 }
@@ -535,7 +542,8 @@ TEST_F(PostgresStoreTest, ExpiredButUntakenLockCanBeExtendedByItsHolder) {
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->held);
   EXPECT_TRUE(r->statusHeld);
-  EXPECT_TRUE(store_.extend(key.key, "tok-1", 5s).has_value());
+  EXPECT_TRUE(store_.extend(key.key, "tok-1", 5s, dlm::LockMode::EXCLUSIVE)
+                  .has_value());
   EXPECT_TRUE(store_.describe(key.key)->held);
 }
 
@@ -569,7 +577,7 @@ class RowLockProtocolTest : public ::testing::Test {
     for (const char* id : {"p.a", "p.b"}) {
       const StoreKey k = pathKey("t#", id);
       EXPECT_TRUE(acquire(store_, k, "setup").acquired);
-      EXPECT_TRUE(store_.release(k, "setup"));
+      EXPECT_TRUE(store_.release(k, "setup", dlm::LockMode::EXCLUSIVE));
     }
   }
 

@@ -172,8 +172,8 @@ TEST_F(WaitGraphTest, OppositeWaitsRegisteredAtOnceFindTheCycleExactlyOnce) {
     EXPECT_EQ(requestRows().size(), 1u);
     store_->unregisterWait(kb.key, "A");
     store_->unregisterWait(ka.key, "B");
-    ASSERT_TRUE(store_->release(ka, "ta"));
-    ASSERT_TRUE(store_->release(kb, "tb"));
+    ASSERT_TRUE(store_->release(ka, "ta", dlm::LockMode::EXCLUSIVE));
+    ASSERT_TRUE(store_->release(kb, "tb", dlm::LockMode::EXCLUSIVE));
   }
 }
 
@@ -202,7 +202,7 @@ class ReleaseNotifyTest : public ::testing::Test {
   void releaseWithWaiter(const StoreKey& k, const std::string& waiter = "W") {
     ASSERT_TRUE(acquireAs(*other_, k, "H", "th").acquired);
     ASSERT_EQ(waitAs(*other_, k, waiter).deadlockCycle, Keys{});
-    ASSERT_TRUE(other_->release(k, "th"));
+    ASSERT_TRUE(other_->release(k, "th", dlm::LockMode::EXCLUSIVE));
   }
 
   // Backends of this test's store that are LISTENing.
@@ -244,8 +244,9 @@ TEST_F(ReleaseNotifyTest, WaitersOnAncestorsAndDescendantsAreWokenSiblingsNot) {
   for (const char* id : {"a.b", "s.y"}) {
     ASSERT_TRUE(acquireAs(*other_, key(id), "H", "th").acquired);
   }
-  ASSERT_TRUE(other_->release(key("a.b"), "th"));
-  ASSERT_TRUE(other_->release(key("s.y"), "th"));  // only a sibling waits
+  ASSERT_TRUE(other_->release(key("a.b"), "th", dlm::LockMode::EXCLUSIVE));
+  ASSERT_TRUE(other_->release(
+      key("s.y"), "th", dlm::LockMode::EXCLUSIVE));  // only a sibling waits
   const std::string marker = releaseMarker(*other_, scope_);
   EXPECT_EQ(raw.until(marker), Keys{key("a.b").key});
   EXPECT_TRUE(listener_.waitFor(marker));
@@ -257,18 +258,18 @@ TEST_F(ReleaseNotifyTest, NoNotifyWhenNobodyWaits) {
   RawListener raw;
   const StoreKey k = key("quiet");
   ASSERT_TRUE(acquireAs(*other_, k, "H", "t1").acquired);
-  ASSERT_TRUE(other_->release(k, "t1"));
+  ASSERT_TRUE(other_->release(k, "t1", dlm::LockMode::EXCLUSIVE));
   // An expired request row does not count as a waiter either.
   ASSERT_TRUE(acquireAs(*other_, k, "H", "t2").acquired);
   ASSERT_EQ(waitAs(*other_, k, "W", 1ms).deadlockCycle, Keys{});
   const StoreTime expired = other_->now() + 1ms;
   ASSERT_TRUE(eventually([&] { return other_->now() > expired; }));
-  ASSERT_TRUE(other_->release(k, "t2"));
+  ASSERT_TRUE(other_->release(k, "t2", dlm::LockMode::EXCLUSIVE));
   // A retried release frees nothing and announces nothing.
   ASSERT_TRUE(acquireAs(*other_, k, "H", "t3").acquired);
   ASSERT_EQ(waitAs(*other_, k, "W").deadlockCycle, Keys{});
-  ASSERT_TRUE(other_->release(k, "t3"));
-  ASSERT_TRUE(other_->release(k, "t3"));
+  ASSERT_TRUE(other_->release(k, "t3", dlm::LockMode::EXCLUSIVE));
+  ASSERT_TRUE(other_->release(k, "t3", dlm::LockMode::EXCLUSIVE));
   const std::string marker = releaseMarker(*other_, scope_);
   // Only the release with a live waiter was announced, once.
   EXPECT_EQ(raw.until(marker), Keys{k.key});

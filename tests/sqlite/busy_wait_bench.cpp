@@ -137,7 +137,7 @@ Outcome runWorker(const std::string& mode, const std::string& path,
       if (!result.acquired) continue;
       ++out.acquisitions;
       started = Clock::now();
-      store->release(storeKey, token);
+      store->release(storeKey, token, dlm::LockMode::EXCLUSIVE);
       out.waits.push_back(micros(Clock::now() - started));
     } catch (const dlm::DLMException& e) {
       // A busy timeout is a result here, counted and reported.

@@ -144,9 +144,13 @@ TEST_F(SqliteDeadlineTest, EveryWritingCallIsBounded) {
 
   const std::vector<std::pair<std::string, std::function<void()>>> calls{
       {"tryAcquire", [&] { acquire(*store, pathKey(kScope, "x")); }},
-      {"release", [&] { store->release(key, token); }},
+      {"release",
+       [&] { store->release(key, token, dlm::LockMode::EXCLUSIVE); }},
       {"extend",
-       [&] { store->extend(key.key, token, std::chrono::seconds(30)); }},
+       [&] {
+         store->extend(key.key, token, std::chrono::seconds(30),
+                       dlm::LockMode::EXCLUSIVE);
+       }},
       {"forceRelease", [&] { store->forceRelease(key.key); }},
       {"registerWait",
        [&] {

@@ -38,7 +38,7 @@ class SqlitePurgeTest : public ::testing::Test {
     std::string token;
     const AcquireResult r = acquire(*store_, key, milliseconds(1), &token);
     EXPECT_TRUE(r.acquired) << id << " blocked by " << r.blockedBy;
-    EXPECT_TRUE(store_->release(key, token));
+    EXPECT_TRUE(store_->release(key, token, dlm::LockMode::EXCLUSIVE));
     return r.fencingToken;
   }
 
@@ -142,7 +142,7 @@ TEST_F(SqlitePurgeTest, HeldLocksAndRecentlyIdleRowsStay) {
   const StoreKey early = pathKey(kScope, "early");
   std::string token;
   ASSERT_TRUE(acquire(*store_, early, seconds(60), &token).acquired);
-  ASSERT_TRUE(store_->release(early, token));
+  ASSERT_TRUE(store_->release(early, token, dlm::LockMode::EXCLUSIVE));
   acquireAndRelease("recent");
   letLeasesEnd();
 
@@ -274,7 +274,7 @@ TEST_F(SqlitePurgeTest, PurgingWhileOthersAcquireNeverRepeatsAToken) {
             std::lock_guard<std::mutex> guard(mutex);
             tokens[key.key].insert(r.fencingToken);
           }
-          store.release(key, token);
+          store.release(key, token, dlm::LockMode::EXCLUSIVE);
         }
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(w)] = e.what();

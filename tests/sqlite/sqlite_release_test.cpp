@@ -82,7 +82,7 @@ TEST_F(SqliteReleaseWithinTest, TheApplicationsCommitFreesTheLock) {
 
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
   SqliteTransaction tx(app_.handle());
-  store_->releaseWithin(tx, key_, token_);
+  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   // Not visible to anyone before the application commits.
   EXPECT_TRUE(other->describe(key_.key)->held);
   app_.exec("COMMIT");
@@ -102,13 +102,13 @@ TEST_F(SqliteReleaseWithinTest, TheApplicationsRollbackKeepsTheLockHeld) {
   hold();
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
   SqliteTransaction tx(app_.handle());
-  store_->releaseWithin(tx, key_, token_);
+  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   app_.exec("ROLLBACK");
 
   EXPECT_TRUE(held());
   EXPECT_EQ(app_.scalar("SELECT count(*) FROM app_work"), "0");
   // rollbackLock's release in the library's own transaction still works.
-  EXPECT_TRUE(store_->release(key_, token_));
+  EXPECT_TRUE(store_->release(key_, token_, dlm::LockMode::EXCLUSIVE));
   EXPECT_FALSE(held());
 }
 
@@ -125,8 +125,9 @@ TEST_F(SqliteReleaseWithinTest,
 
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('unprotected')");
   SqliteTransaction tx(app_.handle());
-  const DLMException e =
-      errorOf([&] { store_->releaseWithin(tx, key_, token_); });
+  const DLMException e = errorOf([&] {
+    store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  });
   EXPECT_EQ(e.code(), ErrorCode::LOCK_NOT_HELD);
   EXPECT_NE(std::string(e.what()).find(key_.key), std::string::npos)
       << e.what();
@@ -145,7 +146,9 @@ TEST_F(SqliteReleaseWithinTest, AForceReleasedLockIsLockNotHeldToo) {
   ASSERT_TRUE(store_->forceRelease(key_.key));
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
   SqliteTransaction tx(app_.handle());
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(tx, key_, token_); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::LOCK_NOT_HELD);
   EXPECT_THROW(app_.exec("COMMIT"), std::runtime_error);
 }
@@ -153,10 +156,15 @@ TEST_F(SqliteReleaseWithinTest, AForceReleasedLockIsLockNotHeldToo) {
 TEST_F(SqliteReleaseWithinTest, AnAdapterOfAnotherStoreIsInvalidArgument) {
   hold();
   OtherTransaction tx;
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(tx, key_, token_); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::INVALID_ARGUMENT);
   SqliteTransaction null(nullptr);
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(null, key_, token_); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(null, key_, token_,
+                                    dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
 }
@@ -165,7 +173,9 @@ TEST_F(SqliteReleaseWithinTest,
        AConnectionWithoutATransactionIsInvalidArgument) {
   hold();
   SqliteTransaction tx(app_.handle());  // autocommit: no BEGIN
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(tx, key_, token_); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
 }
@@ -177,8 +187,9 @@ TEST_F(SqliteReleaseWithinTest, AConnectionToAnotherFileIsInvalidArgument) {
   { openStore(dir_.file("other.sqlite")); }
   elsewhere.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(elsewhere.handle());
-  const DLMException e =
-      errorOf([&] { store_->releaseWithin(tx, key_, token_); });
+  const DLMException e = errorOf([&] {
+    store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  });
   EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(std::string(e.what()).find("other.sqlite"), std::string::npos)
       << e.what();
@@ -188,7 +199,10 @@ TEST_F(SqliteReleaseWithinTest, AConnectionToAnotherFileIsInvalidArgument) {
   RawDb memory(":memory:");
   memory.exec("BEGIN");
   SqliteTransaction inMemory(memory.handle());
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(inMemory, key_, token_); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(inMemory, key_, token_,
+                                    dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
 }
@@ -200,7 +214,7 @@ TEST_F(SqliteReleaseWithinTest, TheSameFileSpelledAnotherWayIsAccepted) {
   RawDb viaLink(link);
   viaLink.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(viaLink.handle());
-  store_->releaseWithin(tx, key_, token_);
+  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   viaLink.exec("COMMIT");
   EXPECT_FALSE(held());
 }
@@ -210,7 +224,9 @@ TEST_F(SqliteReleaseWithinTest, AClosedStoreRefusesIt) {
   store_->close();
   app_.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(app_.handle());
-  EXPECT_EQ(codeOf([&] { store_->releaseWithin(tx, key_, token_); }),
+  EXPECT_EQ(codeOf([&] {
+              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+            }),
             ErrorCode::INTERNAL_ERROR);
   app_.exec("ROLLBACK");
 }
@@ -235,7 +251,7 @@ TEST_F(SqliteReleaseWithinTest, DoesNotWaitForAStoreCallBlockedByTheApp) {
   // way when it has not; it then just does not exercise the case).
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   SqliteTransaction tx(app_.handle());
-  store_->releaseWithin(tx, key_, token_);
+  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   app_.exec("COMMIT");
   t.join();
   // The waiting attempt ran after the commit and took the freed lock
@@ -262,12 +278,14 @@ TEST_F(SqliteReleaseBusTest, AReleaseReachesListenersOfEveryStoreOnTheFile) {
   const StoreKey key = pathKey(kScope, "order-1");
   std::string token;
   ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
-  ASSERT_TRUE(a->release(key, token));
+  ASSERT_TRUE(a->release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(onB.keys(), std::vector<std::string>{key.key});
   EXPECT_TRUE(onElsewhere.keys().empty());
 
   // A release that frees nothing announces nothing.
-  EXPECT_TRUE(a->release(key, token));  // already freed by this token: true
+  EXPECT_TRUE(a->release(
+      key, token,
+      dlm::LockMode::EXCLUSIVE));  // already freed by this token: true
   EXPECT_EQ(onB.keys().size(), 1U);
 
   // forceRelease announces too.
@@ -279,7 +297,7 @@ TEST_F(SqliteReleaseBusTest, AReleaseReachesListenersOfEveryStoreOnTheFile) {
   b->unsubscribeReleases(&onB);
   elsewhere->unsubscribeReleases(&onElsewhere);
   ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
-  ASSERT_TRUE(a->release(key, token));
+  ASSERT_TRUE(a->release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(onB.keys().size(), 2U);  // nothing after unsubscribe
 }
 
@@ -294,7 +312,7 @@ TEST_F(SqliteReleaseBusTest, AStoreOnTheFileByAnotherPathHearsItsReleases) {
   const StoreKey key = pathKey(kScope, "x");
   std::string token;
   ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
-  ASSERT_TRUE(a->release(key, token));
+  ASSERT_TRUE(a->release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(listener.keys(), std::vector<std::string>{key.key});
   b->unsubscribeReleases(&listener);
 }
@@ -309,10 +327,10 @@ TEST_F(SqliteReleaseBusTest, InMemoryStoresOnlyHearThemselves) {
   const StoreKey key = pathKey(kScope, "x");
   std::string token;
   ASSERT_TRUE(acquire(two, key, std::chrono::seconds(30), &token).acquired);
-  ASSERT_TRUE(two.release(key, token));
+  ASSERT_TRUE(two.release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_TRUE(onOne.keys().empty());
   ASSERT_TRUE(acquire(one, key, std::chrono::seconds(30), &token).acquired);
-  ASSERT_TRUE(one.release(key, token));
+  ASSERT_TRUE(one.release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(onOne.keys(), std::vector<std::string>{key.key});
   one.unsubscribeReleases(&onOne);
 }
@@ -327,7 +345,7 @@ TEST_F(SqliteReleaseBusTest, ADestroyedStoreDropsItsListeners) {
   const StoreKey key = pathKey(kScope, "x");
   std::string token;
   ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
-  ASSERT_TRUE(a->release(key, token));
+  ASSERT_TRUE(a->release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_TRUE(listener.keys().empty());
 }
 
@@ -374,7 +392,8 @@ TEST_F(SqliteReleaseBusTest, UnsubscribeWaitsForADeliveryInProgress) {
   std::string token;
   ASSERT_TRUE(acquire(*a, key, std::chrono::seconds(30), &token).acquired);
 
-  std::thread releaser([&] { a->release(key, token); });
+  std::thread releaser(
+      [&] { a->release(key, token, dlm::LockMode::EXCLUSIVE); });
   listener.waitUntilEntered();
   std::atomic<bool> callbackDoneWhenUnsubscribed{false};
   std::thread unsubscriber([&] {

@@ -49,7 +49,7 @@ TEST_F(SqliteStoreTest, TwoStoreObjectsOnOneFileSeeEachOthersLocks) {
   ASSERT_EQ(held.size(), 1U);
   EXPECT_EQ(held[0].key, key.key);
 
-  EXPECT_TRUE(a->release(key, token));
+  EXPECT_TRUE(a->release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_FALSE(b->describe(key.key)->held);
   EXPECT_TRUE(b->listHeld(kScope).empty());
 }
@@ -75,7 +75,7 @@ TEST_F(SqliteStoreTest, ALockHeldThroughOneStoreObjectBlocksAnother) {
   EXPECT_EQ(child.blockedBy, key.key);
   EXPECT_TRUE(acquire(*b, pathKey(kScope, "jobs.hourly")).acquired);
 
-  ASSERT_TRUE(a->release(key, token));
+  ASSERT_TRUE(a->release(key, token, dlm::LockMode::EXCLUSIVE));
   const AcquireResult after = acquire(*b, key);
   EXPECT_TRUE(after.acquired);
   EXPECT_EQ(after.fencingToken, 2);
@@ -217,8 +217,14 @@ TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
   for (const auto& call : std::vector<std::function<void()>>{
            [&] { store->initialize(false); },
            [&] { acquire(*store, pathKey(kScope, "x")); },
-           [&] { store->release(StoreKey{kScope + "x", {}, {}, {}}, "t"); },
-           [&] { store->extend(kScope + "x", "t", milliseconds(10)); },
+           [&] {
+             store->release(StoreKey{kScope + "x", {}, {}, {}}, "t",
+                            dlm::LockMode::EXCLUSIVE);
+           },
+           [&] {
+             store->extend(kScope + "x", "t", milliseconds(10),
+                           dlm::LockMode::EXCLUSIVE);
+           },
            [&] { store->describe(kScope + "x"); }, [&] { store->listHeld(""); },
            [&] { store->forceRelease(kScope + "x"); }, [&] { store->now(); }}) {
     const DLMException e = errorOf(call);
@@ -245,7 +251,7 @@ TEST_F(SqliteStoreTest, ThreadsSharingOneStoreNeverShareALock) {
         if (holders.fetch_add(1) != 0) ++overlaps;
         ++acquisitions;
         holders.fetch_sub(1);
-        EXPECT_TRUE(store->release(key, token));
+        EXPECT_TRUE(store->release(key, token, dlm::LockMode::EXCLUSIVE));
       }
     });
   }
@@ -277,7 +283,7 @@ TEST_F(SqliteStoreTest, ProcessesSharingTheFileGetDistinctFencingTokens) {
               acquire(*store, key, std::chrono::seconds(30), &token);
           if (!r.acquired) continue;
           out << r.fencingToken << "\n";
-          if (!store->release(key, token)) status = 2;
+          if (!store->release(key, token, dlm::LockMode::EXCLUSIVE)) status = 2;
         }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child %d: %s\n", p, e.what());

@@ -206,7 +206,8 @@ TEST_F(SqliteWaitTest, AReleasedLockIsNoLongerAnEdge) {
                   .acquired);
   hold("k2", "B");
   EXPECT_EQ(wait("k2", "A"), Ids{});
-  ASSERT_TRUE(store_->release(pathKey(kScope, "k1"), token));
+  ASSERT_TRUE(
+      store_->release(pathKey(kScope, "k1"), token, dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(wait("k1", "B"), Ids{});
 }
 

@@ -157,7 +157,7 @@ TEST_F(CrossProcessWake, AnInMemoryStoreSubscribesWithoutAFile) {
   std::string token;
   const StoreKey key = pathKey("XDC#", "m");
   ASSERT_TRUE(acquire(store, key, seconds(30), &token).acquired);
-  EXPECT_TRUE(store.release(key, token));
+  EXPECT_TRUE(store.release(key, token, dlm::LockMode::EXCLUSIVE));
   EXPECT_EQ(listener.count, 1);  // in-process delivery, no watcher
   store.unsubscribeReleases(&listener);
   EXPECT_FALSE(std::filesystem::exists(":memory:-dlmwake"));

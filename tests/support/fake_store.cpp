@@ -77,7 +77,9 @@ void FakeStore::announce(std::string_view key) {
   for (ReleaseListener* l : listeners_) l->released(key);
 }
 
-bool FakeStore::release(const StoreKey& key, std::string_view token) {
+bool FakeStore::release(const StoreKey& key, std::string_view token,
+                        LockMode mode) {
+  (void)mode;  // TEMPORARY (issue 11)
   std::lock_guard<std::mutex> lock(mutex_);
   const bool freed = freeRow(key.key, token);
   if (freed) announce(key.key);
@@ -85,7 +87,8 @@ bool FakeStore::release(const StoreKey& key, std::string_view token) {
 }
 
 void FakeStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
-                              std::string_view token) {
+                              std::string_view token, LockMode mode) {
+  (void)mode;  // TEMPORARY (issue 11)
   auto* fake = dynamic_cast<FakeTransaction*>(&tx);
   if (fake == nullptr) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT, "not a FakeTransaction");
@@ -106,7 +109,9 @@ void FakeStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
 
 std::optional<StoreTime> FakeStore::extend(std::string_view key,
                                            std::string_view token,
-                                           std::chrono::milliseconds ttl) {
+                                           std::chrono::milliseconds ttl,
+                                           LockMode mode) {
+  (void)mode;  // TEMPORARY (issue 11)
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = rows_.find(key);
   if (it == rows_.end() || it->second.token != token ||
@@ -115,6 +120,14 @@ std::optional<StoreTime> FakeStore::extend(std::string_view key,
   }
   it->second.record.expiresAt = now_ + ttl;
   return it->second.record.expiresAt;
+}
+
+std::vector<LockRecord> FakeStore::holdersOf(std::string_view key) {
+  std::vector<LockRecord> holds;
+  if (auto row = describe(key); row && row->statusHeld) {
+    holds.push_back(std::move(*row));
+  }
+  return holds;
 }
 
 std::optional<LockRecord> FakeStore::describe(std::string_view key) {

@@ -32,12 +32,15 @@ class FakeStore final : public LockStore {
   void initialize(bool) override {}
   void close() override {}
   AcquireResult tryAcquire(const AcquireRequest& request) override;
-  bool release(const StoreKey& key, std::string_view token) override;
+  bool release(const StoreKey& key, std::string_view token,
+               LockMode mode) override;
   void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                     std::string_view token) override;
+                     std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
-                                  std::chrono::milliseconds ttl) override;
+                                  std::chrono::milliseconds ttl,
+                                  LockMode mode) override;
   std::optional<LockRecord> describe(std::string_view key) override;
+  std::vector<LockRecord> holdersOf(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view prefix) override;
   std::vector<WaitRecord> listWaiters(std::string_view prefix) override;
   // What setSchemaState set; by default a present schema with no version

@@ -25,19 +25,24 @@ class ForwardingStore : public LockStore {
   AcquireResult tryAcquire(const AcquireRequest& r) override {
     return target_->tryAcquire(r);
   }
-  bool release(const StoreKey& key, std::string_view token) override {
-    return target_->release(key, token);
+  bool release(const StoreKey& key, std::string_view token,
+               LockMode mode) override {
+    return target_->release(key, token, mode);
   }
   void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                     std::string_view token) override {
-    target_->releaseWithin(tx, key, token);
+                     std::string_view token, LockMode mode) override {
+    target_->releaseWithin(tx, key, token, mode);
   }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
-                                  std::chrono::milliseconds ttl) override {
-    return target_->extend(key, token, ttl);
+                                  std::chrono::milliseconds ttl,
+                                  LockMode mode) override {
+    return target_->extend(key, token, ttl, mode);
   }
   std::optional<LockRecord> describe(std::string_view key) override {
     return target_->describe(key);
+  }
+  std::vector<LockRecord> holdersOf(std::string_view key) override {
+    return target_->holdersOf(key);
   }
   std::vector<LockRecord> listHeld(std::string_view prefix) override {
     return target_->listHeld(prefix);
@@ -98,15 +103,17 @@ class CountingStore final : public ForwardingStore {
     ++acquires;
     return ForwardingStore::tryAcquire(r);
   }
-  bool release(const StoreKey& key, std::string_view token) override {
+  bool release(const StoreKey& key, std::string_view token,
+               LockMode mode) override {
     count();
     ++releases;
-    return ForwardingStore::release(key, token);
+    return ForwardingStore::release(key, token, mode);
   }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
-                                  std::chrono::milliseconds ttl) override {
+                                  std::chrono::milliseconds ttl,
+                                  LockMode mode) override {
     count();
-    return ForwardingStore::extend(key, token, ttl);
+    return ForwardingStore::extend(key, token, ttl, mode);
   }
 
  private:

@@ -65,14 +65,15 @@ class FaultyStore final : public ForwardingStore {
     if (loseAcquireReply) throw noAnswer();
     return result;
   }
-  bool release(const StoreKey& key, std::string_view token) override {
+  bool release(const StoreKey& key, std::string_view token,
+               LockMode mode) override {
     fault();
     if (releasesOnlyFrom.load() != std::thread::id() &&
         releasesOnlyFrom.load() != std::this_thread::get_id()) {
       throw noAnswer();
     }
     if (undoReleases) return true;
-    const bool freed = ForwardingStore::release(key, token);
+    const bool freed = ForwardingStore::release(key, token, mode);
     if (loseReleaseReplyAndTakeOver.exchange(false)) {
       const Holder holder{"elsewhere", 1};
       ForwardingStore::tryAcquire(
@@ -83,9 +84,9 @@ class FaultyStore final : public ForwardingStore {
     return freed;
   }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
-                                  milliseconds ttl) override {
+                                  milliseconds ttl, LockMode mode) override {
     fault();
-    return ForwardingStore::extend(key, token, ttl);
+    return ForwardingStore::extend(key, token, ttl, mode);
   }
   std::optional<LockRecord> describe(std::string_view key) override {
     fault();
@@ -407,7 +408,8 @@ TEST_F(BoundedTimeTest, StopWaitingEndsWaitsAndLeavesHeldLocksAlone) {
   Lock again = m->getLockInstance("job", LockLevel::DC);
   const auto start = steady_clock::now();
   EXPECT_EQ(codeOf([&] {
-              m->acquireLock(again, milliseconds(1000), std::chrono::seconds(60));
+              m->acquireLock(again, milliseconds(1000),
+                             std::chrono::seconds(60));
             }),
             ErrorCode::LOCK_UNAVAILABLE);
   EXPECT_LT(since(start), milliseconds(1000));
