@@ -41,16 +41,28 @@ void ClusteredLockService::put(const Id& id, Lock lock) {
 
 bool ClusteredLockService::acquire(const std::string& resource,
                                    milliseconds ttl,
-                                   const milliseconds* waitTime) {
+                                   const milliseconds* waitTime,
+                                   LockMode mode) {
   const Id id{currentOwner(), resource};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = locks_.find(id);
-    if (it != locks_.end() && it->second.isAcquired()) return true;
+    if (it != locks_.end() && it->second.isAcquired()) {
+      // EXCLUSIVE covers SHARED; SHARED does not cover EXCLUSIVE, and
+      // waiting for it would wait for this very hold.
+      if (mode == LockMode::EXCLUSIVE &&
+          it->second.lockMode() == LockMode::SHARED) {
+        throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                           "'" + resource +
+                               "' is held SHARED by this owner; release it "
+                               "before asking for it EXCLUSIVE");
+      }
+      return true;
+    }
   }
   // A handle left pending by commitLock is done with once a new lock is
   // asked for: its transaction has ended one way or the other.
-  Lock lock = manager_.getLockInstance(resource, level_);
+  Lock lock = manager_.getLockInstance(resource, level_, mode);
   try {
     if (waitTime == nullptr) {
       manager_.tryAcquireLock(lock, ttl);
@@ -67,14 +79,28 @@ bool ClusteredLockService::acquire(const std::string& resource,
 
 bool ClusteredLockService::getLock(const std::string& resource,
                                    milliseconds ttl) {
-  return acquire(resource, ttl, nullptr);
+  return acquire(resource, ttl, nullptr, LockMode::EXCLUSIVE);
 }
 
 bool ClusteredLockService::getLock(const std::string& resource,
                                    milliseconds ttl, milliseconds waitTime) {
-  return acquire(resource, ttl, &waitTime);
+  return acquire(resource, ttl, &waitTime, LockMode::EXCLUSIVE);
 }
 
+bool ClusteredLockService::getLock(const std::string& resource,
+                                   milliseconds ttl, LockMode mode) {
+  return acquire(resource, ttl, nullptr, mode);
+}
+
+bool ClusteredLockService::getLock(const std::string& resource,
+                                   milliseconds ttl, milliseconds waitTime,
+                                   LockMode mode) {
+  return acquire(resource, ttl, &waitTime, mode);
+}
+
+// release, commit and rollback: `lock` starts as a placeholder; take()
+// replaces it with this owner's stored handle, whose own mode and token the
+// manager acts on.
 bool ClusteredLockService::releaseLock(const std::string& resource) {
   const Id id{currentOwner(), resource};
   Lock lock = manager_.getLockInstance(resource, level_);
@@ -112,9 +138,15 @@ void ClusteredLockService::commitLock(const std::string& resource,
 }
 
 bool ClusteredLockService::holdsLock(const std::string& resource) {
+  return heldMode(resource).has_value();
+}
+
+std::optional<LockMode> ClusteredLockService::heldMode(
+    const std::string& resource) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = locks_.find({currentOwner(), resource});
-  return it != locks_.end() && it->second.isAcquired();
+  if (it == locks_.end() || !it->second.isAcquired()) return std::nullopt;
+  return it->second.lockMode();
 }
 
 }  // namespace dlm

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,8 +13,11 @@
 
 namespace dlm {
 
-// Thread-safe. Each (owner, resource) pair holds at most one lock; the
-// service keeps the Lock handles, so callers only pass resource names.
+// Thread-safe. Each (owner, resource) pair holds at most one lock, of
+// either mode; the service keeps the Lock handles (each with its own mode
+// and token), so callers only pass resource names and releaseLock,
+// commitLock and rollbackLock act on that owner's hold alone (other owners'
+// SHARED holds of the resource stay).
 // Resources are lock ids of the manager at `level` (hierarchical like any
 // id). `manager` must be initialized and outlive the service. Locks still
 // held when the service is destroyed are released.
@@ -25,15 +29,26 @@ class ClusteredLockService {
   ClusteredLockService(const ClusteredLockService&) = delete;
   ClusteredLockService& operator=(const ClusteredLockService&) = delete;
 
-  // One attempt to lock `resource` for `ttl`. True when this owner holds it
-  // afterwards (also when it already did: the lock is kept, not extended);
-  // false when someone else holds it. Throws INVALID_ARGUMENT,
-  // CONNECTION_ERROR, RETRIES_EXHAUSTED.
+  // One attempt to lock `resource` for `ttl`, EXCLUSIVE. True when this
+  // owner holds it afterwards (also when it already did: the lock is kept,
+  // not extended); false when someone else holds it (or an earlier waiter is
+  // queued for it). Throws INVALID_ARGUMENT, CONNECTION_ERROR,
+  // RETRIES_EXHAUSTED.
   bool getLock(const std::string& resource, std::chrono::milliseconds ttl);
   // Waits up to `waitTime` (acquireLock); false on timeout. Throws
   // DEADLOCK_DETECTED when waiting would deadlock, and as above.
   bool getLock(const std::string& resource, std::chrono::milliseconds ttl,
                std::chrono::milliseconds waitTime);
+  // As above in `mode`: SHARED holds `resource` beside other owners' SHARED
+  // holds (lock_mode.h). Still one lock per (owner, resource): asking again
+  // while holding it in the same mode, or SHARED while holding it EXCLUSIVE
+  // (which covers it), keeps the lock held and returns true; asking
+  // EXCLUSIVE while holding it SHARED throws INVALID_ARGUMENT (no upgrades:
+  // release it first).
+  bool getLock(const std::string& resource, std::chrono::milliseconds ttl,
+               LockMode mode);
+  bool getLock(const std::string& resource, std::chrono::milliseconds ttl,
+               std::chrono::milliseconds waitTime, LockMode mode);
   // True when this owner held `resource` and the store freed it; false when
   // it held nothing (or the lock had been taken over after expiry).
   bool releaseLock(const std::string& resource);
@@ -50,6 +65,9 @@ class ClusteredLockService {
   // True while this owner holds `resource` through the service (its own
   // view: an expired lock reads as held until released).
   bool holdsLock(const std::string& resource);
+  // The mode this owner holds `resource` in through the service (same
+  // view as holdsLock); nullopt when it holds nothing.
+  std::optional<LockMode> heldMode(const std::string& resource);
 
  private:
   using Id = std::pair<std::string, std::string>;  // (owner, resource)
@@ -58,7 +76,7 @@ class ClusteredLockService {
   bool take(const Id& id, Lock& out);
   void put(const Id& id, Lock lock);
   bool acquire(const std::string& resource, std::chrono::milliseconds ttl,
-               const std::chrono::milliseconds* waitTime);
+               const std::chrono::milliseconds* waitTime, LockMode mode);
 
   DistributedLockManager& manager_;
   LockLevel level_;

@@ -30,7 +30,9 @@ struct KeepAliveOptions {
   std::function<void(const DLMException& why)> onLost;
 };
 
-// Move-only RAII owner of an acquired Lock. The destructor releases the lock
+// Move-only RAII owner of an acquired Lock, of either mode (renewals,
+// release and commit act on the lock's own hold: a SHARED lock's token,
+// leaving other SHARED holders alone). The destructor releases the lock
 // if still held, never throws, and reports a failed release to stderr (the
 // manager then goes on releasing it by token in the background until the
 // store answers). A default-constructed or moved-from guard holds nothing.

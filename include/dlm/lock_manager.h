@@ -172,13 +172,22 @@ class DistributedLockManager {
   // cannot be had in time (DEADLOCK_DETECTED, ... as acquireLock), fn's own
   // exceptions unchanged, and LOCK_NOT_HELD when fn returned normally but the
   // lock had been lost meanwhile (work ran partly unprotected).
+  // The overload without a mode takes the lock EXCLUSIVE; with one, in
+  // `mode` (SHARED: beside other SHARED holders, see lock_mode.h).
   template <typename Fn>
   decltype(auto) withLock(const std::string& id, LockLevel level, Fn&& fn);
+  template <typename Fn>
+  decltype(auto) withLock(const std::string& id, LockLevel level, LockMode mode,
+                          Fn&& fn);
 
   // Like withLock with one attempt (tryAcquireLock): when the lock is held
-  // elsewhere, skips fn and returns false; true when fn ran.
+  // elsewhere (or an earlier waiter is queued for it), skips fn and returns
+  // false; true when fn ran. EXCLUSIVE unless a mode is given.
   template <typename Fn>
   bool tryWithLock(const std::string& id, LockLevel level, Fn&& fn);
+  template <typename Fn>
+  bool tryWithLock(const std::string& id, LockLevel level, LockMode mode,
+                   Fn&& fn);
 
   const std::string& clientId() const { return clientId_; }
   const std::string& farmId() const { return farmId_; }
@@ -325,7 +334,14 @@ decltype(auto) DistributedLockManager::runGuarded(Lock lock, Fn&& fn) {
 template <typename Fn>
 decltype(auto) DistributedLockManager::withLock(const std::string& id,
                                                 LockLevel level, Fn&& fn) {
-  Lock lock = getLockInstance(id, level);
+  return withLock(id, level, LockMode::EXCLUSIVE, std::forward<Fn>(fn));
+}
+
+template <typename Fn>
+decltype(auto) DistributedLockManager::withLock(const std::string& id,
+                                                LockLevel level, LockMode mode,
+                                                Fn&& fn) {
+  Lock lock = getLockInstance(id, level, mode);
   acquireLock(lock);
   return runGuarded(std::move(lock), std::forward<Fn>(fn));
 }
@@ -333,7 +349,13 @@ decltype(auto) DistributedLockManager::withLock(const std::string& id,
 template <typename Fn>
 bool DistributedLockManager::tryWithLock(const std::string& id, LockLevel level,
                                          Fn&& fn) {
-  Lock lock = getLockInstance(id, level);
+  return tryWithLock(id, level, LockMode::EXCLUSIVE, std::forward<Fn>(fn));
+}
+
+template <typename Fn>
+bool DistributedLockManager::tryWithLock(const std::string& id, LockLevel level,
+                                         LockMode mode, Fn&& fn) {
+  Lock lock = getLockInstance(id, level, mode);
   try {
     tryAcquireLock(lock);
   } catch (const DLMException& e) {

@@ -35,24 +35,26 @@ mistake; exec and release have their own (see their help).
 'dlmctl help COMMAND' or 'dlmctl COMMAND --help' shows a command's options.)";
 
 constexpr const char* kListFooter = R"(
-One row per lock whose status is HELD: store key, owner GUID, holder host,
-pid and address, fencing token, acquired-at and expires-at (UTC, the store's
-clock), time left (EXPIRED for a lock past its TTL that nobody took over
-yet) and how many requests wait for it. Control characters in keys are
+One row per hold (a key held SHARED by three owners is three rows): store
+key, mode (EXCLUSIVE or SHARED), owner GUID, holder host, pid and address,
+fencing token, acquired-at and expires-at (UTC, the store's clock), time
+left (EXPIRED for a hold past its TTL that nobody took over yet) and how
+many requests wait for the key. Control characters in keys are
 shown escaped (\n, \t, \xNN). --json prints a JSON array instead, one object
-per lock with its waiters; keys are exact there (invalid UTF-8 bytes become
+per hold with its "mode" and the key's waiters; keys are exact there (invalid UTF-8 bytes become
 U+FFFD). Creates no database: a SQLite file that does not exist is an error.)";
 
 constexpr const char* kShowFooter = R"(
 KEY is a store key as list prints it ("DC#default#dlmctl#jobs.nightly") or a
 lock id ("jobs.nightly") in the scope of --client and --farm (DC, or XDC
-with --xdc). Shows the key's row whether held or not (the last holder of a
-free key) and who waits for it. Exit status 1 when the key was never
-locked.)";
+with --xdc). Shows the key's state, every holder (an EXCLUSIVE one, or all
+SHARED ones, each with its mode; the last holder of a free key) and who
+waits for it. Exit status 1 when the key was never locked.)";
 
 constexpr const char* kWaitersFooter = R"(
 One row per waiting acquireLock (its request row, until the waiter's
-deadline): key waited for, owner GUID, since when and until when it waits.
+deadline): key waited for, mode asked for, owner GUID, since when and
+until when it waits. Older conflicting requests are served first.
 --json prints a JSON array.)";
 
 constexpr const char* kReleaseFooter = R"(
@@ -103,14 +105,17 @@ Takes the lock ID (DC in the scope of --client and --farm, or XDC with
 the lease every third of the TTL; releases it after the whole group ended.
 COMMAND sees DLM_FENCING_TOKEN and DLM_LOCK_KEY in its environment.
 Everything from the first word that is not an option on is COMMAND's.
+ - EXCLUSIVE by default (-x); with -s (--shared) any number of shared
+   holders run at once, and an exclusive one waits for all of them (and
+   they for it), as with flock -s.
  - Waits for the lock like flock(1): until it is free, or -w seconds; -n
-   makes one attempt.
+   makes one attempt. An earlier waiter whose lock conflicts goes first.
  - SIGINT, SIGTERM and SIGHUP to dlmctl are passed on to the group; COMMAND
    dies with dlmctl, even under kill -9.
  - A lost lock: the group gets SIGTERM, then SIGKILL after --kill-after.
 Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
 not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
-run; the holder is named on stderr); 128+N when signal N stopped the wait;
+run; the holder and its mode are named on stderr); 128+N when signal N stopped the wait;
 1 when the lock was lost while COMMAND ran, or a library error. The schema
 must be in place (dlmctl migrate).)";
 
@@ -128,6 +133,8 @@ struct Cli {
   double execKillAfter = 1;
   double execProgress = 10;
   bool execOnce = false;
+  bool execShared = false;
+  bool execExclusive = false;
   std::string execShell;
   std::vector<std::string> execCommand;
   std::string purgeIdleFor;
@@ -188,6 +195,12 @@ struct Cli {
         ->type_name("ID")
         ->required();
     exec->add_flag("--xdc", o.xdc, "an XDC lock (no farm)");
+    auto* shared = exec->add_flag("-s,--shared", execShared,
+                                  "take the lock SHARED: beside other "
+                                  "--shared holders (readers)");
+    exec->add_flag("-x,-e,--exclusive", execExclusive,
+                   "take the lock EXCLUSIVE (the default)")
+        ->excludes(shared);
     exec->add_option("--ttl", execTtl, "lease length in seconds (default 60)")
         ->type_name("S")
         ->check(range(0.001, 86400.0));
@@ -464,6 +477,7 @@ ParseOutcome unexpected(Cli& cli, const std::string& word) {
 void finishExec(Cli& cli) {
   ExecOptions& o = cli.line.exec;
   o.ttl = fromSeconds(cli.execTtl);
+  o.mode = cli.execShared ? LockMode::SHARED : LockMode::EXCLUSIVE;
   if (cli.execOnce) o.wait = milliseconds(0);
   if (cli.exec->count("--wait") > 0) o.wait = fromSeconds(cli.execWait);
   if (cli.exec->count("--kill-after") > 0) {

@@ -63,8 +63,20 @@ StoreKey scopedKey(const GlobalOptions& global, const std::string& id,
 std::string resolveStoreKey(const GlobalOptions& global,
                             const std::string& target, bool xdc);
 
-// Whoever holds `key` or a lock that conflicts with it (an ancestor, a
-// descendant), unexpired; nullopt when nobody does. Reads only.
-std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key);
+// A live hold that blocks taking `key` in `mode`: a hold of the key, an
+// ancestor or a descendant that conflicts with `mode` (a SHARED request is
+// blocked only by EXCLUSIVE holds, an EXCLUSIVE one by any); the key's own
+// holds first, then ancestors root first, then descendants. nullopt when
+// nothing does. Reads only.
+std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
+                                      LockMode mode);
+
+// A live request of an owner other than `self` that conflicts with taking
+// `key` in `mode` (same rule as findBlocker, for request rows): the oldest
+// such request, which fair queueing serves first. nullopt when none. Reads
+// only.
+std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
+                                          LockMode mode,
+                                          const std::string& self);
 
 }  // namespace dlm::cli

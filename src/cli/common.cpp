@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -98,16 +99,61 @@ std::string resolveStoreKey(const GlobalOptions& global,
   return target;
 }
 
-std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key) {
-  if (auto own = store.describe(key.key); own && own->held) return own;
+namespace {
+
+// Two modes conflict unless both are SHARED (lock_mode.h).
+bool conflicts(LockMode wanted, LockMode other) {
+  return wanted == LockMode::EXCLUSIVE || other == LockMode::EXCLUSIVE;
+}
+
+// Whether `candidate` is `key` itself, an ancestor or a descendant of it.
+bool onPath(const StoreKey& key, const std::string& candidate) {
+  if (candidate == key.key) return true;
+  for (const std::string& a : key.ancestors) {
+    if (candidate == a) return true;
+  }
+  return !key.descendantsBegin.empty() && candidate >= key.descendantsBegin &&
+         candidate < key.descendantsEnd;
+}
+
+}  // namespace
+
+std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
+                                      LockMode mode) {
+  auto firstConflicting =
+      [mode](std::vector<LockRecord> holds) -> std::optional<LockRecord> {
+    for (LockRecord& r : holds) {
+      if (r.held && conflicts(mode, r.mode)) return std::move(r);
+    }
+    return std::nullopt;
+  };
+  if (auto r = firstConflicting(store.holdersOf(key.key))) return r;
   for (const std::string& ancestor : key.ancestors) {
-    if (auto r = store.describe(ancestor); r && r->held) return r;
+    if (auto r = firstConflicting(store.holdersOf(ancestor))) return r;
   }
   if (key.descendantsBegin.empty()) return std::nullopt;
-  for (LockRecord& r : store.listHeld(key.descendantsBegin)) {
-    if (r.held) return std::move(r);
+  // Keys starting with key + separator are exactly the descendants.
+  return firstConflicting(store.listHeld(key.descendantsBegin));
+}
+
+std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
+                                          LockMode mode,
+                                          const std::string& self) {
+  // The root's key is a prefix of every key on the path (and of others,
+  // which onPath drops).
+  const std::string& root =
+      key.ancestors.empty() ? key.key : key.ancestors.front();
+  std::vector<WaitRecord> candidates;
+  for (WaitRecord& w : store.listWaiters(root)) {
+    if (w.owner != self && conflicts(mode, w.mode) && onPath(key, w.key)) {
+      candidates.push_back(std::move(w));
+    }
   }
-  return std::nullopt;
+  if (candidates.empty()) return std::nullopt;
+  return *std::min_element(candidates.begin(), candidates.end(),
+                           [](const WaitRecord& a, const WaitRecord& b) {
+                             return a.requestedAt < b.requestedAt;
+                           });
 }
 
 }  // namespace dlm::cli

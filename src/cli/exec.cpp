@@ -79,32 +79,52 @@ double secondsOf(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// "held by owner O (host H, pid P) since T UTC, expires T UTC", naming the
-// key when it is not the lock's own (an ancestor or descendant blocks it).
+// "held MODE by owner O (host H, pid P) since T UTC, expires T UTC", naming
+// the key when it is not the lock's own (an ancestor or descendant blocks
+// it).
 std::string holderText(const LockRecord& r, const std::string& ownKey) {
   std::string text =
       r.key == ownKey ? std::string("held")
                       : fmt::format("blocked by '{}', held", printable(r.key));
-  text += fmt::format(" by owner {} (host {}, pid {}", r.owner,
-                      printable(r.holder.host), r.holder.pid);
+  text += fmt::format(" {} by owner {} (host {}, pid {}", lockModeName(r.mode),
+                      r.owner, printable(r.holder.host), r.holder.pid);
   if (!r.holderIp.empty()) text += ", address " + r.holderIp;
   return text + fmt::format(") since {} UTC, expires {} UTC",
                             formatUtc(r.acquiredAt), formatUtc(r.expiresAt));
 }
 
-// Who blocks `key`, as holderText says it; "held elsewhere" when the store
-// cannot tell (the holder just left, or the store did not answer: the
-// description is only for the operator).
-std::string blockerText(LockStore& store, const StoreKey& key) {
+// "not held in its way, but an earlier MODE waiter for K (owner O, since T
+// UTC) goes first (fair queueing)".
+std::string queuedText(const WaitRecord& w) {
+  return fmt::format(
+      "not held in its way, but an earlier {} waiter for '{}' (owner {}, "
+      "since {} UTC) goes first (fair queueing)",
+      lockModeName(w.mode), printable(w.key), w.owner,
+      formatUtc(w.requestedAt));
+}
+
+// Who keeps `self` from taking `key` in `mode`: a conflicting hold as
+// holderText says it, else an earlier conflicting waiter (queuedText);
+// "held elsewhere" when the store cannot tell (the holder just left, or the
+// store did not answer: the description is only for the operator).
+std::string blockerText(LockStore& store, const StoreKey& key, LockMode mode,
+                        const std::string& self) {
   try {
     const DeadlineScope deadline(
         deadlineAfter(LockConfiguration{}.operationTimeout));
-    if (auto r = findBlocker(store, key)) return holderText(*r, key.key);
+    if (auto r = findBlocker(store, key, mode)) return holderText(*r, key.key);
+    if (auto w = findQueuedAhead(store, key, mode, self)) return queuedText(*w);
     return "held elsewhere (its holder just left)";
   } catch (const DLMException& e) {
     return "held elsewhere (who holds it is unknown: " + std::string(e.what()) +
            ")";
   }
+}
+
+// "'clientId#id' (MODE)", how exec names its lock.
+std::string lockText(const Lock& lock) {
+  return fmt::format("'{}' ({})", printable(lock.lockId()),
+                     lockModeName(lock.lockMode()));
 }
 
 // "Until the lock is free" (flock's default) is a wait of a year.
@@ -183,13 +203,13 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       manager.stopWaiting();
     }
     if (o.verbose && stopSignal == 0 && Clock::now() >= nextReport) {
-      fmt::print(stderr, "dlmctl: {} '{}'{}: {}\n",
+      fmt::print(stderr, "dlmctl: {} {}{}: {}\n",
                  reported ? "still waiting for" : "waiting for lock",
-                 printable(lock.lockId()),
+                 lockText(lock),
                  reported ? fmt::format(" after {:.0f} s",
                                         secondsOf(Clock::now() - started))
                           : std::string(),
-                 blockerText(manager.store(), key));
+                 blockerText(manager.store(), key, lock.lockMode(), owner));
       reported = true;
       nextReport = Clock::now() + o.progressEvery;
     }
@@ -216,16 +236,16 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       std::rethrow_exception(failure);
     } catch (const DLMException& e) {
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
-      fmt::print(stderr, "dlmctl: lock '{}' is {}; not running the command\n",
-                 printable(lock.lockId()), blockerText(manager.store(), key));
+      fmt::print(stderr, "dlmctl: lock {} is {}; not running the command\n",
+                 lockText(lock),
+                 blockerText(manager.store(), key, lock.lockMode(), owner));
       return o.conflictExitCode;
     }
   }
   if (o.verbose && reported) {
-    fmt::print(stderr,
-               "dlmctl: acquired '{}' after {:.1f} s (fencing token {})\n",
-               printable(lock.lockId()), secondsOf(Clock::now() - started),
-               lock.fencingToken());
+    fmt::print(
+        stderr, "dlmctl: acquired {} after {:.1f} s (fencing token {})\n",
+        lockText(lock), secondsOf(Clock::now() - started), lock.fencingToken());
   }
   return 0;
 }
@@ -253,8 +273,8 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
   config.lockTtl = o.ttl;
   auto manager = openManager(global, openCliStore(global),
                              /*applyMigrations=*/false, config);
-  Lock lock =
-      manager->getLockInstance(o.id, o.xdc ? LockLevel::XDC : LockLevel::DC);
+  Lock lock = manager->getLockInstance(
+      o.id, o.xdc ? LockLevel::XDC : LockLevel::DC, o.mode);
   const StoreKey key = scopedKey(global, o.id, o.xdc);
   if (const int status = acquire(*manager, lock, key, o, signals);
       status != 0) {

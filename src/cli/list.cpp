@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "cli/commands.h"
@@ -48,13 +49,30 @@ const std::vector<WaitRecord>& waitersOf(
 
 std::string waitersTable(const std::vector<WaitRecord>& waiters,
                          StoreTime now) {
-  Table table({"KEY", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"});
+  Table table(
+      {"KEY", "MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"});
   for (const WaitRecord& w : waiters) {
-    table.add({printable(w.key), printable(w.owner), formatUtc(w.requestedAt),
+    table.add({printable(w.key), lockModeName(w.mode), printable(w.owner),
+               formatUtc(w.requestedAt),
                formatDuration(std::max(milliseconds(0),
                                        std::chrono::duration_cast<milliseconds>(
                                            now - w.requestedAt))),
                formatUtc(w.expiresAt)});
+  }
+  return table.render();
+}
+
+// One row per hold of one key, for show.
+std::string holdersTable(const std::vector<LockRecord>& holders,
+                         StoreTime now) {
+  Table table({"MODE", "OWNER", "HOST", "PID", "IP", "FENCING",
+               "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING"});
+  for (const LockRecord& r : holders) {
+    table.add({lockModeName(r.mode), printable(r.owner),
+               printable(r.holder.host), std::to_string(r.holder.pid),
+               r.holderIp.empty() ? "-" : printable(r.holderIp),
+               std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+               formatUtc(r.expiresAt), remainingText(r, now)});
   }
   return table.render();
 }
@@ -84,11 +102,13 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                                                     printable(options.prefix)));
     return 0;
   }
-  Table table({"KEY", "OWNER", "HOST", "PID", "IP", "FENCING", "ACQUIRED (UTC)",
-               "EXPIRES (UTC)", "REMAINING", "WAITERS"});
+  Table table({"KEY", "MODE", "OWNER", "HOST", "PID", "IP", "FENCING",
+               "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"});
+  std::set<std::string> keys;
   for (const LockRecord& r : records) {
-    table.add({printable(r.key), printable(r.owner), printable(r.holder.host),
-               std::to_string(r.holder.pid),
+    keys.insert(r.key);
+    table.add({printable(r.key), lockModeName(r.mode), printable(r.owner),
+               printable(r.holder.host), std::to_string(r.holder.pid),
                r.holderIp.empty() ? "-" : printable(r.holderIp),
                std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
                formatUtc(r.expiresAt), remainingText(r, now),
@@ -101,10 +121,10 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
   std::size_t waiting = 0;
   for (const auto& entry : waiters) waiting += entry.second.size();
   fmt::print(
-      "{} held lock{}, {} of them expired; {} waiting request{} "
+      "{} hold{} on {} key{}, {} of them expired; {} waiting request{} "
       "(dlmctl waiters)\n",
-      records.size(), records.size() == 1 ? "" : "s", expired, waiting,
-      waiting == 1 ? "" : "s");
+      records.size(), records.size() == 1 ? "" : "s", keys.size(),
+      keys.size() == 1 ? "" : "s", expired, waiting, waiting == 1 ? "" : "s");
   return 0;
 }
 
@@ -133,7 +153,8 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   const std::string key = resolveStoreKey(global, options.key, options.xdc);
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::optional<LockRecord> record = store->describe(key);
+  const std::optional<LockRecord> row = store->describe(key);
+  const std::vector<LockRecord> holders = store->holdersOf(key);
   std::vector<WaitRecord> waiters;
   for (WaitRecord& w : store->listWaiters(key)) {
     if (w.key == key) waiters.push_back(std::move(w));
@@ -141,7 +162,7 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   const StoreTime now = store->now();
   store->close();
 
-  if (!record) {
+  if (!row && holders.empty()) {
     if (options.json) {
       fmt::print("null\n");
     } else {
@@ -149,30 +170,46 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
     }
     return 1;
   }
+  // The fields describe the first holder (the EXCLUSIVE one, else the
+  // oldest SHARED one), or the key's row when nobody holds it.
+  const LockRecord& r = holders.empty() ? *row : holders.front();
   if (options.json) {
-    fmt::print("{}", renderJson(lockJson(*record, now, waiters)));
+    nlohmann::json out = lockJson(r, now, waiters);
+    nlohmann::json all = nlohmann::json::array();
+    for (const LockRecord& h : holders) all.push_back(holdJson(h, now));
+    out["holders"] = std::move(all);
+    fmt::print("{}", renderJson(out));
     return 0;
   }
-  const LockRecord& r = *record;
-  const std::string state = r.held         ? "HELD"
-                            : r.statusHeld ? "HELD, EXPIRED (free to take)"
-                                           : "FREE";
+  const auto live = std::count_if(holders.begin(), holders.end(),
+                                  [](const LockRecord& h) { return h.held; });
+  std::string state = r.held         ? "HELD"
+                      : r.statusHeld ? "HELD, EXPIRED (free to take)"
+                                     : "FREE";
+  if (holders.size() > 1) {
+    state = fmt::format("HELD by {} holders, {} of them live", holders.size(),
+                        live);
+  }
   Table table({"FIELD", "VALUE"});
   table.add({"key", printable(r.key)});
   table.add({"state", state});
-  table.add({r.statusHeld ? "owner" : "last owner", printable(r.owner)});
-  table.add({"host", printable(r.holder.host)});
-  table.add({"pid", std::to_string(r.holder.pid)});
-  table.add({"ip", r.holderIp.empty() ? "-" : printable(r.holderIp)});
-  table.add({"fencing token", std::to_string(r.fencingToken)});
-  table.add({"acquired (UTC)", formatUtc(r.acquiredAt)});
-  table.add({"expires (UTC)", formatUtc(r.expiresAt)});
-  table.add({"ttl", formatDuration(r.ttl)});
-  if (r.statusHeld) table.add({"remaining", remainingText(r, now)});
+  if (holders.size() <= 1) {
+    if (r.statusHeld) table.add({"mode", lockModeName(r.mode)});
+    table.add({r.statusHeld ? "owner" : "last owner", printable(r.owner)});
+    table.add({"host", printable(r.holder.host)});
+    table.add({"pid", std::to_string(r.holder.pid)});
+    table.add({"ip", r.holderIp.empty() ? "-" : printable(r.holderIp)});
+    table.add({"fencing token", std::to_string(r.fencingToken)});
+    table.add({"acquired (UTC)", formatUtc(r.acquiredAt)});
+    table.add({"expires (UTC)", formatUtc(r.expiresAt)});
+    table.add({"ttl", formatDuration(r.ttl)});
+    if (r.statusHeld) table.add({"remaining", remainingText(r, now)});
+  }
   table.add({"waiters", std::to_string(waiters.size())});
-  // The header row is for the waiters' table; this one reads as a list.
+  // The header row is for the tables below; this one reads as a list.
   const std::string fields = table.render();
   fmt::print("{}", fields.substr(fields.find('\n') + 1));
+  if (holders.size() > 1) fmt::print("\n{}", holdersTable(holders, now));
   if (!waiters.empty()) fmt::print("\n{}", waitersTable(waiters, now));
   return 0;
 }

@@ -15,12 +15,10 @@ std::int64_t millisBetween(StoreTime from, StoreTime to) {
 
 }  // namespace
 
-nlohmann::json lockJson(const LockRecord& r, StoreTime now,
-                        const std::vector<WaitRecord>& waiters) {
-  nlohmann::json w = nlohmann::json::array();
-  for (const WaitRecord& waiter : waiters) w.push_back(waiterJson(waiter, now));
+nlohmann::json holdJson(const LockRecord& r, StoreTime now) {
   const char* state = r.held ? "held" : r.statusHeld ? "expired" : "free";
   return {{"key", r.key},
+          {"mode", lockModeName(r.mode)},
           {"state", state},
           {"owner", r.owner},
           {"host", r.holder.host},
@@ -32,12 +30,21 @@ nlohmann::json lockJson(const LockRecord& r, StoreTime now,
           {"ttl_ms", r.ttl.count()},
           // `held` is the store's verdict at query time; trust it over a
           // subtraction that uses a second reading of the clock.
-          {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0},
-          {"waiters", std::move(w)}};
+          {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0}};
+}
+
+nlohmann::json lockJson(const LockRecord& r, StoreTime now,
+                        const std::vector<WaitRecord>& waiters) {
+  nlohmann::json w = nlohmann::json::array();
+  for (const WaitRecord& waiter : waiters) w.push_back(waiterJson(waiter, now));
+  nlohmann::json out = holdJson(r, now);
+  out["waiters"] = std::move(w);
+  return out;
 }
 
 nlohmann::json waiterJson(const WaitRecord& w, StoreTime now) {
   return {{"key", w.key},
+          {"mode", lockModeName(w.mode)},
           {"owner", w.owner},
           {"requested_at", formatIso8601(w.requestedAt)},
           {"deadline", formatIso8601(w.expiresAt)},

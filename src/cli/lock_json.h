@@ -9,14 +9,17 @@
 
 namespace dlm::cli {
 
-// {"key", "state": "held"|"expired"|"free", "owner", "host", "pid", "ip",
-//  "fencing_token", "acquired_at", "expires_at", "ttl_ms", "remaining_ms",
-//  "waiters": [...]} with times in ISO 8601 UTC; "remaining_ms" is 0 unless
-// held. `waiters` are the ones for this key.
+// One hold (or a free key's row): {"key", "mode": "EXCLUSIVE"|"SHARED",
+// "state": "held"|"expired"|"free", "owner", "host", "pid", "ip",
+// "fencing_token", "acquired_at", "expires_at", "ttl_ms", "remaining_ms"}
+// with times in ISO 8601 UTC; "remaining_ms" is 0 unless held.
+nlohmann::json holdJson(const LockRecord& record, StoreTime now);
+
+// holdJson plus "waiters": [...], the requests for this key.
 nlohmann::json lockJson(const LockRecord& record, StoreTime now,
                         const std::vector<WaitRecord>& waiters);
 
-// {"key", "owner", "requested_at", "deadline", "waited_ms"}.
+// {"key", "mode", "owner", "requested_at", "deadline", "waited_ms"}.
 nlohmann::json waiterJson(const WaitRecord& waiter, StoreTime now);
 
 // The text of `value`, indented for people; strings that are not valid

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "dlm/lock_mode.h"
+
 namespace dlm::cli {
 
 // A mistake on the command line that only a command can see (e.g. -n
@@ -30,6 +32,8 @@ struct GlobalOptions {
 struct ExecOptions {
   std::string id;
   bool xdc = false;
+  // -s/--shared; -x/-e/--exclusive (the default).
+  LockMode mode = LockMode::EXCLUSIVE;
   std::chrono::milliseconds ttl{60000};
   // How long to wait for the lock; nullopt: until it is free (flock's
   // default). Zero: one attempt (-n).
