@@ -60,6 +60,34 @@ TEST(CommandLine, ExecWaitsLikeFlockByDefault) {
   EXPECT_NE(both.err.find("exclude"), std::string::npos) << both.err;
 }
 
+TEST(CommandLine, ExecIsExclusiveUnlessSharedLikeFlock) {
+  EXPECT_EQ(run({"exec", "--lock", "x", "true"}).exec.mode,
+            LockMode::EXCLUSIVE);
+  for (const char* shared : {"-s", "--shared"}) {
+    const CommandLine c = run({"exec", shared, "--lock", "x", "true"});
+    EXPECT_EQ(c.exec.mode, LockMode::SHARED) << shared;
+    EXPECT_EQ(c.exec.command, Words{"true"});
+  }
+  for (const char* exclusive : {"-x", "-e", "--exclusive"}) {
+    EXPECT_EQ(run({"exec", exclusive, "--lock", "x", "true"}).exec.mode,
+              LockMode::EXCLUSIVE)
+        << exclusive;
+  }
+  // Bundled short flags, as flock takes them.
+  const CommandLine bundled = run({"exec", "-sn", "--lock", "x", "true"});
+  EXPECT_EQ(bundled.exec.mode, LockMode::SHARED);
+  EXPECT_EQ(bundled.exec.wait, milliseconds(0));
+  // After the command word, -s is the command's.
+  const CommandLine after = run({"exec", "--lock", "x", "ls", "-s"});
+  EXPECT_EQ(after.exec.mode, LockMode::EXCLUSIVE);
+  EXPECT_EQ(after.exec.command, (Words{"ls", "-s"}));
+  const ParseOutcome both = parse({"exec", "-s", "-x", "--lock", "x", "true"});
+  EXPECT_FALSE(both.run);
+  EXPECT_EQ(both.exitStatus, kUsageExitStatus);
+  EXPECT_NE(both.err.find("exclude"), std::string::npos) << both.err;
+  EXPECT_NE(parse({"help", "exec"}).out.find("--shared"), std::string::npos);
+}
+
 TEST(CommandLine, ExecShellCommand) {
   const CommandLine c =
       run({"exec", "--lock", "x", "-c", "echo \"$DLM_LOCK_KEY\" | wc"});
@@ -154,7 +182,8 @@ TEST(CommandLine, PurgeTakesADuration) {
   EXPECT_EQ(parseDuration("15m"), milliseconds(900000));
   EXPECT_EQ(parseDuration("3600"), milliseconds(3600000));
   EXPECT_EQ(parseDuration("1ms"), milliseconds(1));
-  for (const char* bad : {"", "h", "ms", "0s", "-5m", "5x", "1e3s", "nan", "5 m", "5mss"}) {
+  for (const char* bad :
+       {"", "h", "ms", "0s", "-5m", "5x", "1e3s", "nan", "5 m", "5mss"}) {
     EXPECT_FALSE(parseDuration(bad)) << bad;
   }
   const ParseOutcome missing = parse({"purge"});

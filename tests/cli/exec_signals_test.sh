@@ -187,7 +187,7 @@ start_holder held held.lock --ttl 30 -- "exec sleep 30"
 status=0
 "${dl[@]}" exec -n --lock held.lock -- touch "$dir/ran" 2>"$dir/conflict.err" || status=$?
 [ "$status" = 75 ] || fail "held: exit status $status, wanted 75"
-grep -q "is held by owner [0-9a-f-]* (host $(hostname), pid $holder.*since .* UTC, expires .* UTC; not running the command" "$dir/conflict.err" ||
+grep -q "is held EXCLUSIVE by owner [0-9a-f-]* (host $(hostname), pid $holder.*since .* UTC, expires .* UTC; not running the command" "$dir/conflict.err" ||
   fail "the conflict message does not name the holder (pid $holder): $(cat "$dir/conflict.err")"
 status=0
 "${dl[@]}" exec -n -E 3 --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?

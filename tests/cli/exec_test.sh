@@ -2,7 +2,8 @@
 # dlmctl exec on a temp SQLite file: the command runs under the lock with its
 # fencing token, its exit status comes back, a second exec of the same lock
 # does not run its command (75), and a lease shorter than the command is kept
-# alive until the command ends; without -n, exec waits like flock(1).
+# alive until the command ends; without -n, exec waits like flock(1);
+# --shared commands run at the same time, an exclusive one waits for them.
 set -euo pipefail
 dlmctl=$1
 dir=$(mktemp -d)
@@ -36,9 +37,9 @@ sleep 0.5
 out=$("$dlmctl" --db "$db" exec --verbose --lock jobs.wait -c 'echo "token $DLM_FENCING_TOKEN"' 2>"$dir/verbose.err") ||
   fail "the waiting exec failed: $(cat "$dir/verbose.err")"
 [ "$out" = "token 2" ] || fail "the waiting exec printed '$out', wanted 'token 2'"
-grep -q "waiting for lock 'dlmctl#jobs.wait': held by owner .*pid $holder" "$dir/verbose.err" ||
+grep -q "waiting for lock 'dlmctl#jobs.wait' (EXCLUSIVE): held EXCLUSIVE by owner .*pid $holder" "$dir/verbose.err" ||
   fail "--verbose did not name the holder (pid $holder): $(cat "$dir/verbose.err")"
-grep -q "acquired 'dlmctl#jobs.wait' after [0-9.]* s (fencing token 2)" "$dir/verbose.err" ||
+grep -q "acquired 'dlmctl#jobs.wait' (EXCLUSIVE) after [0-9.]* s (fencing token 2)" "$dir/verbose.err" ||
   fail "--verbose did not report the acquisition: $(cat "$dir/verbose.err")"
 wait "$holder" || fail "the first holder's exec failed"
 
@@ -49,4 +50,54 @@ out=$("$dlmctl" --db "$db" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_
 status=0
 "$dlmctl" --db "$db" exec --lock jobs.import -- /nonexistent/cmd 2>/dev/null || status=$?
 [ "$status" = 127 ] || fail "missing command gave $status, wanted 127"
+
+# --- shared: flock -s ---------------------------------------------------------
+# Two shared holders of one key: each marks that it runs, then waits (10 s at
+# most, else exit 3) to see the other's mark, so both commands ran at the
+# same time under the lock; they end once $dir/go exists, marking done first.
+reader() {
+  "$dlmctl" --db "$db" exec "$2" --lock jobs.read -w 20 -- sh -c '
+    d=$1; me=$2; other=$3
+    touch "$d/in.$me"
+    i=0; until [ -e "$d/in.$other" ]; do i=$((i+1)); [ $i -le 100 ] || { touch "$d/alone.$me"; exit 3; }; sleep 0.1; done
+    i=0; until [ -e "$d/go" ]; do i=$((i+1)); [ $i -le 200 ] || exit 4; sleep 0.1; done
+    touch "$d/done.$me"' sh "$dir" "$1" "$3" 2>"$dir/reader.$1.err"
+}
+reader A --shared B &
+reader_a=$!
+reader B -s A &
+reader_b=$!
+for _ in $(seq 100); do [ -e "$dir/in.A" ] && [ -e "$dir/in.B" ] && break; sleep 0.1; done
+# Both marks, and both commands still running (neither gave up alone): they
+# overlap now.
+[ -e "$dir/in.A" ] && [ -e "$dir/in.B" ] && [ ! -e "$dir/alone.A" ] && [ ! -e "$dir/alone.B" ] &&
+  kill -0 "$reader_a" 2>/dev/null && kill -0 "$reader_b" 2>/dev/null ||
+  fail "two --shared execs did not run at the same time: $(cat "$dir"/reader.*.err)"
+# A third shared one gets in at once; an exclusive one does not (75), and
+# says that shared holders are in its way.
+out=$("$dlmctl" --db "$db" exec -n -s --lock jobs.read -- sh -c 'echo "$DLM_FENCING_TOKEN"' 2>"$dir/third.err") ||
+  fail "a third --shared exec -n was refused: $(cat "$dir/third.err")"
+[ "$out" -ge 3 ] || fail "the third shared holder's fencing token is '$out'"
+status=0
+"$dlmctl" --db "$db" exec -n --lock jobs.read -- touch "$dir/ran.x" 2>"$dir/x.err" || status=$?
+[ "$status" = 75 ] || fail "exclusive exec -n beside shared holders: exit status $status, wanted 75: $(cat "$dir/x.err")"
+[ ! -e "$dir/ran.x" ] || fail "the exclusive command ran while shared holders held the lock"
+grep -q "lock 'dlmctl#jobs.read' (EXCLUSIVE) is held SHARED by owner" "$dir/x.err" ||
+  fail "the refusal does not name the shared holder: $(cat "$dir/x.err")"
+# An exclusive exec that waits starts only after both readers ended.
+"$dlmctl" --db "$db" exec -v -w 20 --lock jobs.read -- sh -c '
+  if [ -e "$1/done.A" ] && [ -e "$1/done.B" ]; then echo after; else echo overlap; fi' sh "$dir" \
+  >"$dir/x.out" 2>"$dir/x.verbose" &
+writer=$!
+for _ in $(seq 50); do grep -q "waiting for lock" "$dir/x.verbose" && break; sleep 0.1; done
+grep -q "waiting for lock 'dlmctl#jobs.read' (EXCLUSIVE): held SHARED by owner" "$dir/x.verbose" ||
+  fail "the waiting exclusive exec did not name a shared holder: $(cat "$dir/x.verbose")"
+[ ! -s "$dir/x.out" ] || fail "the exclusive command started while shared holders ran: $(cat "$dir/x.out")"
+touch "$dir/go"
+wait "$reader_a" || fail "shared exec A failed: $(cat "$dir/reader.A.err")"
+wait "$reader_b" || fail "shared exec B failed: $(cat "$dir/reader.B.err")"
+wait "$writer" || fail "the waiting exclusive exec failed: $(cat "$dir/x.verbose")"
+[ "$(cat "$dir/x.out")" = after ] || fail "the exclusive command overlapped the shared ones"
+grep -q "acquired 'dlmctl#jobs.read' (EXCLUSIVE) after" "$dir/x.verbose" ||
+  fail "--verbose did not report the exclusive acquisition: $(cat "$dir/x.verbose")"
 echo "PASS"
