@@ -4,6 +4,7 @@
 # codes 3/3/0/4), migrate --dry-run and the migrations migrate lists; list,
 # show and waiters with --json parsed back with jq (holders, waiters, a key
 # with a newline in it), the same key escaped on one row of the table;
+# shared holders one per row with their modes;
 # release --force (0 when held, 1 when not).
 #
 #   admin_test.sh DLMCTL sqlite|postgres
@@ -167,6 +168,7 @@ run "${db[@]}" list --json
 expect_status 0 "list --json"
 jq -e --arg k "$store_key" --argjson pid "$holder" '
   length == 1 and .[0].key == $k and .[0].state == "held" and .[0].pid == $pid
+  and .[0].mode == "EXCLUSIVE"
   and .[0].fencing_token == 1 and .[0].ttl_ms == 60000 and .[0].remaining_ms > 0
   and (.[0].waiters | length) == 1 and (.[0].expires_at | test("^[0-9-]{10}T[0-9:.]{12}Z$"))' <<<"$out" >/dev/null ||
   fail "list --json: $out"
@@ -182,7 +184,8 @@ run "${db[@]}" list --prefix "DC#default#nobody" --json
 
 run "${db[@]}" show --json "$key"
 expect_status 0 "show --json"
-jq -e --arg k "$store_key" '.key == $k and .state == "held" and (.waiters | length) == 1' <<<"$out" >/dev/null ||
+jq -e --arg k "$store_key" '.key == $k and .state == "held" and .mode == "EXCLUSIVE" and (.waiters | length) == 1
+  and (.holders | length) == 1 and .holders[0].owner == .owner and .holders[0].mode == "EXCLUSIVE"' <<<"$out" >/dev/null ||
   fail "show --json: $out"
 run "${db[@]}" show never.locked
 expect_status 1 "show of a key never locked"
@@ -199,6 +202,49 @@ expect_status 1 "release --force of a free lock"
 kill -TERM "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
 echo "list/show/waiters --json parsed back; release --force 0 then 1"
+
+# Shared holders: one line (and one JSON object) per holder, each with its
+# mode; show lists them all; waiters say the mode they ask for.
+share="DC#default#admin$$#share.k"
+"$dlmctl" "${db[@]}" exec -s --lock share.k -- sleep 60 2>/dev/null &
+reader1=$!
+"$dlmctl" "${db[@]}" exec --shared --lock share.k -- sleep 60 2>/dev/null &
+reader2=$!
+until_length 2 list --json --prefix "$share" || fail "list --json never showed two shared holders: $out"
+jq -e --arg k "$share" --argjson p1 "$reader1" --argjson p2 "$reader2" '
+  all(.[]; .key == $k and .mode == "SHARED" and .state == "held" and .remaining_ms > 0)
+  and ([.[].pid] | sort) == ([$p1, $p2] | sort)
+  and ([.[].owner] | unique | length) == 2
+  and ([.[].fencing_token] | unique | length) == 2' <<<"$out" >/dev/null ||
+  fail "list --json of two shared holders: $out"
+run "${db[@]}" list --prefix "$share"
+[ "$(grep -c "^$share  *SHARED " <<<"$out")" = 2 ] || fail "list did not print two SHARED rows: $out"
+[[ $out == *"2 holds on 1 key"* ]] || fail "list summary: $out"
+# An exclusive waiter, and a shared one queued behind it (fair queueing).
+"$dlmctl" "${db[@]}" exec -w 30 --lock share.k -- true 2>/dev/null &
+writer=$!
+until_length 1 waiters --json --prefix "$share" || fail "waiters --json never showed the exclusive waiter: $out"
+"$dlmctl" "${db[@]}" exec -w 30 -s --lock share.k -- true 2>/dev/null &
+reader3=$!
+until_length 2 waiters --json --prefix "$share" || fail "waiters --json never showed both waiters: $out"
+[ "$(jq -r '[.[].mode] | sort | join("|")' <<<"$out")" = "EXCLUSIVE|SHARED" ] || fail "waiters --json modes: $out"
+run "${db[@]}" show --json share.k
+expect_status 0 "show --json of a shared key"
+jq -e --arg k "$share" '
+  .key == $k and .mode == "SHARED" and .state == "held" and (.waiters | length) == 2
+  and (.holders | length) == 2 and all(.holders[]; .mode == "SHARED" and .state == "held")
+  and ([.holders[].owner] | unique | length) == 2' <<<"$out" >/dev/null ||
+  fail "show --json of two shared holders: $out"
+run "${db[@]}" show share.k
+expect_status 0 "show of a shared key"
+[[ $out == *"HELD by 2 holders, 2 of them live"* ]] || fail "show state: $out"
+[ "$(grep -c "^SHARED  *[0-9a-f-]\{36\} " <<<"$out")" = 2 ] || fail "show did not list both holders: $out"
+grep -q "^$share  *EXCLUSIVE " <<<"$out" || fail "show's waiters table has no EXCLUSIVE row: $out"
+kill -TERM "$writer" "$reader3"
+wait "$writer" "$reader3" 2>/dev/null || true
+kill -TERM "$reader1" "$reader2"
+wait "$reader1" "$reader2" 2>/dev/null || true
+echo "shared holders: list/show one row per holder with its mode; waiters show modes"
 
 # Drift: an applied migration whose recorded checksum differs from this
 # build's file.
