@@ -1,29 +1,42 @@
 #!/usr/bin/env bash
-# dlmctl exec on a temp SQLite file: the command runs under the lock with its
+# dlmctl exec on a fresh database: the command runs under the lock with its
 # fencing token, its exit status comes back, a second exec of the same lock
 # does not run its command (75), and a lease shorter than the command is kept
 # alive until the command ends; without -n, exec waits like flock(1);
 # --shared commands run at the same time, an exclusive one waits for them.
+#
+#   exec_test.sh DLMCTL [sqlite|postgres]
+# sqlite (the default) on a temp file; postgres in a schema of its own on the
+# server of the PG* variables.
 set -euo pipefail
 dlmctl=$1
+kind=${2:-sqlite}
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-db="sqlite:$dir/locks.sqlite"
 fail() { echo "FAIL: $*" >&2; exit 1; }
+if [ "$kind" = postgres ]; then
+  schema="dlm_cli_exec_$$"
+  trap 'psql -qc "DROP SCHEMA IF EXISTS '"$schema"' CASCADE" >/dev/null 2>&1; rm -rf "$dir"' EXIT
+  psql -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null ||
+    fail "cannot reach PostgreSQL through PG* (psql failed)"
+  db=(--db postgresql:// --schema "$schema")
+else
+  trap 'rm -rf "$dir"' EXIT
+  db=(--db "sqlite:$dir/locks.sqlite")
+fi
 
-"$dlmctl" --db "$db" migrate >/dev/null
+"$dlmctl" "${db[@]}" migrate >/dev/null
 
-out=$("$dlmctl" --db "$db" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN $DLM_LOCK_KEY"; exit 7') && status=0 || status=$?
+out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN $DLM_LOCK_KEY"; exit 7') && status=0 || status=$?
 [ "$status" = 7 ] || fail "exit status $status, wanted the command's 7"
 [ "$out" = "1 DC#default#dlmctl#jobs.import" ] || fail "command saw '$out'"
 
 # A 1 s lease held by a 3 s command: renewed, so a second exec in the middle
 # is refused and does not run its command.
-"$dlmctl" --db "$db" exec --lock jobs.import --ttl 1 -- sleep 3 &
+"$dlmctl" "${db[@]}" exec --lock jobs.import --ttl 1 -- sleep 3 &
 holder=$!
 sleep 2
 status=0
-"$dlmctl" --db "$db" exec -n --lock jobs.import -- touch "$dir/ran" 2>/dev/null || status=$?
+"$dlmctl" "${db[@]}" exec -n --lock jobs.import -- touch "$dir/ran" 2>/dev/null || status=$?
 [ "$status" = 75 ] || fail "second exec exit status $status, wanted 75"
 [ ! -e "$dir/ran" ] || fail "the second command ran while the lock was held"
 wait "$holder" || fail "the holder's exec failed"
@@ -31,10 +44,10 @@ wait "$holder" || fail "the holder's exec failed"
 # Without -n or -w, exec waits like flock(1): a 1.5 s holder, then the
 # waiter runs (-c: a shell command); --verbose says who held the lock and
 # when it got it.
-"$dlmctl" --db "$db" exec --lock jobs.wait -- sleep 1.5 &
+"$dlmctl" "${db[@]}" exec --lock jobs.wait -- sleep 1.5 &
 holder=$!
 sleep 0.5
-out=$("$dlmctl" --db "$db" exec --verbose --lock jobs.wait -c 'echo "token $DLM_FENCING_TOKEN"' 2>"$dir/verbose.err") ||
+out=$("$dlmctl" "${db[@]}" exec --verbose --lock jobs.wait -c 'echo "token $DLM_FENCING_TOKEN"' 2>"$dir/verbose.err") ||
   fail "the waiting exec failed: $(cat "$dir/verbose.err")"
 [ "$out" = "token 2" ] || fail "the waiting exec printed '$out', wanted 'token 2'"
 grep -q "waiting for lock 'dlmctl#jobs.wait' (EXCLUSIVE): held EXCLUSIVE by owner .*pid $holder" "$dir/verbose.err" ||
@@ -44,11 +57,11 @@ grep -q "acquired 'dlmctl#jobs.wait' (EXCLUSIVE) after [0-9.]* s (fencing token 
 wait "$holder" || fail "the first holder's exec failed"
 
 # Released afterwards: the next exec runs (fencing token 3: third holder).
-out=$("$dlmctl" --db "$db" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN"')
+out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN"')
 [ "$out" = 3 ] || fail "fencing token '$out', wanted 3"
 # A command that cannot start is 127.
 status=0
-"$dlmctl" --db "$db" exec --lock jobs.import -- /nonexistent/cmd 2>/dev/null || status=$?
+"$dlmctl" "${db[@]}" exec --lock jobs.import -- /nonexistent/cmd 2>/dev/null || status=$?
 [ "$status" = 127 ] || fail "missing command gave $status, wanted 127"
 
 # --- shared: flock -s ---------------------------------------------------------
@@ -56,7 +69,7 @@ status=0
 # most, else exit 3) to see the other's mark, so both commands ran at the
 # same time under the lock; they end once $dir/go exists, marking done first.
 reader() {
-  "$dlmctl" --db "$db" exec "$2" --lock jobs.read -w 20 -- sh -c '
+  "$dlmctl" "${db[@]}" exec "$2" --lock jobs.read -w 20 -- sh -c '
     d=$1; me=$2; other=$3
     touch "$d/in.$me"
     i=0; until [ -e "$d/in.$other" ]; do i=$((i+1)); [ $i -le 100 ] || { touch "$d/alone.$me"; exit 3; }; sleep 0.1; done
@@ -75,17 +88,17 @@ for _ in $(seq 100); do [ -e "$dir/in.A" ] && [ -e "$dir/in.B" ] && break; sleep
   fail "two --shared execs did not run at the same time: $(cat "$dir"/reader.*.err)"
 # A third shared one gets in at once; an exclusive one does not (75), and
 # says that shared holders are in its way.
-out=$("$dlmctl" --db "$db" exec -n -s --lock jobs.read -- sh -c 'echo "$DLM_FENCING_TOKEN"' 2>"$dir/third.err") ||
+out=$("$dlmctl" "${db[@]}" exec -n -s --lock jobs.read -- sh -c 'echo "$DLM_FENCING_TOKEN"' 2>"$dir/third.err") ||
   fail "a third --shared exec -n was refused: $(cat "$dir/third.err")"
 [ "$out" -ge 3 ] || fail "the third shared holder's fencing token is '$out'"
 status=0
-"$dlmctl" --db "$db" exec -n --lock jobs.read -- touch "$dir/ran.x" 2>"$dir/x.err" || status=$?
+"$dlmctl" "${db[@]}" exec -n --lock jobs.read -- touch "$dir/ran.x" 2>"$dir/x.err" || status=$?
 [ "$status" = 75 ] || fail "exclusive exec -n beside shared holders: exit status $status, wanted 75: $(cat "$dir/x.err")"
 [ ! -e "$dir/ran.x" ] || fail "the exclusive command ran while shared holders held the lock"
 grep -q "lock 'dlmctl#jobs.read' (EXCLUSIVE) is held SHARED by owner" "$dir/x.err" ||
   fail "the refusal does not name the shared holder: $(cat "$dir/x.err")"
 # An exclusive exec that waits starts only after both readers ended.
-"$dlmctl" --db "$db" exec -v -w 20 --lock jobs.read -- sh -c '
+"$dlmctl" "${db[@]}" exec -v -w 20 --lock jobs.read -- sh -c '
   if [ -e "$1/done.A" ] && [ -e "$1/done.B" ]; then echo after; else echo overlap; fi' sh "$dir" \
   >"$dir/x.out" 2>"$dir/x.verbose" &
 writer=$!
