@@ -48,17 +48,23 @@ Attempt tryAs(DistributedLockManager& m, Lock& lock, const std::string& owner,
 }
 
 // Waits (bounded) until `owner` has a live request row on `lock`'s key in
-// `mode`.
+// `mode`, and then until the store's clock has moved past its recording, so
+// that every later request or attempt is younger (ties in the recording time
+// would be ordered by owner).
 bool requestRecorded(DistributedLockManager& m, const Lock& lock,
                      const std::string& owner, LockMode mode) {
-  return eventually([&] {
+  StoreTime recordedAt;
+  const bool seen = eventually([&] {
     for (const WaitRecord& w : m.store().listWaiters(lock.storeKey())) {
       if (w.key == lock.storeKey() && w.owner == owner && w.mode == mode) {
+        recordedAt = w.requestedAt;
         return true;
       }
     }
     return false;
   });
+  return seen && eventually([&] { return m.store().now() > recordedAt; },
+                            seconds(10), milliseconds(1));
 }
 
 // Waits (bounded) until the store's clock is past the lock's expiry.
