@@ -367,9 +367,13 @@ PurgeBatch FakeStore::purgeIdle(std::chrono::milliseconds idleFor,
 bool FakeStore::forceRelease(std::string_view key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = rows_.find(key);
-  if (it == rows_.end() || !it->second.record.statusHeld) return false;
-  it->second.record.statusHeld = false;
-  return true;
+  if (it == rows_.end()) return false;
+  // Whoever holds it, in either mode.
+  Row& row = it->second;
+  const bool held = row.record.statusHeld || !row.shared.empty();
+  row.record.statusHeld = false;
+  row.shared.clear();
+  return held;
 }
 
 StoreTime FakeStore::now() {
