@@ -150,6 +150,10 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
                        [&](const Hold* o) { return o->endNs < h.startNs; }),
         open.end());
     for (const Hold* o : open) {
+      if (o->shared && h.shared && keysConflict(o->key, h.key, separator)) {
+        ++report.sharedOverlapCount;
+        continue;
+      }
       if (!holdsConflict(*o, h, separator)) continue;
       ++report.overlapCount;
       ++overlapsByKey[h.key];

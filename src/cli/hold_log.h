@@ -63,6 +63,10 @@ struct HoldReport {
   // Pairs of holds of conflicting keys whose intervals intersect.
   std::vector<std::pair<Hold, Hold>> overlaps;
   std::int64_t overlapCount = 0;  // overlaps may be truncated; this is not
+  // Pairs of SHARED holds of conflicting keys (the same key, or ancestor and
+  // descendant) whose intervals intersect: allowed, and the proof that
+  // readers did share.
+  std::int64_t sharedOverlapCount = 0;
   // Holds of one key whose fencing tokens are out of order: (earlier, later)
   // where the earlier ended before the later started but has a token at
   // least as large, or two holds with the same token.

@@ -107,6 +107,23 @@ TEST(HoldLog, SharedHoldsMayOverlapButNotWithExclusiveOnes) {
       checkHolds({sharedHold("a.b", 0, 10, 1), hold("a.c", 5, 15, 1)}).ok());
 }
 
+TEST(HoldLog, CountsOverlappingSharedPairs) {
+  // a/a overlap, a/a.b overlap, a.b/a.c overlap but are siblings, the last a
+  // starts after everything ended; the exclusive z counts for nothing.
+  const auto report =
+      checkHolds({sharedHold("a", 0, 10, 1), sharedHold("a", 5, 15, 2),
+                  sharedHold("a.b", 12, 17, 1), sharedHold("a.c", 16, 18, 1),
+                  hold("z", 0, 20, 1), sharedHold("a", 30, 40, 3)});
+  EXPECT_TRUE(report.ok());
+  EXPECT_EQ(report.sharedOverlapCount, 2);
+  // Shared overlaps are not violations, and exclusive overlaps are not
+  // counted as shared ones.
+  const auto mixed =
+      checkHolds({sharedHold("a", 0, 10, 1), hold("a.b", 5, 15, 1)});
+  EXPECT_EQ(mixed.sharedOverlapCount, 0);
+  EXPECT_EQ(mixed.overlapCount, 1);
+}
+
 TEST(HoldLog, ConcurrentSharedHoldsMayStartInEitherTokenOrder) {
   // Two readers whose acquisitions returned in the other order: fine.
   EXPECT_TRUE(
