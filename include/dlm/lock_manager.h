@@ -73,14 +73,17 @@ class DistributedLockManager {
   // separated by the builder's separator ('.' by default): holding "a.b"
   // blocks "a", "a.b" and "a.b.*", not "a.c". Throws INVALID_ARGUMENT for an
   // empty id, one over 1,024 bytes, a NUL byte, invalid UTF-8, an empty path
-  // segment (".a", "a..b", "a."), a DC lock without a farmId, or
-  // LockMode::SHARED.
+  // segment (".a", "a..b", "a."), or a DC lock without a farmId. `mode`:
+  // see dlm/lock_mode.h (SHARED holders of a key coexist; README "Shared
+  // locks and fair queueing").
   Lock getLockInstance(const std::string& id, LockLevel level,
                        LockMode mode = LockMode::EXCLUSIVE) const;
 
   // One attempt. Returns when held; throws LOCK_UNAVAILABLE when someone else
-  // holds the key, an ancestor or a descendant, or when `lock` is already
-  // acquired (not re-entrant: it stays held). INVALID_ARGUMENT for a ttl <= 0
+  // holds the key, an ancestor or a descendant in a conflicting mode, when an
+  // older waiter's request that conflicts is queued (fair queueing: the
+  // message says "queued"), or when `lock` is already acquired (not
+  // re-entrant: it stays held). INVALID_ARGUMENT for a ttl <= 0
   // or over 365 days, or a Lock of another manager (or a moved-from one);
   // CONNECTION_ERROR / RETRIES_EXHAUSTED when the store stays unreachable
   // through the configured store retries. The default ttl is lockTtl.

@@ -5,30 +5,37 @@
 namespace dlm::internal {
 namespace {
 
-// Columns of a LockRecord as dlm_describe and dlm_list_held return them
+// Columns of a LockRecord as dlm_describe and dlm_holders return them
 // (times as epoch milliseconds by the server clock; never the token).
 constexpr const char* kRecordColumns =
     "resource, status_held, held, owner_id, fencing_token, acquired_at_ms, "
     "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip";
+// dlm_holders adds the mode.
+constexpr const char* kHoldColumns =
+    "resource, status_held, held, owner_id, fencing_token, acquired_at_ms, "
+    "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip, shared";
 
 }  // namespace
 
 const PgStatements& pgStatements() {
   static const PgStatements kStatements{
-      // The whole acquire transaction, server side (hierarchy protocol).
+      // The whole acquire transaction, server side (hierarchy protocol,
+      // modes, fair queueing).
       {"dlm_acquire",
        "SELECT acquired, fencing_token, acquired_at_ms, expires_at_ms, "
-       "blocked_by FROM dlm_acquire($1::text[], $2::bigint[], $3, $4, $5, $6, "
-       "$7, $8, $9)"},
+       "blocked_by, queued FROM dlm_acquire($1::text[], $2::bigint[], $3, $4, "
+       "$5, $6, $7, $8, $9, $10::boolean)"},
       // Token-conditional release, committed lazily; NOTIFYs when someone
       // waits (see the function).
       {"dlm_release", "SELECT dlm_release($1, $2, $3::text[], $4, $5)"},
+      {"dlm_release_shared",
+       "SELECT dlm_release_shared($1, $2, $3::text[], $4, $5)"},
       // Deadlock check + request row, serialised server side. One row per
       // key of the cycle, in order (none when registered), so no array
       // literal has to be parsed.
       {"dlm_register_wait",
        "SELECT u.k FROM unnest(dlm_register_wait($1, $2::text[], $3, $4, $5, "
-       "$6)) WITH ORDINALITY AS u (k, i) ORDER BY u.i"},
+       "$6, $7::boolean)) WITH ORDINALITY AS u (k, i) ORDER BY u.i"},
       {"dlm_unregister_wait", "SELECT dlm_unregister_wait($1, $2)"},
       // Where dlm_release_within lives, for calling it schema-qualified on
       // the application's connection when no schema was configured.
@@ -39,6 +46,7 @@ const PgStatements& pgStatements() {
        "text)')"},
       // Token-conditional lease extension.
       {"dlm_extend", "SELECT dlm_extend($1, $2, $3)"},
+      {"dlm_extend_shared", "SELECT dlm_extend_shared($1, $2, $3)"},
       // Operator override.
       {"dlm_force_release", "SELECT dlm_force_release($1)"},
       // One row by primary key, through the definer function (the
@@ -46,13 +54,16 @@ const PgStatements& pgStatements() {
       // "never locked".
       {"dlm_describe",
        fmt::format("SELECT {} FROM dlm_describe($1)", kRecordColumns)},
-      // Held rows under a prefix: the function scans the primary-key range.
-      {"dlm_list_held",
-       fmt::format("SELECT {} FROM dlm_list_held($1)", kRecordColumns)},
+      // Holds of both modes of one key, and under a prefix (primary-key
+      // lookups and range scans).
+      {"dlm_holders_of",
+       fmt::format("SELECT {} FROM dlm_holders($1, true)", kHoldColumns)},
+      {"dlm_list_holds",
+       fmt::format("SELECT {} FROM dlm_holders($1, false)", kHoldColumns)},
       // Live request rows under a prefix, key order then oldest first.
-      {"dlm_list_waiters",
-       "SELECT resource, owner_id, requested_at_ms, expires_at_ms FROM "
-       "dlm_list_waiters($1)"},
+      {"dlm_list_requests",
+       "SELECT resource, owner_id, requested_at_ms, expires_at_ms, shared "
+       "FROM dlm_list_requests($1)"},
       // Every version row (schema 3 on), applied_at as UTC ISO-8601 with
       // milliseconds, through the definer function.
       {"dlm_schema_versions",

@@ -10,12 +10,15 @@ namespace dlm::internal {
 struct PgStatements {
   PreparedStatement acquire;
   PreparedStatement release;
+  PreparedStatement releaseShared;
   PreparedStatement registerWait;
   PreparedStatement unregisterWait;
   PreparedStatement functionSchema;
   PreparedStatement extend;
+  PreparedStatement extendShared;
   PreparedStatement forceRelease;
   PreparedStatement describe;
+  PreparedStatement holdersOf;
   PreparedStatement listHeld;
   PreparedStatement listWaiters;
   PreparedStatement schemaVersions;

@@ -57,6 +57,8 @@ LockRecord toRecord(const PgResult& r, int row) {
   // host(holder_ip): the address without its /32 (/128) mask; NULL (a unix
   // socket) reads as "".
   rec.holderIp = r.text(row, 10);
+  // dlm_holders' 12th column; dlm_describe has none (the row: EXCLUSIVE).
+  if (r.columns() > 11 && r.boolean(row, 11)) rec.mode = LockMode::SHARED;
   return rec;
 }
 
@@ -66,8 +68,11 @@ WaitRecord toWaitRecord(const PgResult& r, int row) {
   rec.owner = r.text(row, 1);
   rec.requestedAt = fromEpochMs(r, row, 2);
   rec.expiresAt = fromEpochMs(r, row, 3);
+  if (r.boolean(row, 4)) rec.mode = LockMode::SHARED;
   return rec;
 }
+
+const char* sqlBoolean(bool value) { return value ? "true" : "false"; }
 
 // Checks the shape of a one-row, one-column result.
 const PgResult& single(const PgResult& r, const char* what) {
@@ -181,7 +186,8 @@ class PostgresStore::Impl {
                         token.c_str(),
                         ttl.c_str(),
                         request.holder.host.c_str(),
-                        pid.c_str()};
+                        pid.c_str(),
+                        sqlBoolean(request.mode == LockMode::SHARED)};
 
     return run("acquire", key.key, [&](PgConn& c, Deadline d) {
       PgResult r;
@@ -210,25 +216,29 @@ class PostgresStore::Impl {
         result.expiresAt = fromEpochMs(r, 0, 3);
       } else {
         result.blockedBy = r.text(0, 4);
+        result.queued = r.boolean(0, 5);
       }
       return result;
     });
   }
 
-  bool release(const StoreKey& key, std::string_view token) {
+  bool release(const StoreKey& key, std::string_view token, LockMode mode) {
     const Hierarchy h(key);
     const std::string t(token);
     const Params params{key.key.c_str(), t.c_str(), h.ancestors.c_str(),
                         h.descBegin, h.descEnd};
+    const bool shared = mode == LockMode::SHARED;
+    const auto& statement = shared ? internal::pgStatements().releaseShared
+                                   : internal::pgStatements().release;
     return run("release", key.key, [&](PgConn& c, Deadline d) {
-      return single(c.execPrepared(internal::pgStatements().release, params, d),
-                    "dlm_release")
+      return single(c.execPrepared(statement, params, d),
+                    shared ? "dlm_release_shared" : "dlm_release")
           .boolean(0, 0);
     });
   }
 
   void releaseWithin(AppTransaction& appTx, const StoreKey& key,
-                     std::string_view token) {
+                     std::string_view token, LockMode mode) {
     auto* adapter = dynamic_cast<PostgresTransaction*>(&appTx);
     if (adapter == nullptr) {
       throw DLMException(
@@ -259,8 +269,11 @@ class PostgresStore::Impl {
       // Not prepared: that would leave a statement behind on the
       // application's connection. Schema-qualified because that connection's
       // search_path need not name dlm's schema (the function pins its own).
-      tx.exec_params("SELECT " + tx.conn().quote_name(schema) +
-                         ".dlm_release_within($1, $2, $3::text[], $4, $5)",
+      const char* function = mode == LockMode::SHARED
+                                 ? ".dlm_release_shared_within"
+                                 : ".dlm_release_within";
+      tx.exec_params("SELECT " + tx.conn().quote_name(schema) + function +
+                         "($1, $2, $3::text[], $4, $5)",
                      key.key, t, h.ancestors, h.descBegin, h.descEnd);
     } catch (const pqxx::usage_error& e) {
       // libpqxx refused the statement (a transaction it knows is closed).
@@ -291,9 +304,13 @@ class PostgresStore::Impl {
     const Hierarchy h(request.key);
     const std::string owner(request.owner);
     const std::string maxWait = std::to_string(request.maxWait.count());
-    const Params params{
-        request.key.key.c_str(), h.ancestors.c_str(), h.descBegin, h.descEnd,
-        owner.c_str(),           maxWait.c_str()};
+    const Params params{request.key.key.c_str(),
+                        h.ancestors.c_str(),
+                        h.descBegin,
+                        h.descEnd,
+                        owner.c_str(),
+                        maxWait.c_str(),
+                        sqlBoolean(request.mode == LockMode::SHARED)};
     return run("registerWait", request.key.key, [&](PgConn& c, Deadline d) {
       const PgResult r =
           c.execPrepared(internal::pgStatements().registerWait, params, d);
@@ -323,18 +340,21 @@ class PostgresStore::Impl {
   }
 
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
-                                  std::chrono::milliseconds ttl) {
+                                  std::chrono::milliseconds ttl,
+                                  LockMode mode) {
     const std::string k(key), t(token), ttlMs = std::to_string(ttl.count());
-    return run(
-        "extend", key, [&](PgConn& c, Deadline d) -> std::optional<StoreTime> {
-          const PgResult r =
-              c.execPrepared(internal::pgStatements().extend,
-                             Params{k.c_str(), t.c_str(), ttlMs.c_str()}, d);
-          single(r, "dlm_extend");
-          // NULL: the token no longer holds the row.
-          if (r.isNull(0, 0)) return std::nullopt;
-          return fromEpochMs(r, 0, 0);
-        });
+    const auto& statement = mode == LockMode::SHARED
+                                ? internal::pgStatements().extendShared
+                                : internal::pgStatements().extend;
+    return run("extend", key,
+               [&](PgConn& c, Deadline d) -> std::optional<StoreTime> {
+                 const PgResult r = c.execPrepared(
+                     statement, Params{k.c_str(), t.c_str(), ttlMs.c_str()}, d);
+                 single(r, "dlm_extend");
+                 // NULL: the token no longer holds the row.
+                 if (r.isNull(0, 0)) return std::nullopt;
+                 return fromEpochMs(r, 0, 0);
+               });
   }
 
   std::optional<LockRecord> describe(std::string_view key) {
@@ -348,13 +368,16 @@ class PostgresStore::Impl {
                });
   }
 
-  // The prefix range is computed server side (dlm_prefix_end), so the
-  // functions stay usable by hand.
-  std::vector<LockRecord> listHeld(std::string_view keyPrefix) {
-    const std::string prefix(keyPrefix);
-    return run("listHeld", keyPrefix, [&](PgConn& c, Deadline d) {
-      const PgResult r = c.execPrepared(internal::pgStatements().listHeld,
-                                        Params{prefix.c_str()}, d);
+  // Holds of one key (exact) or under a prefix (the prefix range is
+  // computed server side, dlm_prefix_end, so the function stays usable by
+  // hand).
+  std::vector<LockRecord> holds(const char* what, std::string_view key,
+                                bool exact) {
+    const std::string k(key);
+    const auto& statement = exact ? internal::pgStatements().holdersOf
+                                  : internal::pgStatements().listHeld;
+    return run(what, key, [&](PgConn& c, Deadline d) {
+      const PgResult r = c.execPrepared(statement, Params{k.c_str()}, d);
       std::vector<LockRecord> records;
       records.reserve(static_cast<std::size_t>(r.rows()));
       for (int row = 0; row < r.rows(); ++row) {
@@ -574,15 +597,6 @@ PostgresStore::PostgresStore(PostgresStoreOptions options) {
 
 PostgresStore::~PostgresStore() = default;
 
-namespace {
-// TEMPORARY while SHARED is being built (issue 11).
-void requireExclusive(LockMode mode) {
-  if (mode != LockMode::EXCLUSIVE) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT, "SHARED: not yet");
-  }
-}
-}  // namespace
-
 std::string_view PostgresStore::name() const { return "postgres"; }
 void PostgresStore::addClient(std::string_view clientId) noexcept {
   try {
@@ -596,38 +610,30 @@ void PostgresStore::initialize(bool applyMigrations) {
 }
 void PostgresStore::close() { impl_->close(); }
 AcquireResult PostgresStore::tryAcquire(const AcquireRequest& request) {
-  requireExclusive(request.mode);
   return impl_->tryAcquire(request);
 }
 bool PostgresStore::release(const StoreKey& key, std::string_view token,
                             LockMode mode) {
-  requireExclusive(mode);
-  return impl_->release(key, token);
+  return impl_->release(key, token, mode);
 }
 void PostgresStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
                                   std::string_view token, LockMode mode) {
-  requireExclusive(mode);
-  impl_->releaseWithin(tx, key, token);
+  impl_->releaseWithin(tx, key, token, mode);
 }
 std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                std::string_view token,
                                                std::chrono::milliseconds ttl,
                                                LockMode mode) {
-  requireExclusive(mode);
-  return impl_->extend(key, token, ttl);
+  return impl_->extend(key, token, ttl, mode);
 }
 std::optional<LockRecord> PostgresStore::describe(std::string_view key) {
   return impl_->describe(key);
 }
 std::vector<LockRecord> PostgresStore::holdersOf(std::string_view key) {
-  std::vector<LockRecord> holds;
-  if (auto row = impl_->describe(key); row && row->statusHeld) {
-    holds.push_back(std::move(*row));
-  }
-  return holds;
+  return impl_->holds("holdersOf", key, /*exact=*/true);
 }
 std::vector<LockRecord> PostgresStore::listHeld(std::string_view keyPrefix) {
-  return impl_->listHeld(keyPrefix);
+  return impl_->holds("listHeld", keyPrefix, /*exact=*/false);
 }
 std::vector<WaitRecord> PostgresStore::listWaiters(std::string_view keyPrefix) {
   return impl_->listWaiters(keyPrefix);

@@ -448,7 +448,8 @@ TEST(PostgresCompatibility, SchemaStateOfAVersion2DatabaseAndWhatToApply) {
   const SchemaState after = store.schemaState();
   const auto& migrations = internal::postgresMigrations();
   EXPECT_EQ(after.version(), internal::latestVersion(migrations));
-  EXPECT_EQ(after.compatibleFrom, 2);
+  // V5 (shared locks) serves libraries for schema 4 and up.
+  EXPECT_EQ(after.compatibleFrom, 4);
   EXPECT_FALSE(after.applied[0].checksum.has_value());
   EXPECT_FALSE(after.applied[1].checksum.has_value());
   for (std::size_t i = 2; i < after.applied.size(); ++i) {
@@ -470,7 +471,7 @@ TEST(PostgresCompatibility, TheApplierRecordsEveryChecksum) {
               internal::migrationChecksum(migrations[i]))
         << migrations[i].file;
   }
-  EXPECT_EQ(state.compatibleFrom, 2);
+  EXPECT_EQ(state.compatibleFrom, 4);
 }
 
 TEST(PostgresCompatibility, ANewerSchemaIsAcceptedWhileItServesThisLibrary) {

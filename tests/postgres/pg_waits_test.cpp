@@ -237,13 +237,15 @@ TEST_F(ReleaseNotifyTest, ReleaseByAnotherStoreReachesASubscribedListener) {
 TEST_F(ReleaseNotifyTest, WaitersOnAncestorsAndDescendantsAreWokenSiblingsNot) {
   ASSERT_TRUE(store_->subscribeReleases(&listener_));
   RawListener raw;
+  // Held first: a waiter's request would hold back a newer acquisition
+  // (fair queueing).
+  for (const char* id : {"a.b", "s.y"}) {
+    ASSERT_TRUE(acquireAs(*other_, key(id), "H", "th").acquired);
+  }
   // Waiters on a (ancestor of a.b), a.b.c (descendant) and a.x (sibling).
   ASSERT_EQ(waitAs(*other_, key("a"), "W1").deadlockCycle, Keys{});
   ASSERT_EQ(waitAs(*other_, key("a.b.c"), "W2").deadlockCycle, Keys{});
   ASSERT_EQ(waitAs(*other_, key("s.x"), "W3").deadlockCycle, Keys{});
-  for (const char* id : {"a.b", "s.y"}) {
-    ASSERT_TRUE(acquireAs(*other_, key(id), "H", "th").acquired);
-  }
   ASSERT_TRUE(other_->release(key("a.b"), "th", dlm::LockMode::EXCLUSIVE));
   ASSERT_TRUE(other_->release(
       key("s.y"), "th", dlm::LockMode::EXCLUSIVE));  // only a sibling waits

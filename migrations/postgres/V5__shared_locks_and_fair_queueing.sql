@@ -1,0 +1,856 @@
+-- dlm migration V5: shared (read) locks and fair queueing (issue 11).
+-- Applied in one transaction after V4, in the same schema; records version
+-- 5. Re-runnable. README "Shared locks and fair queueing" describes the
+-- behaviour and the row protocol; this file is its server side.
+--
+-- A SHARED hold is a row of its own in dlm_shared_holds; an EXCLUSIVE hold
+-- stays the key's row in dlm_locks (status HELD). Both kinds of acquisition
+-- lock the same rows as before (ancestors FOR SHARE root first, the key FOR
+-- UPDATE), so every pair of conflicting acquisitions still serialises on one
+-- row, and take the key's next fencing token from its dlm_locks row.
+--
+-- Fair queueing: a live request row goes before newer attempts that
+-- conflict with it. Request rows now carry the mode they wait for.
+--
+-- Rolling upgrade: every function the previous release (schema 4) calls
+-- keeps its signature and meaning; the 9-argument dlm_acquire and the
+-- 6-argument dlm_register_wait become EXCLUSIVE calls of the new ones, so a
+-- process of the previous release respects shared holds and the queue, and
+-- is seen by both. Its listings (dlm_describe, dlm_list_held,
+-- dlm_list_waiters) do not show shared holds or modes. compatible_from = 4.
+
+-- ------------------------------------------------------------- tables
+
+CREATE TABLE IF NOT EXISTS dlm_shared_holds (
+  resource      text COLLATE "C" NOT NULL,
+  token         text NOT NULL,
+  owner_id      text NOT NULL,
+  fencing_token bigint NOT NULL,
+  acquired_at   timestamptz NOT NULL,
+  ttl_ms        bigint NOT NULL,
+  expires_at    timestamptz NOT NULL,
+  holder_host   text,
+  holder_pid    bigint,
+  holder_ip     inet,
+  PRIMARY KEY (resource, token)
+) WITH (fillfactor = 80, vacuum_truncate = off, toast.vacuum_truncate = off);
+
+ALTER TABLE dlm_lock_requests
+  ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'EXCLUSIVE';
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                  WHERE conname = 'dlm_lock_requests_mode_check'
+                    AND conrelid = 'dlm_lock_requests'::regclass) THEN
+    ALTER TABLE dlm_lock_requests ADD CONSTRAINT dlm_lock_requests_mode_check
+      CHECK (mode IN ('EXCLUSIVE', 'SHARED'));
+  END IF;
+END
+$$;
+
+-- ----------------------------------------------------------- functions
+-- Created with the harmless search_path pg_catalog, pg_temp and pinned to
+-- this schema below, as in V3.
+
+-- dlm_acquire (10 arguments): one attempt to take a lock in either mode
+-- (p_shared), the whole protocol in one transaction. Arguments and result as
+-- the 9-argument form of V3, plus: blocked_by names a queued request's key
+-- when queued is true.
+CREATE OR REPLACE FUNCTION dlm_acquire(
+    p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint,
+    p_shared boolean)
+  RETURNS TABLE (acquired boolean, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, blocked_by text, queued boolean)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  c_max_turns constant integer := 16;
+  v_depth     integer := coalesce(cardinality(p_keys), 0);
+  v_target    text;
+  v_ancestors text[];
+  v_count     integer;
+  v_turns     integer := 0;
+  v_row       record;
+  v_hold      record;
+  v_blocker   text;
+  v_queued    boolean := false;
+  v_my_at     timestamptz;
+  v_fencing   bigint;
+  v_now       timestamptz;
+BEGIN
+  IF v_depth = 0 OR cardinality(p_crcs) IS DISTINCT FROM v_depth
+     OR p_token IS NULL OR p_ttl_ms IS NULL OR p_ttl_ms <= 0
+     OR p_shared IS NULL THEN
+    RAISE EXCEPTION 'dlm_acquire: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  v_target := p_keys[v_depth];
+  v_ancestors := p_keys[1:v_depth - 1];
+  -- Durable whatever the default (see V3).
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+
+  -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
+  -- missing or purged meanwhile), then the target FOR UPDATE in both modes:
+  -- a SHARED acquisition changes the target's row too (its fencing
+  -- counter), and conflicting acquisitions must meet on a common row.
+  IF v_depth > 1 THEN
+    LOOP
+      PERFORM 1 FROM dlm_locks l
+        WHERE l.resource = ANY (v_ancestors) ORDER BY l.resource FOR SHARE OF l;
+      GET DIAGNOSTICS v_count = ROW_COUNT;
+      EXIT WHEN v_count >= v_depth - 1;
+      v_turns := v_turns + 1;
+      IF v_turns > c_max_turns THEN
+        RAISE EXCEPTION 'dlm_acquire: rows of % keep being purged', v_target
+          USING ERRCODE = 'serialization_failure';
+      END IF;
+      INSERT INTO dlm_locks (resource, resource_crc)
+        SELECT u.k, u.c FROM unnest(v_ancestors, p_crcs[1:v_depth - 1]) AS u (k, c)
+        ORDER BY u.k
+        ON CONFLICT (resource) DO NOTHING;
+    END LOOP;
+  END IF;
+  LOOP
+    SELECT * INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
+    EXIT WHEN FOUND;
+    v_turns := v_turns + 1;
+    IF v_turns > c_max_turns THEN
+      RAISE EXCEPTION 'dlm_acquire: the row of % keeps being purged', v_target
+        USING ERRCODE = 'serialization_failure';
+    END IF;
+    INSERT INTO dlm_locks (resource, resource_crc)
+      VALUES (v_target, p_crcs[v_depth])
+      ON CONFLICT (resource) DO NOTHING;
+  END LOOP;
+
+  -- Every check below is its own statement (a fresh snapshot under READ
+  -- COMMITTED): it sees what committed while we waited for the row locks.
+
+  -- Already ours (a retry after a lost reply): answer as the first time.
+  IF NOT p_shared AND v_row.status = 'HELD' AND v_row.token = p_token THEN
+    RETURN QUERY SELECT true, v_row.fencing_token,
+      floor(extract(epoch FROM v_row.acquired_at) * 1000)::bigint,
+      floor(extract(epoch FROM v_row.expires_at) * 1000)::bigint, NULL::text,
+      false;
+    RETURN;
+  END IF;
+  IF p_shared THEN
+    SELECT * INTO v_hold FROM dlm_shared_holds s
+     WHERE s.resource = v_target AND s.token = p_token;
+    IF FOUND THEN
+      RETURN QUERY SELECT true, v_hold.fencing_token,
+        floor(extract(epoch FROM v_hold.acquired_at) * 1000)::bigint,
+        floor(extract(epoch FROM v_hold.expires_at) * 1000)::bigint,
+        NULL::text, false;
+      RETURN;
+    END IF;
+  END IF;
+
+  -- Live EXCLUSIVE holds block both modes: the target (the row we locked is
+  -- its newest version), an ancestor, a descendant.
+  IF v_row.status = 'HELD' AND v_row.expires_at > clock_timestamp() THEN
+    v_blocker := v_target;
+  END IF;
+  IF v_blocker IS NULL AND v_depth > 1 THEN
+    SELECT l.resource INTO v_blocker FROM dlm_locks l
+      WHERE l.resource = ANY (v_ancestors)
+        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+      ORDER BY l.resource LIMIT 1;
+  END IF;
+  IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
+    SELECT l.resource INTO v_blocker FROM dlm_locks l
+      WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+      ORDER BY l.resource LIMIT 1;
+  END IF;
+
+  -- Live SHARED holds block an EXCLUSIVE attempt (primary-key lookups and a
+  -- range scan on dlm_shared_holds).
+  IF v_blocker IS NULL AND NOT p_shared THEN
+    SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+      WHERE s.resource = v_target AND s.expires_at > clock_timestamp()
+      LIMIT 1;
+    IF v_blocker IS NULL AND v_depth > 1 THEN
+      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+        WHERE s.resource = ANY (v_ancestors)
+          AND s.expires_at > clock_timestamp()
+        ORDER BY s.resource LIMIT 1;
+    END IF;
+    IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
+      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+        WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+          AND s.expires_at > clock_timestamp()
+        ORDER BY s.resource LIMIT 1;
+    END IF;
+  END IF;
+
+  -- Fair queueing: an older live request of another owner that conflicts
+  -- with this attempt goes first. "Older" than the attempting owner's own
+  -- request for the key, by (requested_at, owner_id); any, without one.
+  IF v_blocker IS NULL THEN
+    SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
+     WHERE r.resource = v_target AND r.owner_id = p_owner
+       AND r.expires_at > clock_timestamp();
+    SELECT r.resource INTO v_blocker FROM dlm_lock_requests r
+     WHERE (r.resource = v_target OR r.resource = ANY (v_ancestors)
+            OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+       AND r.owner_id <> p_owner AND r.expires_at > clock_timestamp()
+       AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
+       AND (v_my_at IS NULL
+            OR (r.requested_at, r.owner_id) < (v_my_at, p_owner))
+     ORDER BY r.requested_at, r.owner_id LIMIT 1;
+    v_queued := v_blocker IS NOT NULL;
+  END IF;
+
+  -- Refused: commit lazily (the row locks gave us a transaction id, but
+  -- nothing a crash could lose changed).
+  IF v_blocker IS NOT NULL THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    RETURN QUERY SELECT false, NULL::bigint, NULL::bigint, NULL::bigint,
+      v_blocker, v_queued;
+    RETURN;
+  END IF;
+
+  -- Grant. The key's next fencing token, above the purge floor (V3).
+  v_now := clock_timestamp();
+  IF NOT p_shared THEN
+    UPDATE dlm_locks l
+       SET status = 'HELD', owner_id = p_owner, token = p_token,
+           fencing_token = greatest(l.fencing_token,
+                                    (SELECT f.floor_token FROM dlm_fencing_floor f
+                                      WHERE f.id)) + 1,
+           acquired_at = v_now,
+           ttl_ms = p_ttl_ms, expires_at = v_now + p_ttl_ms * interval '1 millisecond',
+           holder_host = p_host, holder_pid = p_pid, holder_ip = inet_client_addr()
+     WHERE l.resource = v_target
+    RETURNING l.* INTO v_row;
+    -- Expired SHARED holders of the key are taken over (their extend and
+    -- release find nothing). Every hold left here is expired (checked above).
+    DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
+    RETURN QUERY SELECT true, v_row.fencing_token,
+      floor(extract(epoch FROM v_row.acquired_at) * 1000)::bigint,
+      floor(extract(epoch FROM v_row.expires_at) * 1000)::bigint, NULL::text,
+      false;
+    RETURN;
+  END IF;
+
+  -- SHARED: the key's row gives the fencing token; an expired EXCLUSIVE
+  -- holder is taken over (FREE, its token gone, so its extend finds nothing
+  -- and its release answers false).
+  UPDATE dlm_locks l
+     SET fencing_token = greatest(l.fencing_token,
+                                  (SELECT f.floor_token FROM dlm_fencing_floor f
+                                    WHERE f.id)) + 1,
+         status = 'FREE',
+         token = CASE WHEN l.status = 'HELD' THEN NULL ELSE l.token END,
+         expires_at = CASE WHEN l.status = 'HELD'
+                           THEN least(l.expires_at, v_now)
+                           ELSE l.expires_at END
+   WHERE l.resource = v_target
+  RETURNING l.fencing_token INTO v_fencing;
+  INSERT INTO dlm_shared_holds AS s
+      (resource, token, owner_id, fencing_token, acquired_at, ttl_ms,
+       expires_at, holder_host, holder_pid, holder_ip)
+    VALUES (v_target, p_token, p_owner, v_fencing, v_now, p_ttl_ms,
+            v_now + p_ttl_ms * interval '1 millisecond', p_host, p_pid,
+            inet_client_addr());
+  RETURN QUERY SELECT true, v_fencing,
+    floor(extract(epoch FROM v_now) * 1000)::bigint,
+    floor(extract(epoch FROM v_now + p_ttl_ms * interval '1 millisecond') * 1000)::bigint,
+    NULL::text, false;
+END
+$$;
+
+-- dlm_acquire (9 arguments, V3's, what the previous release calls): an
+-- EXCLUSIVE attempt through the 10-argument form, so it respects shared
+-- holds and the queue. Same result columns as before.
+CREATE OR REPLACE FUNCTION dlm_acquire(
+    p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint)
+  RETURNS TABLE (acquired boolean, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, blocked_by text)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT a.acquired, a.fencing_token, a.acquired_at_ms, a.expires_at_ms,
+           a.blocked_by
+      FROM dlm_acquire(p_keys, p_crcs, p_desc_begin, p_desc_end, p_owner,
+                       p_token, p_ttl_ms, p_host, p_pid, false) a;
+END
+$$;
+
+-- dlm_release_shared: deletes the SHARED hold p_token has on p_key (expired
+-- but not taken over included). True when it was there; then wakes the
+-- waiters (dlm_notify_waiters; hierarchy arguments as dlm_release). Lazy
+-- commit, like dlm_release.
+CREATE OR REPLACE FUNCTION dlm_release_shared(
+    p_key text, p_token text, p_ancestors text[], p_desc_begin text,
+    p_desc_end text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  DELETE FROM dlm_shared_holds WHERE resource = p_key AND token = p_token;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+  RETURN true;
+END
+$$;
+
+-- dlm_release_shared_within: the same inside the CALLER'S open transaction
+-- (commitLock); SQLSTATE DLM01 when the hold is gone (see
+-- dlm_release_within).
+CREATE OR REPLACE FUNCTION dlm_release_shared_within(
+    p_key text, p_token text, p_ancestors text[], p_desc_begin text,
+    p_desc_end text)
+  RETURNS void
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  DELETE FROM dlm_shared_holds WHERE resource = p_key AND token = p_token;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
+      USING ERRCODE = 'DLM01';
+  END IF;
+  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+END
+$$;
+
+-- dlm_extend_shared: moves the SHARED hold's lease end to now + p_ttl_ms.
+-- The new expires_at in epoch milliseconds, or NULL when the hold is gone.
+-- Durable, like dlm_extend.
+CREATE OR REPLACE FUNCTION dlm_extend_shared(
+    p_key text, p_token text, p_ttl_ms bigint)
+  RETURNS bigint
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_expires timestamptz;
+BEGIN
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+    RAISE EXCEPTION 'dlm_extend_shared: the TTL must be positive'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  UPDATE dlm_shared_holds
+     SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
+         ttl_ms = p_ttl_ms
+   WHERE resource = p_key AND token = p_token
+  RETURNING expires_at INTO v_expires;
+  RETURN floor(extract(epoch FROM v_expires) * 1000)::bigint;
+END
+$$;
+
+-- dlm_holders: every hold not released or taken over, of exactly p_key
+-- (p_exact) or under the key prefix p_key ('' for all): EXCLUSIVE rows
+-- (status HELD) and SHARED holds, in key order, per key the EXCLUSIVE one
+-- first and SHARED ones oldest first. No tokens. Times in epoch ms.
+CREATE OR REPLACE FUNCTION dlm_holders(p_key text, p_exact boolean)
+  RETURNS TABLE (resource text, status_held boolean, held boolean,
+                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
+                 holder_pid bigint, holder_ip text, shared boolean)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_from text := coalesce(p_key, '');
+  v_end  text := dlm_prefix_end(coalesce(p_key, ''));
+  v_now  timestamptz := clock_timestamp();
+BEGIN
+  -- Exactly p_key (primary-key lookups: the branches whose p_exact test
+  -- is false are not run), or a primary-key range scan on each table.
+  RETURN QUERY
+    SELECT h.resource, h.status_held, h.held, h.owner_id, h.fencing_token,
+           h.acquired_at_ms, h.expires_at_ms, h.ttl_ms, h.holder_host,
+           h.holder_pid, h.holder_ip, h.shared
+      FROM (
+        SELECT l.resource::text AS resource, true AS status_held,
+               l.expires_at > v_now AS held, l.owner_id, l.fencing_token,
+               floor(extract(epoch FROM l.acquired_at) * 1000)::bigint AS acquired_at_ms,
+               floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS expires_at_ms,
+               l.ttl_ms, l.holder_host, l.holder_pid,
+               host(l.holder_ip) AS holder_ip, false AS shared,
+               l.acquired_at AS since, ''::text AS token_order
+          FROM dlm_locks l
+         WHERE l.status = 'HELD' AND l.resource = v_from
+           AND coalesce(p_exact, false)
+        UNION ALL
+        SELECT l.resource::text, true, l.expires_at > v_now, l.owner_id,
+               l.fencing_token,
+               floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+               floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
+               l.ttl_ms, l.holder_host, l.holder_pid, host(l.holder_ip),
+               false, l.acquired_at, ''::text
+          FROM dlm_locks l
+         WHERE l.status = 'HELD' AND NOT coalesce(p_exact, false)
+           AND l.resource >= v_from AND (v_end IS NULL OR l.resource < v_end)
+           AND starts_with(l.resource, v_from)
+        UNION ALL
+        SELECT s.resource::text, true, s.expires_at > v_now, s.owner_id,
+               s.fencing_token,
+               floor(extract(epoch FROM s.acquired_at) * 1000)::bigint,
+               floor(extract(epoch FROM s.expires_at) * 1000)::bigint,
+               s.ttl_ms, s.holder_host, s.holder_pid, host(s.holder_ip),
+               true, s.acquired_at, s.token
+          FROM dlm_shared_holds s
+         WHERE s.resource = v_from AND coalesce(p_exact, false)
+        UNION ALL
+        SELECT s.resource::text, true, s.expires_at > v_now, s.owner_id,
+               s.fencing_token,
+               floor(extract(epoch FROM s.acquired_at) * 1000)::bigint,
+               floor(extract(epoch FROM s.expires_at) * 1000)::bigint,
+               s.ttl_ms, s.holder_host, s.holder_pid, host(s.holder_ip),
+               true, s.acquired_at, s.token
+          FROM dlm_shared_holds s
+         WHERE NOT coalesce(p_exact, false)
+           AND s.resource >= v_from AND (v_end IS NULL OR s.resource < v_end)
+           AND starts_with(s.resource, v_from)) h
+     ORDER BY h.resource COLLATE "C", h.shared, h.since, h.token_order;
+END
+$$;
+
+-- dlm_list_requests: live request rows under a key prefix ('' for all) with
+-- their mode, in key order, then oldest first (dlm_list_waiters plus the
+-- mode, which V3's result type cannot gain).
+CREATE OR REPLACE FUNCTION dlm_list_requests(p_prefix text)
+  RETURNS TABLE (resource text, owner_id text, requested_at_ms bigint,
+                 expires_at_ms bigint, shared boolean)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_prefix text := coalesce(p_prefix, '');
+  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
+BEGIN
+  RETURN QUERY
+    SELECT r.resource::text, r.owner_id,
+           floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
+           floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
+           r.mode = 'SHARED'
+      FROM dlm_lock_requests r
+     WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+       AND (v_end IS NULL OR r.resource < v_end)
+       AND starts_with(r.resource, v_prefix)
+     ORDER BY r.resource, r.requested_at, r.owner_id;
+END
+$$;
+
+-- dlm_wait_blockers (internal): the owners a request waits for in the
+-- wait-for graph: owners of live holds that conflict with it (EXCLUSIVE
+-- holds always, SHARED holds when the request is EXCLUSIVE) on its key, an
+-- ancestor or a descendant, and owners of older live requests (by
+-- (requested_at, owner_id)) of other owners on those keys that conflict
+-- with it (fair queueing: they go first). Runs as its caller
+-- (dlm_register_wait, the schema owner); no role has EXECUTE on it.
+CREATE OR REPLACE FUNCTION dlm_wait_blockers(
+    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
+    p_shared boolean, p_requested_at timestamptz, p_owner text,
+    p_now timestamptz)
+  RETURNS TABLE (owner_id text)
+  LANGUAGE plpgsql STABLE SECURITY INVOKER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT l.owner_id FROM dlm_locks l
+     WHERE l.status = 'HELD' AND l.expires_at > p_now
+       AND l.owner_id IS NOT NULL
+       AND (l.resource = p_key OR l.resource = ANY (p_ancestors)
+            OR (l.resource >= p_desc_begin AND l.resource < p_desc_end))
+    UNION
+    SELECT s.owner_id FROM dlm_shared_holds s
+     WHERE NOT p_shared AND s.expires_at > p_now
+       AND (s.resource = p_key OR s.resource = ANY (p_ancestors)
+            OR (s.resource >= p_desc_begin AND s.resource < p_desc_end))
+    UNION
+    SELECT r.owner_id FROM dlm_lock_requests r
+     WHERE r.owner_id <> p_owner AND r.expires_at > p_now
+       AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
+       AND (r.requested_at, r.owner_id) < (p_requested_at, p_owner)
+       AND (r.resource = p_key OR r.resource = ANY (p_ancestors)
+            OR (r.resource >= p_desc_begin AND r.resource < p_desc_end));
+END
+$$;
+
+-- dlm_register_wait (7 arguments): as V3's, for a request of either mode,
+-- with the edges of dlm_wait_blockers (mode-aware holds and the queue).
+-- The request's age for its own queue edges: its existing row's
+-- requested_at when it re-registers, else now.
+CREATE OR REPLACE FUNCTION dlm_register_wait(
+    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_max_wait_ms bigint, p_shared boolean)
+  RETURNS text[]
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_now    timestamptz;
+  v_my_at  timestamptz;
+  v_owners text[] := '{}';
+  v_parent integer[] := '{}';
+  v_via    text[] := '{}';
+  v_next   integer := 1;
+  v_at     integer;
+  v_cycle  text[];
+  v_hop    record;
+BEGIN
+  IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
+     OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
+    RAISE EXCEPTION 'dlm_register_wait: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Serialised with every other registration (see V3).
+  LOCK TABLE dlm_lock_requests IN SHARE ROW EXCLUSIVE MODE;
+  PERFORM set_config('synchronous_commit', 'off', true);
+  v_now := clock_timestamp();
+  DELETE FROM dlm_lock_requests r WHERE r.expires_at <= v_now;
+  SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND r.owner_id = p_owner;
+  v_my_at := coalesce(v_my_at, v_now);
+
+  FOR v_hop IN
+    SELECT DISTINCT b.owner_id
+      FROM dlm_wait_blockers(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                             p_shared, v_my_at, p_owner, v_now) b
+     ORDER BY b.owner_id
+  LOOP
+    -- The caller holds what blocks its own request: a cycle of one.
+    IF v_hop.owner_id = p_owner THEN
+      RETURN ARRAY[p_key];
+    END IF;
+    v_owners := v_owners || v_hop.owner_id;
+    v_parent := v_parent || 0;
+    v_via := v_via || p_key;
+  END LOOP;
+
+  WHILE v_next <= cardinality(v_owners) LOOP
+    FOR v_hop IN
+      SELECT r.resource, b.owner_id
+        FROM dlm_lock_requests r
+        CROSS JOIN LATERAL dlm_wait_blockers(
+          r.resource, r.ancestors, r.desc_begin, r.desc_end,
+          r.mode = 'SHARED', r.requested_at, r.owner_id, v_now) b
+       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > v_now
+       ORDER BY r.resource, b.owner_id
+    LOOP
+      IF v_hop.owner_id = p_owner THEN
+        v_cycle := ARRAY[v_hop.resource];
+        v_at := v_next;
+        WHILE v_at > 0 LOOP
+          v_cycle := v_via[v_at] || v_cycle;
+          v_at := v_parent[v_at];
+        END LOOP;
+        RETURN v_cycle;
+      END IF;
+      IF NOT (v_hop.owner_id = ANY (v_owners)) THEN
+        v_owners := v_owners || v_hop.owner_id;
+        v_parent := v_parent || v_next;
+        v_via := v_via || v_hop.resource;
+      END IF;
+    END LOOP;
+    v_next := v_next + 1;
+  END LOOP;
+
+  INSERT INTO dlm_lock_requests AS r
+      (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
+       desc_end, mode)
+    VALUES (p_key, p_owner, v_now,
+            v_now + p_max_wait_ms * interval '1 millisecond',
+            coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end,
+            CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END)
+    ON CONFLICT (resource, owner_id) DO UPDATE
+      SET expires_at = excluded.expires_at, ancestors = excluded.ancestors,
+          desc_begin = excluded.desc_begin, desc_end = excluded.desc_end,
+          mode = excluded.mode;
+  RETURN '{}'::text[];
+END
+$$;
+
+-- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
+CREATE OR REPLACE FUNCTION dlm_register_wait(
+    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_max_wait_ms bigint)
+  RETURNS text[]
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN dlm_register_wait(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                           p_owner, p_max_wait_ms, false);
+END
+$$;
+
+-- dlm_unregister_wait: deletes p_owner's request row for p_key; true if
+-- there was one. Now also wakes the waiters that request may have held back
+-- (fair queueing): a NOTIFY when other live requests wait on the key, an
+-- ancestor or a descendant of it. Lazy commit.
+CREATE OR REPLACE FUNCTION dlm_unregister_wait(p_key text, p_owner text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_row record;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  DELETE FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND r.owner_id = p_owner
+  RETURNING r.ancestors, r.desc_begin, r.desc_end INTO v_row;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM dlm_notify_waiters(p_key, v_row.ancestors, v_row.desc_begin,
+                             v_row.desc_end);
+  RETURN true;
+END
+$$;
+
+-- dlm_force_release (admin): frees the key whoever holds it, in both modes
+-- (the EXCLUSIVE row and every SHARED hold). True if anything was held.
+CREATE OR REPLACE FUNCTION dlm_force_release(p_key text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_freed boolean;
+BEGIN
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
+   WHERE resource = p_key AND status = 'HELD';
+  v_freed := FOUND;
+  DELETE FROM dlm_shared_holds WHERE resource = p_key;
+  v_freed := v_freed OR FOUND;
+  IF NOT v_freed THEN
+    RETURN false;
+  END IF;
+  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
+              WHERE r.expires_at > clock_timestamp()
+                AND (r.resource = p_key OR p_key = ANY (r.ancestors)
+                     OR (p_key >= r.desc_begin AND p_key < r.desc_end))) THEN
+    PERFORM pg_notify('dlm_release', p_key);
+  END IF;
+  RETURN true;
+END
+$$;
+
+-- dlm_purge (admin): as V3's, and first deletes SHARED holds whose lease
+-- ended at least p_idle_for_ms ago (holders that never released; a
+-- holder's token is never above its key row's counter, so the floor rule is
+-- unchanged); a row with any SHARED hold left is not idle. Rows counts both.
+CREATE OR REPLACE FUNCTION dlm_purge(
+    p_idle_for_ms bigint, p_batch integer, p_dry_run boolean)
+  RETURNS TABLE (rows bigint, fencing_floor bigint)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_cutoff timestamptz;
+  v_keys   text[];
+  v_max    bigint;
+  v_rows   bigint := 0;
+  v_holds  bigint := 0;
+  v_floor  bigint;
+BEGIN
+  IF p_idle_for_ms IS NULL OR p_idle_for_ms < 0 OR p_batch IS NULL
+     OR p_batch <= 0 THEN
+    RAISE EXCEPTION 'dlm_purge: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  v_cutoff := clock_timestamp() - p_idle_for_ms * interval '1 millisecond';
+
+  IF coalesce(p_dry_run, false) THEN
+    SELECT count(*) INTO v_holds FROM (
+      SELECT 1 FROM dlm_shared_holds s WHERE s.expires_at < v_cutoff
+       LIMIT p_batch) h;
+    SELECT count(*) INTO v_rows FROM (
+      SELECT 1 FROM dlm_locks l
+       WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
+         AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
+                          WHERE r.resource = l.resource
+                            AND r.expires_at > clock_timestamp())
+         AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
+                          WHERE s.resource = l.resource
+                            AND s.expires_at >= v_cutoff)
+       LIMIT greatest(p_batch - v_holds, 0)) s;
+    SELECT f.floor_token INTO v_floor FROM dlm_fencing_floor f WHERE f.id;
+    RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
+    RETURN;
+  END IF;
+
+  -- Stale SHARED holds first (rows of keys nobody is acquiring right now:
+  -- an acquirer of the key holds its dlm_locks row, which SKIP LOCKED
+  -- below would skip, but holds are deleted by key only under that row's
+  -- lock, so lock it first).
+  WITH stale AS (
+    SELECT s.resource, s.token FROM dlm_shared_holds s
+      JOIN dlm_locks l ON l.resource = s.resource
+     WHERE s.expires_at < v_cutoff
+     LIMIT p_batch
+     FOR UPDATE OF l SKIP LOCKED)
+  DELETE FROM dlm_shared_holds s USING stale
+   WHERE s.resource = stale.resource AND s.token = stale.token
+     AND s.expires_at < v_cutoff;
+  GET DIAGNOSTICS v_holds = ROW_COUNT;
+
+  IF v_holds < p_batch THEN
+    SELECT array_agg(s.resource), max(s.fencing_token) INTO v_keys, v_max
+      FROM (SELECT l.resource, l.fencing_token FROM dlm_locks l
+             WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
+               AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
+                                WHERE r.resource = l.resource
+                                  AND r.expires_at > clock_timestamp())
+               AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
+                                WHERE s.resource = l.resource)
+             LIMIT p_batch - v_holds
+             FOR UPDATE OF l SKIP LOCKED) s;
+  END IF;
+
+  UPDATE dlm_fencing_floor f
+     SET floor_token = greatest(f.floor_token, coalesce(v_max, 0))
+   WHERE f.id
+  RETURNING f.floor_token INTO v_floor;
+  IF v_keys IS NOT NULL THEN
+    DELETE FROM dlm_locks l WHERE l.resource = ANY (v_keys)
+      AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
+                       WHERE s.resource = l.resource);
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+  END IF;
+  RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
+END
+$$;
+
+-- Pin every function's search_path to this schema (CREATE OR REPLACE above
+-- reset it for the replaced ones), as in V3.
+DO $$
+DECLARE
+  v_fn regprocedure;
+BEGIN
+  IF current_schema() IS NULL THEN
+    RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
+  END IF;
+  FOR v_fn IN
+    SELECT p.oid::regprocedure FROM pg_proc p
+     WHERE p.pronamespace = current_schema()::regnamespace
+       AND p.proname LIKE 'dlm\_%'
+  LOOP
+    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                   v_fn, current_schema());
+  END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------- privileges
+-- The new table: nobody but the schema owner (also against default
+-- privileges a DBA may have set). New functions: EXECUTE revoked from
+-- PUBLIC, then granted as V3 does.
+DO $$
+DECLARE
+  v_client  text := (SELECT value FROM dlm_config WHERE name = 'client_role');
+  v_admin   text := (SELECT value FROM dlm_config WHERE name = 'admin_role');
+  v_schema  text := current_schema();
+  v_grantee text;
+BEGIN
+  FOREACH v_grantee IN ARRAY ARRAY['PUBLIC', 'dlm_client', v_client, v_admin]
+  LOOP
+    IF v_grantee <> 'PUBLIC'
+       AND NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_grantee) THEN
+      CONTINUE;
+    END IF;
+    IF v_grantee <> 'PUBLIC' THEN
+      v_grantee := quote_ident(v_grantee);
+    END IF;
+    EXECUTE format('REVOKE ALL ON TABLE %I.dlm_shared_holds FROM %s',
+                   v_schema, v_grantee);
+    EXECUTE format(
+      'REVOKE ALL ON FUNCTION '
+      '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean), '
+      '%1$I.dlm_release_shared(text, text, text[], text, text), '
+      '%1$I.dlm_release_shared_within(text, text, text[], text, text), '
+      '%1$I.dlm_extend_shared(text, text, bigint), '
+      '%1$I.dlm_holders(text, boolean), '
+      '%1$I.dlm_list_requests(text), '
+      '%1$I.dlm_wait_blockers(text, text[], text, text, boolean, timestamptz, text, timestamptz), '
+      '%1$I.dlm_register_wait(text, text[], text, text, text, bigint, boolean) '
+      'FROM %2$s', v_schema, v_grantee);
+  END LOOP;
+  EXECUTE format(
+    'GRANT EXECUTE ON FUNCTION '
+    '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean), '
+    '%1$I.dlm_release_shared(text, text, text[], text, text), '
+    '%1$I.dlm_release_shared_within(text, text, text[], text, text), '
+    '%1$I.dlm_extend_shared(text, text, bigint), '
+    '%1$I.dlm_holders(text, boolean), '
+    '%1$I.dlm_list_requests(text), '
+    '%1$I.dlm_register_wait(text, text[], text, text, text, bigint, boolean) '
+    'TO %2$I', v_schema, v_client);
+END
+$$;
+
+-- ------------------------------------------------------------ comments
+COMMENT ON TABLE dlm_shared_holds IS
+  'dlm: one row per SHARED hold; changed only by the dlm_* functions.';
+COMMENT ON COLUMN dlm_shared_holds.resource IS
+  'Scoped key held (its dlm_locks row gives the fencing counter).';
+COMMENT ON COLUMN dlm_shared_holds.token IS
+  'Secret per-acquisition token; release and extend are conditional on it. Never shown by the listing functions.';
+COMMENT ON COLUMN dlm_shared_holds.owner_id IS
+  'Owner GUID of the holder.';
+COMMENT ON COLUMN dlm_shared_holds.fencing_token IS
+  'The key''s fencing token this acquisition took.';
+COMMENT ON COLUMN dlm_shared_holds.acquired_at IS
+  'Server clock at acquisition.';
+COMMENT ON COLUMN dlm_shared_holds.ttl_ms IS
+  'Lease length last asked for, in milliseconds.';
+COMMENT ON COLUMN dlm_shared_holds.expires_at IS
+  'End of the lease; past it the hold no longer blocks anyone and an EXCLUSIVE acquirer takes the key over.';
+COMMENT ON COLUMN dlm_shared_holds.holder_host IS
+  'Host name the holder sent.';
+COMMENT ON COLUMN dlm_shared_holds.holder_pid IS
+  'Process id the holder sent.';
+COMMENT ON COLUMN dlm_shared_holds.holder_ip IS
+  'Holder''s address as the server saw it (NULL over a unix socket).';
+COMMENT ON COLUMN dlm_lock_requests.mode IS
+  'EXCLUSIVE or SHARED: the mode waited for (which holds and requests conflict).';
+
+COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean) IS
+  'dlm (client): one attempt to take a lock in either mode, hierarchy protocol and fair queueing, one transaction.';
+COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint) IS
+  'dlm (client, schema 4 callers): an EXCLUSIVE dlm_acquire.';
+COMMENT ON FUNCTION dlm_release_shared(text, text, text[], text, text) IS
+  'dlm (client): token-conditional release of a SHARED hold, lazily committed; wakes waiters.';
+COMMENT ON FUNCTION dlm_release_shared_within(text, text, text[], text, text) IS
+  'dlm (client): SHARED release inside the caller''s transaction (commitLock); DLM01 when lost.';
+COMMENT ON FUNCTION dlm_extend_shared(text, text, bigint) IS
+  'dlm (client): token-conditional extension of a SHARED hold; NULL when lost.';
+COMMENT ON FUNCTION dlm_holders(text, boolean) IS
+  'dlm (client): holds of both modes of a key or under a prefix, without tokens.';
+COMMENT ON FUNCTION dlm_list_requests(text) IS
+  'dlm (client): live request rows under a key prefix, with their mode.';
+COMMENT ON FUNCTION dlm_wait_blockers(text, text[], text, text, boolean, timestamptz, text, timestamptz) IS
+  'dlm (internal): the owners a request waits for (holds and older requests).';
+COMMENT ON FUNCTION dlm_register_wait(text, text[], text, text, text, bigint, boolean) IS
+  'dlm (client): records a waiter of either mode unless waiting would close a cycle (returned).';
+COMMENT ON FUNCTION dlm_register_wait(text, text[], text, text, text, bigint) IS
+  'dlm (client, schema 4 callers): an EXCLUSIVE dlm_register_wait.';
+COMMENT ON FUNCTION dlm_unregister_wait(text, text) IS
+  'dlm (client): removes a waiter''s request row and wakes those it held back.';
+
+INSERT INTO dlm_schema_version (version, description, compatible_from)
+  VALUES (5, 'shared locks and fair queueing', 4)
+  ON CONFLICT (version) DO NOTHING;
