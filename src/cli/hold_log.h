@@ -53,7 +53,8 @@ struct KeySummary {
   std::int64_t firstFencing = 0;  // in hold order
   std::int64_t lastFencing = 0;
   // Unique, and above the token of every hold of the key that ended before
-  // it started (for exclusive holds: strictly increasing in hold order).
+  // it started, unless both holds are shared (for exclusive holds: strictly
+  // increasing in hold order).
   bool fencingIncreasing = true;
   std::int64_t overlaps = 0;  // overlapping pairs this key is part of
 };
@@ -84,8 +85,10 @@ struct HoldReport {
 
 // Checks that no two conflicting holds (holdsConflict) overlap in time, that
 // each key's fencing tokens are unique and grow from every hold to any hold
-// that started after it ended (concurrent shared holds may finish acquiring
-// in either order), and that every release returned true. Intervals
+// that started after it ended when at least one of the two is exclusive (two
+// shared holds may have been granted in either order whatever their recorded
+// intervals: an acquire call can return long after its grant), and that
+// every release returned true. Intervals
 // are closed: touching intervals count as overlapping. Keeps at most
 // `maxListed` overlap and fencing pairs in the report.
 HoldReport checkHolds(std::vector<Hold> holds, char separator = '.',
