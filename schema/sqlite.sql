@@ -1,4 +1,4 @@
--- dlm schema for SQLite: the whole current schema (version 3).
+-- dlm schema for SQLite: the whole current schema (version 4).
 --
 -- The store (SqliteStore::initialize with applyMigrations) and
 -- `dlmctl migrate --db <file>` apply the files of migrations/sqlite/ instead,
@@ -101,6 +101,11 @@ CREATE TABLE dlm_lock_requests (
   -- both NULL when hierarchy is off.
   descendants_begin TEXT COLLATE BINARY,
   descendants_end   TEXT COLLATE BINARY,
+  -- The mode the waiter asks for (a request conflicts with holds and other
+  -- requests when either side is EXCLUSIVE). Added by V4 (ALTER TABLE ADD
+  -- COLUMN, hence after the other columns).
+  mode              TEXT NOT NULL DEFAULT 'EXCLUSIVE'
+                    CHECK (mode IN ('EXCLUSIVE', 'SHARED')),
   PRIMARY KEY (resource, owner_id)
 ) WITHOUT ROWID;
 
@@ -138,7 +143,39 @@ BEGIN
   WHERE resource = NEW.resource;
 END;
 
+-- SHARED holds, one row per holder: any number per key at once. The key's
+-- EXCLUSIVE state and its fencing counter stay in dlm_locks (every SHARED
+-- acquisition also moves the key's counter there); a hold's fencing token is
+-- never above its key row's counter, so purging follows the same floor rule.
+-- Release deletes the row, an EXCLUSIVE takeover deletes the expired ones,
+-- SqliteStore::purgeIdle the stale ones. WITHOUT ROWID as dlm_locks: the
+-- rows of one key lie together in key order.
+CREATE TABLE dlm_shared_holds (
+  -- The scoped key held, as in dlm_locks.resource (byte order).
+  resource       TEXT NOT NULL COLLATE BINARY,
+  -- Random per acquisition; release and extend are conditional on it.
+  token          TEXT NOT NULL,
+  -- The GUID of the owner (thread or task) holding it.
+  owner_id       TEXT NOT NULL,
+  -- The key's fencing token this acquisition took (from dlm_locks).
+  fencing_token  INTEGER NOT NULL,
+  -- When the hold was acquired.
+  acquired_at_ms INTEGER NOT NULL,
+  -- The lease length last asked for (by the acquisition or an extension).
+  ttl_ms         INTEGER NOT NULL,
+  -- After this instant the hold no longer counts: it may be taken over by an
+  -- EXCLUSIVE acquirer (which deletes the row) or purged.
+  expires_at_ms  INTEGER NOT NULL,
+  -- Who holds it, for operators: host name and process id. holder_ip stays
+  -- NULL on SQLite (no network peer; the column matches PostgreSQL's).
+  holder_host    TEXT,
+  holder_pid     INTEGER,
+  holder_ip      TEXT,
+  PRIMARY KEY (resource, token)
+) WITHOUT ROWID;
+
 INSERT INTO dlm_schema_version (version, description, compatible_from)
 VALUES (1, 'create lock tables', NULL),
        (2, 'lock requests carry expiry, ancestors and descendant range', NULL),
-       (3, 'compatibility, checksums and fencing floor for purge', 2);
+       (3, 'compatibility, checksums and fencing floor for purge', 2),
+       (4, 'shared holds and request modes', 4);

@@ -110,7 +110,17 @@ struct SqliteStoreOptions {
 // destroyed with listeners still subscribed drops them.
 //
 // registerWait runs under BEGIN IMMEDIATE, which serialises it with every
-// other registration on the file, across processes.
+// other registration on the file, across processes. unregisterWait wakes
+// (as a release does) when the request it deletes may have held back other
+// waiters (fair queueing).
+//
+// Lock modes (schema version 4): a SHARED hold is a row of its own in table
+// dlm_shared_holds; the key's row in dlm_locks keeps its EXCLUSIVE state and
+// the fencing counter that acquisitions of both modes advance. tryAcquire
+// checks holds, then the queue of request rows, then grants, all in one
+// BEGIN IMMEDIATE transaction, so queue order is judged atomically with the
+// grant here. A file at version 4 refuses libraries built for version 3
+// (compatible_from 4): they would not see SHARED holds.
 //
 // purgeIdle runs one BEGIN IMMEDIATE transaction per batch (idleness judged
 // by the application's clock); the fencing floor it raises lives in the file

@@ -32,7 +32,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -43,43 +42,28 @@
 #include "dlm/error.h"
 #include "migration.h"
 #include "schema_compat.h"
+#include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/release_bus.h"
+#include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_connection.h"
+#include "sqlite/sqlite_wait_graph.h"
+#include "sqlite/store_time.h"
 #include "sqlite/wake_file.h"
 
 namespace dlm {
 
 using internal::sqlite::Connection;
 using internal::sqlite::Durability;
+using internal::sqlite::expiryMs;
+using internal::sqlite::fromMs;
+using internal::sqlite::nowMs;
 using internal::sqlite::ReleaseBus;
 using internal::sqlite::Statement;
 using internal::sqlite::Transaction;
 using std::chrono::milliseconds;
 
 namespace {
-
-// The latest instant a StoreTime can hold, in ms (system_clock counts
-// nanoseconds on libstdc++: about the year 2262).
-const std::int64_t kMaxMs = std::chrono::duration_cast<milliseconds>(
-                                StoreTime::max().time_since_epoch())
-                                .count();
-
-StoreTime fromMs(std::int64_t ms) {
-  return StoreTime(std::chrono::duration_cast<StoreTime::duration>(
-      milliseconds(std::min(ms, kMaxMs))));
-}
-
-std::int64_t nowMs() {
-  return std::chrono::floor<milliseconds>(std::chrono::system_clock::now())
-      .time_since_epoch()
-      .count();
-}
-
-// now + ttl, saturated so a huge TTL cannot overflow (it means "far future").
-std::int64_t expiryMs(std::int64_t now, milliseconds ttl) {
-  return ttl.count() >= kMaxMs - now ? kMaxMs : now + ttl.count();
-}
 
 // The smallest string greater than every string starting with `prefix`, or
 // nullopt when there is none (the prefix is all 0xFF bytes).
@@ -431,119 +415,32 @@ void SqliteStore::close() { impl_->close(); }
 
 AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
   return impl_->withConnection("acquiring", [&](Connection& c) {
-    const StoreKey& key = request.key;
-    AcquireResult result;
-    Transaction tx(c, Durability::kDurable);
-    // Read the clock once the write lock is ours: BEGIN IMMEDIATE may have
-    // waited for it, and the lease starts now, not when we asked.
-    const std::int64_t now = nowMs();
-
-    // The rows must exist before they are checked and updated; ancestor rows
-    // keep the table the same as PostgreSQL's (where they are row-locked).
-    // An existing row is left untouched and costs no write.
-    auto ensureRow = [&](const std::string& resource) {
-      c.statement(
-           "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
-           "VALUES (?1, ?2)")
-          .bind(1, resource)
-          .bind(2, static_cast<std::int64_t>(internal::crc32(resource)))
-          .run();
-    };
-    for (const auto& ancestor : key.ancestors) ensureRow(ancestor);
-    ensureRow(key.key);
-
-    // The target row as it is now: held by this very token (a retried
-    // acquire), held by someone else, or takeable.
-    std::int64_t fencing = 0;
-    {
-      Statement target = c.statement(
-          "SELECT status, token, fencing_token, acquired_at_ms, expires_at_ms "
-          "FROM dlm_locks WHERE resource = ?1");
-      target.bind(1, key.key);
-      if (!target.step()) c.fail(SQLITE_INTERNAL, "reading the inserted row");
-      const bool held = target.text(0) == "HELD";
-      fencing = target.integer(2);
-      if (held && target.text(1) == request.token) {
-        // Idempotent: the reply of an earlier attempt with this token was
-        // lost; report that acquisition unchanged.
-        result.acquired = true;
-        result.fencingToken = fencing;
-        result.acquiredAt = fromMs(target.integer(3));
-        result.expiresAt = fromMs(target.integer(4));
-      } else if (held && target.integer(4) > now) {
-        result.blockedBy = key.key;
-      }
-    }
-    if (result.acquired || !result.blockedBy.empty()) {
-      tx.commit();  // keeps the inserted rows; nothing else changed
-      return result;
-    }
-
-    // A held, unexpired ancestor covers this key; root first, so the report
-    // names the outermost blocker.
-    for (const auto& ancestor : key.ancestors) {
-      Statement held = c.statement(
-          "SELECT 1 FROM dlm_locks "
-          "WHERE resource = ?1 AND status = 'HELD' AND expires_at_ms > ?2");
-      held.bind(1, ancestor).bind(2, now);
-      if (held.step()) {
-        result.blockedBy = ancestor;
-        tx.commit();
-        return result;
-      }
-    }
-
-    // A held, unexpired descendant: one range scan of the primary key over
-    // [key + separator, key + separator + 1).
-    if (!key.descendantsBegin.empty()) {
-      Statement held = c.statement(
-          "SELECT resource FROM dlm_locks "
-          "WHERE resource >= ?1 AND resource < ?2 "
-          "AND status = 'HELD' AND expires_at_ms > ?3 "
-          "ORDER BY resource LIMIT 1");
-      held.bind(1, key.descendantsBegin)
-          .bind(2, key.descendantsEnd)
-          .bind(3, now);
-      if (held.step()) {
-        result.blockedBy = held.text(0);
-        tx.commit();
-        return result;
-      }
-    }
-
-    // Free (or expired): take it. The fencing token grows from the value
-    // read above, which no one can change while this transaction holds the
-    // write lock.
-    const std::int64_t expires = expiryMs(now, request.ttl);
-    c.statement(
-         "UPDATE dlm_locks SET status = 'HELD', owner_id = ?2, token = ?3, "
-         "fencing_token = ?4, acquired_at_ms = ?5, ttl_ms = ?6, "
-         "expires_at_ms = ?7, holder_host = ?8, holder_pid = ?9, "
-         "holder_ip = NULL "
-         "WHERE resource = ?1")
-        .bind(1, key.key)
-        .bind(2, request.owner)
-        .bind(3, request.token)
-        .bind(4, fencing + 1)
-        .bind(5, now)
-        .bind(6, static_cast<std::int64_t>(request.ttl.count()))
-        .bind(7, expires)
-        .bind(8, request.holder.host)
-        .bind(9, request.holder.pid)
-        .run();
-    tx.commit();
-    result.acquired = true;
-    result.fencingToken = fencing + 1;
-    result.acquiredAt = fromMs(now);
-    result.expiresAt = fromMs(expires);
-    return result;
+    return internal::sqlite::acquireIn(c, request);
   });
 }
 
 bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
                           LockMode mode) {
-  (void)mode;  // TEMPORARY (issue 11)
   const std::string_view key = storeKey.key;
+  if (mode == LockMode::SHARED) {
+    // The hold's own row, conditional on its token; a released (or taken
+    // over) SHARED hold leaves nothing behind, so a retry is false.
+    const bool deleted =
+        impl_->withConnection("releasing a shared hold", [&](Connection& c) {
+          Transaction tx(c, Durability::kLazy);
+          c.statement(
+               "DELETE FROM dlm_shared_holds "
+               "WHERE resource = ?1 AND token = ?2")
+              .bind(1, key)
+              .bind(2, token)
+              .run();
+          const bool changed = sqlite3_changes(c.handle()) > 0;
+          tx.commit();
+          return changed;
+        });
+    if (deleted) impl_->announce(key);
+    return deleted;
+  }
   // {true when this token's acquisition is released, true when this call
   // freed it (and must announce it)}.
   const auto [released, freed] =
@@ -583,19 +480,23 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
 std::optional<StoreTime> SqliteStore::extend(std::string_view key,
                                              std::string_view token,
                                              milliseconds ttl, LockMode mode) {
-  (void)mode;  // TEMPORARY (issue 11)
   return impl_->withConnection(
       "extending", [&](Connection& c) -> std::optional<StoreTime> {
         Transaction tx(c, Durability::kDurable);
         // After BEGIN IMMEDIATE, which may have waited for the write lock.
         const std::int64_t expires = expiryMs(nowMs(), ttl);
-        // Only while this acquisition still holds the row (expired but not
-        // taken over counts: then status is still HELD and the token
-        // unchanged).
-        c.statement(
-             "UPDATE dlm_locks SET ttl_ms = ?3, expires_at_ms = ?4 "
-             "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
-            .bind(1, key)
+        // Only while this acquisition still holds the key (expired but not
+        // taken over counts: then the EXCLUSIVE row is still HELD with the
+        // token, the SHARED hold's row still there).
+        Statement update =
+            mode == LockMode::SHARED
+                ? c.statement(
+                      "UPDATE dlm_shared_holds SET ttl_ms = ?3, "
+                      "expires_at_ms = ?4 WHERE resource = ?1 AND token = ?2")
+                : c.statement(
+                      "UPDATE dlm_locks SET ttl_ms = ?3, expires_at_ms = ?4 "
+                      "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'");
+        update.bind(1, key)
             .bind(2, token)
             .bind(3, static_cast<std::int64_t>(ttl.count()))
             .bind(4, expires)
@@ -607,13 +508,38 @@ std::optional<StoreTime> SqliteStore::extend(std::string_view key,
       });
 }
 
+// Every hold, as DLM_RECORD_COLUMNS and the mode (column 10): the EXCLUSIVE
+// rows with status HELD and the SHARED hold rows (status HELD while they
+// exist) whose key satisfies `where` (the same text for both tables), each
+// key's EXCLUSIVE holder first ('EXCLUSIVE' < 'SHARED'), then the SHARED
+// ones oldest (lowest fencing token) first. One statement: one snapshot.
+#define DLM_HOLDS_WHERE(where)                                       \
+  "SELECT " DLM_RECORD_COLUMNS                                       \
+  ", 'EXCLUSIVE' FROM dlm_locks WHERE status = 'HELD' AND " where    \
+  " UNION ALL SELECT resource, 'HELD', owner_id, fencing_token, "    \
+  "acquired_at_ms, ttl_ms, expires_at_ms, holder_host, holder_pid, " \
+  "holder_ip, 'SHARED' FROM dlm_shared_holds WHERE " where           \
+  " ORDER BY 1, 11, 4"
+
+namespace {
+
+LockRecord readHold(const Statement& row, std::int64_t now) {
+  LockRecord r = readRecord(row, now);
+  r.mode = internal::sqlite::modeFromText(row.text(10));
+  return r;
+}
+
+}  // namespace
+
 std::vector<LockRecord> SqliteStore::holdersOf(std::string_view key) {
-  // TEMPORARY (issue 11): the EXCLUSIVE holder only.
-  std::vector<LockRecord> holds;
-  if (auto row = describe(key); row && row->statusHeld) {
-    holds.push_back(std::move(*row));
-  }
-  return holds;
+  return impl_->withConnection("listing holders", [&](Connection& c) {
+    const std::int64_t now = nowMs();
+    Statement rows = c.statement(DLM_HOLDS_WHERE("resource = ?1"));
+    rows.bind(1, key);
+    std::vector<LockRecord> out;
+    while (rows.step()) out.push_back(readHold(rows, now));
+    return out;
+  });
 }
 
 std::optional<LockRecord> SqliteStore::describe(std::string_view key) {
@@ -643,18 +569,12 @@ std::vector<LockRecord> SqliteStore::listHeld(std::string_view keyPrefix) {
     // key order; without an upper bound (empty or all-0xFF prefix) a scan
     // from the prefix on, filtered below.
     Statement rows =
-        end ? c.statement("SELECT " DLM_RECORD_COLUMNS
-                          " FROM dlm_locks "
-                          "WHERE resource >= ?1 AND resource < ?2 "
-                          "AND status = 'HELD' ORDER BY resource")
-            : c.statement("SELECT " DLM_RECORD_COLUMNS
-                          " FROM dlm_locks "
-                          "WHERE resource >= ?1 AND status = 'HELD' "
-                          "ORDER BY resource");
+        end ? c.statement(DLM_HOLDS_WHERE("resource >= ?1 AND resource < ?2"))
+            : c.statement(DLM_HOLDS_WHERE("resource >= ?1"));
     rows.bind(1, keyPrefix);
     if (end) rows.bind(2, *end);
     while (rows.step()) {
-      LockRecord r = readRecord(rows, now);
+      LockRecord r = readHold(rows, now);
       if (r.key.compare(0, keyPrefix.size(), keyPrefix) == 0) {
         out.push_back(std::move(r));
       }
@@ -672,14 +592,14 @@ std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
     // rows past their waiter's deadline no longer count.
     Statement rows =
         end ? c.statement(
-                  "SELECT resource, owner_id, requested_at_ms, expires_at_ms "
-                  "FROM dlm_lock_requests "
+                  "SELECT resource, owner_id, requested_at_ms, expires_at_ms, "
+                  "mode FROM dlm_lock_requests "
                   "WHERE resource >= ?1 AND resource < ?2 "
                   "AND expires_at_ms > ?3 "
                   "ORDER BY resource, requested_at_ms, owner_id")
             : c.statement(
-                  "SELECT resource, owner_id, requested_at_ms, expires_at_ms "
-                  "FROM dlm_lock_requests "
+                  "SELECT resource, owner_id, requested_at_ms, expires_at_ms, "
+                  "mode FROM dlm_lock_requests "
                   "WHERE resource >= ?1 AND expires_at_ms > ?3 "
                   "ORDER BY resource, requested_at_ms, owner_id");
     rows.bind(1, keyPrefix).bind(3, now);
@@ -691,11 +611,14 @@ std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
       w.owner = rows.text(1);
       w.requestedAt = fromMs(rows.integer(2));
       w.expiresAt = fromMs(rows.integer(3));
+      w.mode = internal::sqlite::modeFromText(rows.text(4));
       out.push_back(std::move(w));
     }
     return out;
   });
 }
+
+#undef DLM_HOLDS_WHERE
 
 SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
 
@@ -707,6 +630,10 @@ SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
 //   it was never acquired (an intention row of an ancestor or of a blocked
 //   attempt: nothing protects anything through it);
 // - not waited for by a live request row (its waiter will take it soon);
+// - without SHARED holds: the purge deletes the stale ones first (those
+//   expired by the cutoff, DLM_STALE_SHARED), a key with any hold left is
+//   not idle (?4 = the shared holds' expiry that still counts: the cutoff
+//   for a dry run, which deletes nothing first, and no bound when purging);
 // in key order, so that successive batches walk the table the same way.
 // A scan of the table (no index on expires_at_ms: acquisitions would pay for
 // its upkeep on every write to serve an occasional admin call); the batch
@@ -717,7 +644,16 @@ SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
   "       OR (l.acquired_at_ms IS NULL AND l.status = 'FREE')) "             \
   "AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests AS r "                    \
   "                WHERE r.resource = l.resource AND r.expires_at_ms > ?2) " \
+  "AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds AS s "                     \
+  "                WHERE s.resource = l.resource AND s.expires_at_ms > ?4) " \
   "ORDER BY l.resource LIMIT ?3"
+
+// SHARED holds expired for at least idleFor (?1 = the cutoff), in key
+// order, at most ?2. Their tokens are never above their key row's counter,
+// so deleting them leaves the fencing floor rule to the key rows.
+#define DLM_STALE_SHARED                             \
+  "FROM dlm_shared_holds WHERE expires_at_ms <= ?1 " \
+  "ORDER BY resource, token LIMIT ?2"
 
 PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
                                   int batchSize, bool dryRun) {
@@ -739,16 +675,21 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
     // would delete and reports the floor unchanged.
     return impl_->withConnection("counting idle rows", [&](Connection& c) {
       const std::int64_t now = nowMs();
+      // Stale SHARED holds plus the key rows idle once they are gone, up to
+      // the batch size (a purge deletes the holds first, then key rows up
+      // to what is left of the batch).
       Statement count = c.statement(
           "SELECT (SELECT count(*) FROM (SELECT 1 " DLM_IDLE_ROWS
-          ")), "
+          ")) + (SELECT count(*) FROM (SELECT 1 FROM dlm_shared_holds "
+          "WHERE expires_at_ms <= ?1 LIMIT ?3)), "
           "(SELECT fencing_token FROM dlm_fencing_floor WHERE id = 1)");
       count.bind(1, cutoffAt(now))
           .bind(2, now)
-          .bind(3, static_cast<std::int64_t>(batchSize));
+          .bind(3, static_cast<std::int64_t>(batchSize))
+          .bind(4, cutoffAt(now));
       if (!count.step()) c.fail(SQLITE_INTERNAL, "counting idle rows");
       PurgeBatch batch;
-      batch.rows = count.integer(0);
+      batch.rows = std::min<std::int64_t>(count.integer(0), batchSize);
       batch.fencingFloor = count.integer(1);
       return batch;
     });
@@ -760,14 +701,34 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
     // their tokens).
     Transaction tx(c, Durability::kDurable);
     const std::int64_t now = nowMs();  // after the wait for the write lock
+    // Stale SHARED holds first, so that their keys can be idle below.
+    std::vector<std::pair<std::string, std::string>> stale;
+    {
+      Statement holds = c.statement("SELECT resource, token " DLM_STALE_SHARED);
+      holds.bind(1, cutoffAt(now))
+          .bind(2, static_cast<std::int64_t>(batchSize));
+      while (holds.step()) stale.emplace_back(holds.text(0), holds.text(1));
+    }
+    for (const auto& [resource, token] : stale) {
+      c.statement(
+           "DELETE FROM dlm_shared_holds WHERE resource = ?1 AND token = ?2")
+          .bind(1, resource)
+          .bind(2, token)
+          .run();
+    }
+    const auto rowsLeft = static_cast<std::int64_t>(batchSize) -
+                          static_cast<std::int64_t>(stale.size());
     std::vector<std::string> keys;
     std::int64_t highest = 0;
-    {
+    if (rowsLeft > 0) {
       Statement idle =
           c.statement("SELECT l.resource, l.fencing_token " DLM_IDLE_ROWS);
+      // Any SHARED hold left (live, or stale beyond this batch) keeps its
+      // key: no bound on its expiry counts.
       idle.bind(1, cutoffAt(now))
           .bind(2, now)
-          .bind(3, static_cast<std::int64_t>(batchSize));
+          .bind(3, rowsLeft)
+          .bind(4, std::numeric_limits<std::int64_t>::min());
       while (idle.step()) {
         keys.push_back(idle.text(0));
         highest = std::max(highest, idle.integer(1));
@@ -797,12 +758,13 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
       batch.fencingFloor = floor.integer(0);
     }
     tx.commit();
-    batch.rows = static_cast<std::int64_t>(keys.size());
+    batch.rows = static_cast<std::int64_t>(stale.size() + keys.size());
     return batch;
   });
 }
 
 #undef DLM_IDLE_ROWS
+#undef DLM_STALE_SHARED
 
 bool SqliteStore::forceRelease(std::string_view key) {
   const bool freed =
@@ -818,7 +780,12 @@ bool SqliteStore::forceRelease(std::string_view key) {
             .bind(1, key)
             .bind(2, nowMs())
             .run();
-        const bool changed = sqlite3_changes(c.handle()) > 0;
+        bool changed = sqlite3_changes(c.handle()) > 0;
+        // And every SHARED holder: their extensions and releases fail.
+        c.statement("DELETE FROM dlm_shared_holds WHERE resource = ?1")
+            .bind(1, key)
+            .run();
+        changed = sqlite3_changes(c.handle()) > 0 || changed;
         tx.commit();
         return changed;
       });
@@ -854,7 +821,6 @@ struct AppStatementFinalizer {
 
 void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
                                 std::string_view token, LockMode mode) {
-  (void)mode;  // TEMPORARY (issue 11)
   const std::string& path = impl_->path();
   impl_->throwIfClosed();
   auto* app = dynamic_cast<SqliteTransaction*>(&tx);
@@ -896,11 +862,16 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
       "UPDATE dlm_locks SET status = 'FREE', "
       "expires_at_ms = min(expires_at_ms, ?3) "
       "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'";
+  // A SHARED hold is its own row: deleted, if this token still has it.
+  static const char kReleaseShared[] =
+      "DELETE FROM dlm_shared_holds WHERE resource = ?1 AND token = ?2";
+  const bool shared = mode == LockMode::SHARED;
   auto fail = [&](int rc, std::string_view what) {
     internal::sqlite::throwError(db, appFile, rc, what, {});
   };
   sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db, kRelease, -1, &raw, nullptr);
+  int rc = sqlite3_prepare_v2(db, shared ? kReleaseShared : kRelease, -1, &raw,
+                              nullptr);
   std::unique_ptr<sqlite3_stmt, AppStatementFinalizer> stmt(raw);
   if (rc != SQLITE_OK) {
     fail(rc, "preparing the release in the application's transaction");
@@ -911,7 +882,9 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
     rc = sqlite3_bind_text64(stmt.get(), 2, token.data(), token.size(),
                              SQLITE_TRANSIENT, SQLITE_UTF8);
   }
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt.get(), 3, nowMs());
+  if (rc == SQLITE_OK && !shared) {
+    rc = sqlite3_bind_int64(stmt.get(), 3, nowMs());
+  }
   if (rc != SQLITE_OK) fail(rc, "binding the release's parameters");
   rc = sqlite3_step(stmt.get());
   if (rc != SQLITE_DONE) {
@@ -951,167 +924,20 @@ void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
 
 // --- Waits and deadlock detection --------------------------------------------
 
-namespace {
-
-// An edge of the wait-for graph: `owner` holds `key`, which blocks a key
-// someone waits for.
-struct Blocker {
-  std::string owner;
-  std::string key;
-};
-
-// A waited-for key with what can block it, as a request row stores it.
-struct Waited {
-  std::string key;
-  std::string ancestors;  // JSON array of strings
-  std::string descendantsBegin;
-  std::string descendantsEnd;
-};
-
-// The ancestors as a JSON array built by SQLite itself, so that json_each
-// reads back exactly the same strings (quotes, backslashes and control
-// characters escaped by the same code that unescapes them).
-std::string ancestorsJson(Connection& c, const std::vector<std::string>& keys) {
-  std::string json = "[]";
-  for (const auto& key : keys) {
-    Statement append = c.statement("SELECT json_insert(?1, '$[#]', ?2)");
-    append.bind(1, json).bind(2, key);
-    if (!append.step()) c.fail(SQLITE_INTERNAL, "building the ancestors list");
-    json = append.text(0);
-  }
-  return json;
-}
-
-// Owners holding (HELD and unexpired at `now`) the key, one of its ancestors
-// or one of its descendants. Three primary-key lookups: the key, each
-// ancestor (IN over the JSON array) and the descendant range.
-std::vector<Blocker> blockersOf(Connection& c, const Waited& waited,
-                                std::int64_t now) {
-  Statement rows = c.statement(
-      "SELECT owner_id, resource FROM dlm_locks "
-      "WHERE resource = ?1 AND status = 'HELD' AND expires_at_ms > ?2 "
-      "UNION ALL "
-      "SELECT owner_id, resource FROM dlm_locks "
-      "WHERE resource IN (SELECT value FROM json_each(?3)) "
-      "AND status = 'HELD' AND expires_at_ms > ?2 "
-      "UNION ALL "
-      "SELECT owner_id, resource FROM dlm_locks "
-      "WHERE resource >= ?4 AND resource < ?5 "
-      "AND status = 'HELD' AND expires_at_ms > ?2");
-  rows.bind(1, waited.key).bind(2, now).bind(3, waited.ancestors);
-  // Hierarchy off: both bounds empty, an empty range.
-  rows.bind(4, waited.descendantsBegin).bind(5, waited.descendantsEnd);
-  std::vector<Blocker> out;
-  while (rows.step()) out.push_back(Blocker{rows.text(0), rows.text(1)});
-  return out;
-}
-
-// The keys `owner` waits for (unexpired rows only: expired ones were deleted
-// by this transaction).
-std::vector<Waited> waitsOf(Connection& c, const std::string& owner) {
-  Statement rows = c.statement(
-      "SELECT resource, ancestors, descendants_begin, descendants_end "
-      "FROM dlm_lock_requests WHERE owner_id = ?1");
-  rows.bind(1, owner);
-  std::vector<Waited> out;
-  while (rows.step()) {
-    out.push_back(
-        Waited{rows.text(0), rows.text(1), rows.text(2), rows.text(3)});
-  }
-  return out;
-}
-
-// Breadth-first over owners from the holders of `start`: the keys along the
-// shortest path that leads back to `me`, or empty. The same walk as the
-// in-memory reference (tests/support/fake_store.cpp).
-std::vector<std::string> findCycle(Connection& c, const Waited& start,
-                                   const std::string& me, std::int64_t now) {
-  struct Step {
-    std::string owner;
-    std::vector<std::string> path;  // the waited-for keys that led here
-  };
-  std::set<std::string> expanded;
-  std::vector<Step> frontier;
-  for (auto& b : blockersOf(c, start, now)) {
-    frontier.push_back(Step{std::move(b.owner), {start.key}});
-  }
-  while (!frontier.empty()) {
-    std::vector<Step> next;
-    for (auto& step : frontier) {
-      // Includes me holding a blocker of the requested key myself: a cycle
-      // of length one.
-      if (step.owner == me) return step.path;
-      if (!expanded.insert(step.owner).second) continue;
-      for (const auto& waited : waitsOf(c, step.owner)) {
-        for (auto& b : blockersOf(c, waited, now)) {
-          if (b.owner != me && expanded.count(b.owner) != 0) continue;
-          auto path = step.path;
-          path.push_back(waited.key);
-          next.push_back(Step{std::move(b.owner), std::move(path)});
-        }
-      }
-    }
-    frontier = std::move(next);
-  }
-  return {};
-}
-
-}  // namespace
-
 WaitRegistration SqliteStore::registerWait(const WaitRequest& request) {
   return impl_->withConnection("registering a wait", [&](Connection& c) {
-    // BEGIN IMMEDIATE: the file's write lock serialises this walk with every
-    // other registration (threads and processes), so two owners waiting for
-    // each other's keys at once cannot both miss the cycle. Lazy: a request
-    // row lost on power loss only hides one wait from detection.
-    Transaction tx(c, Durability::kLazy);
-    const std::int64_t now = nowMs();
-    // Rows of waiters that are past their deadline (crashed, or gone without
-    // unregistering) leave the graph.
-    c.statement("DELETE FROM dlm_lock_requests WHERE expires_at_ms <= ?1")
-        .bind(1, now)
-        .run();
-
-    const Waited waited{
-        request.key.key, ancestorsJson(c, request.key.ancestors),
-        request.key.descendantsBegin, request.key.descendantsEnd};
-    WaitRegistration result;
-    result.deadlockCycle =
-        findCycle(c, waited, std::string(request.owner), now);
-    if (result.deadlockCycle.empty()) {
-      // Replaces the owner's earlier row for the key. NULL bounds when
-      // hierarchy is off (the schema's documented form).
-      Statement insert = c.statement(
-          "INSERT OR REPLACE INTO dlm_lock_requests (resource, owner_id, "
-          "requested_at_ms, expires_at_ms, ancestors, descendants_begin, "
-          "descendants_end) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-      insert.bind(1, waited.key)
-          .bind(2, request.owner)
-          .bind(3, now)
-          .bind(4, expiryMs(now, request.maxWait))
-          .bind(5, waited.ancestors);
-      if (waited.descendantsBegin.empty() && waited.descendantsEnd.empty()) {
-        insert.bindNull(6).bindNull(7);
-      } else {
-        insert.bind(6, waited.descendantsBegin).bind(7, waited.descendantsEnd);
-      }
-      insert.run();
-    }
-    tx.commit();
-    return result;
+    return internal::sqlite::registerWaitIn(c, request);
   });
 }
 
 void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
-  impl_->withConnection("unregistering a wait", [&](Connection& c) {
-    Transaction tx(c, Durability::kLazy);
-    c.statement(
-         "DELETE FROM dlm_lock_requests WHERE resource = ?1 AND owner_id = ?2")
-        .bind(1, key)
-        .bind(2, owner)
-        .run();
-    tx.commit();
-  });
+  const bool wake =
+      impl_->withConnection("unregistering a wait", [&](Connection& c) {
+        return internal::sqlite::unregisterWaitIn(c, key, owner);
+      });
+  // Waiters it held back (fair queueing) may go first now: wake them like a
+  // release does, after COMMIT and outside the connection mutex.
+  if (wake) impl_->announce(key);
 }
 
 // --- Release notifications ---------------------------------------------------

@@ -9,9 +9,10 @@
 //       BEGIN IMMEDIATE, then enough uncommitted writes to dlm_locks that
 //       SQLite spills dirty pages into the WAL before any COMMIT; prints
 //       "ready <wal bytes>" and waits to be killed (it never commits).
-//   hold-lock <file> <client> <lock id> <ttl_ms>
-//       tryAcquireLock through the public DistributedLockManager API (XDC),
-//       prints "ready <fencing token>" and waits to be killed.
+//   hold-lock <file> <client> <lock id> <ttl_ms> [shared]
+//       tryAcquireLock through the public DistributedLockManager API (XDC;
+//       LockMode::SHARED with "shared"), prints "ready <fencing token>" and
+//       waits to be killed.
 //   handoff <file> <client> <lock id> <rounds> <hold_ms> <gap_ms> <wake 0|1>
 //       The releasing side of a cross-process handoff, `rounds` times:
 //       acquireLock (sleepBetweenRetries 1 ms), print "held", hold for
@@ -104,7 +105,7 @@ void writeAndWait(const std::string& path) {
 }
 
 void holdLock(const std::string& path, const std::string& client,
-              const std::string& id, long ttlMs) {
+              const std::string& id, long ttlMs, dlm::LockMode mode) {
   dlm::SqliteStoreOptions options;
   options.path = path;
   auto manager = dlm::DistributedLockManager::builder()
@@ -112,7 +113,7 @@ void holdLock(const std::string& path, const std::string& client,
                      .store(std::make_shared<dlm::SqliteStore>(options))
                      .build();
   manager->initialize();
-  dlm::Lock lock = manager->getLockInstance(id, dlm::LockLevel::XDC);
+  dlm::Lock lock = manager->getLockInstance(id, dlm::LockLevel::XDC, mode);
   manager->tryAcquireLock(lock, std::chrono::milliseconds(ttlMs));
   ready(std::to_string(lock.fencingToken()));
   waitToBeKilled();
@@ -167,8 +168,10 @@ int main(int argc, char** argv) {
       beginImmediate(argv[2], std::stol(argv[3]));
     } else if (mode == "write-and-wait" && argc == 3) {
       writeAndWait(argv[2]);
-    } else if (mode == "hold-lock" && argc == 6) {
-      holdLock(argv[2], argv[3], argv[4], std::stol(argv[5]));
+    } else if (mode == "hold-lock" &&
+               (argc == 6 || (argc == 7 && std::string(argv[6]) == "shared"))) {
+      holdLock(argv[2], argv[3], argv[4], std::stol(argv[5]),
+               argc == 7 ? dlm::LockMode::SHARED : dlm::LockMode::EXCLUSIVE);
     } else if (mode == "handoff" && argc == 9) {
       handoff(argv[2], argv[3], argv[4], std::stoi(argv[5]), std::stol(argv[6]),
               std::stol(argv[7]), std::string(argv[8]) == "1");
@@ -176,7 +179,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s begin-immediate <file> <hold_ms> | "
                    "write-and-wait <file> | "
-                   "hold-lock <file> <client> <lock id> <ttl_ms> | "
+                   "hold-lock <file> <client> <lock id> <ttl_ms> [shared] | "
                    "handoff <file> <client> <lock id> <rounds> <hold_ms> "
                    "<gap_ms> <wake 0|1>\n",
                    argv[0]);

@@ -278,7 +278,7 @@ TEST_F(SqliteSchemaTest, TheApplierRecordsTheChecksumOfEveryMigrationItRan) {
     EXPECT_EQ(*state.applied[i].checksum, internal::migrationChecksum(m))
         << m.file;
   }
-  EXPECT_EQ(state.compatibleFrom, 2);
+  EXPECT_EQ(state.compatibleFrom, 4);
   // Stored as the unsigned 32-bit value, not a negative number.
   EXPECT_EQ(RawDb(path).scalar(
                 "SELECT count(*) FROM dlm_schema_version WHERE checksum < 0"),
@@ -313,17 +313,20 @@ TEST_F(SqliteSchemaTest, AVersion2FileReadsWithoutCompatibilityAndNamesV3) {
         << message;
   }
 
-  // The applier records the checksum of what it ran only: V3, not the
-  // migrations applied by hand before.
+  // The applier records the checksum of what it ran only: V3 and later, not
+  // the migrations applied by hand before.
   store.initialize(/*applyMigrations=*/true);
   const SchemaState upgraded = store.schemaState();
-  ASSERT_EQ(upgraded.applied.size(), 3U);
+  ASSERT_EQ(upgraded.applied.size(), internal::sqliteMigrations().size());
   EXPECT_FALSE(upgraded.applied[0].checksum.has_value());
   EXPECT_FALSE(upgraded.applied[1].checksum.has_value());
-  ASSERT_TRUE(upgraded.applied[2].checksum.has_value());
-  EXPECT_EQ(*upgraded.applied[2].checksum,
-            internal::migrationChecksum(migrationV(3)));
-  EXPECT_EQ(upgraded.compatibleFrom, 2);
+  for (std::size_t i = 2; i < upgraded.applied.size(); ++i) {
+    const int version = upgraded.applied[i].version;
+    ASSERT_TRUE(upgraded.applied[i].checksum.has_value()) << version;
+    EXPECT_EQ(*upgraded.applied[i].checksum,
+              internal::migrationChecksum(migrationV(version)));
+  }
+  EXPECT_EQ(upgraded.compatibleFrom, 4);
 }
 
 TEST_F(SqliteSchemaTest, AFileMadeFromTheSchemaFileHasNoChecksums) {
@@ -332,21 +335,26 @@ TEST_F(SqliteSchemaTest, AFileMadeFromTheSchemaFileHasNoChecksums) {
   const SchemaState state = SqliteStore(SqliteStoreOptions{path}).schemaState();
   ASSERT_FALSE(state.applied.empty());
   for (const auto& m : state.applied) EXPECT_FALSE(m.checksum.has_value());
-  EXPECT_EQ(state.compatibleFrom, 2);
+  EXPECT_EQ(state.compatibleFrom, 4);
 }
 
-// A migration of a later library, recorded by hand.
+// The schema version this library is built for.
+int latest() { return internal::latestVersion(internal::sqliteMigrations()); }
+
+// A migration of a later library (the version after this library's),
+// recorded by hand.
 void addFutureVersion(const std::string& path, int compatibleFrom) {
   RawDb(path).exec(
       "INSERT INTO dlm_schema_version (version, description, "
-      "compatible_from) VALUES (4, 'from a later release', " +
+      "compatible_from) VALUES (" +
+      std::to_string(latest() + 1) + ", 'from a later release', " +
       std::to_string(compatibleFrom) + ")");
 }
 
 TEST_F(SqliteSchemaTest, ANewerSchemaThatNoLongerServesThisLibraryIsRefused) {
   const std::string path = dir_.file("v4-incompatible.sqlite");
   openStore(path).reset();
-  addFutureVersion(path, 4);
+  addFutureVersion(path, latest() + 1);
   SqliteStore store(SqliteStoreOptions{path});
   for (const bool apply : {false, true}) {
     try {
@@ -359,64 +367,100 @@ TEST_F(SqliteSchemaTest, ANewerSchemaThatNoLongerServesThisLibraryIsRefused) {
           << e.what();
     }
   }
-  EXPECT_EQ(store.schemaState().compatibleFrom, 4);
+  EXPECT_EQ(store.schemaState().compatibleFrom, latest() + 1);
 }
 
 TEST_F(SqliteSchemaTest, ANewerSchemaThatStillServesThisLibraryIsAccepted) {
   const std::string path = dir_.file("v4-compatible.sqlite");
   openStore(path).reset();
-  addFutureVersion(path, 3);
+  addFutureVersion(path, latest());
   SqliteStore store(SqliteStoreOptions{path});
   EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/false));
   EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/true));
   EXPECT_TRUE(acquire(store, pathKey("", "x")).acquired);
   const SchemaState state = store.schemaState();
-  EXPECT_EQ(state.version(), 4);
-  EXPECT_EQ(state.compatibleFrom, 3);
+  EXPECT_EQ(state.version(), latest() + 1);
+  EXPECT_EQ(state.compatibleFrom, latest());
 }
 
-TEST_F(SqliteSchemaTest, ThePreviousReleasesStatementsRunOnVersion3) {
-  // The statements of the library built for schema version 2 (src/sqlite at
-  // the V2 commit), run on a file at version 3 beside this library.
-  const std::string path = dir_.file("mixed.sqlite");
-  auto store = openStore(path);
-  RawDb old(path);
-  EXPECT_EQ(old.scalar("SELECT coalesce(max(version), 0) "
-                       "FROM dlm_schema_version"),
-            "3");
-  EXPECT_EQ(old.rows("SELECT version, description, applied_at "
-                     "FROM dlm_schema_version ORDER BY version")
-                .size(),
-            3U);
-  old.exec(
-      "BEGIN IMMEDIATE;"
-      "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
-      "VALUES ('old.a', 1);"
-      "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
-      "VALUES ('old.a.b', 2);"
-      "UPDATE dlm_locks SET status = 'HELD', owner_id = 'o', token = 't', "
-      "fencing_token = 1, acquired_at_ms = 0, ttl_ms = 1, "
-      "expires_at_ms = 9000000000000, holder_host = 'h', holder_pid = 1, "
-      "holder_ip = NULL WHERE resource = 'old.a.b';"
-      "COMMIT;");
-  // This library sees the old release's lock and is blocked by it.
-  const AcquireResult blocked = acquire(*store, pathKey("old.", "a"));
-  EXPECT_FALSE(blocked.acquired);
-  EXPECT_EQ(blocked.blockedBy, "old.a.b");
-  old.exec(
-      "BEGIN IMMEDIATE;"
-      "UPDATE dlm_locks SET ttl_ms = 5, expires_at_ms = 9000000000001 "
-      "WHERE resource = 'old.a.b' AND token = 't' AND status = 'HELD';"
-      "UPDATE dlm_locks SET status = 'FREE' "
-      "WHERE resource = 'old.a.b' AND token = 't' AND status = 'HELD';"
-      "INSERT OR REPLACE INTO dlm_lock_requests (resource, owner_id, "
-      "requested_at_ms, expires_at_ms, ancestors, descendants_begin, "
-      "descendants_end) VALUES ('old.a', 'o', 0, 9000000000000, '[]', NULL, "
-      "NULL);"
-      "DELETE FROM dlm_lock_requests WHERE resource = 'old.a' AND "
-      "owner_id = 'o';"
-      "COMMIT;");
-  EXPECT_TRUE(acquire(*store, pathKey("old.", "a")).acquired);
+// The migrations a library built for schema version `version` shipped.
+std::vector<internal::Migration> migrationsUpTo(int version) {
+  std::vector<internal::Migration> out;
+  for (const auto& m : internal::sqliteMigrations()) {
+    if (m.version <= version) out.push_back(m);
+  }
+  return out;
+}
+
+TEST_F(SqliteSchemaTest, AVersion3FileUpgradedToVersion4KeepsLocksAndCounters) {
+  const std::string path = dir_.file("v3.sqlite");
+  applyByHand(path, 3);
+  {
+    // What the release built for version 3 left behind: a live lock, a
+    // released key with its counter, a raised fencing floor and a waiter.
+    RawDb v3(path);
+    v3.exec(
+        "INSERT INTO dlm_locks (resource, resource_crc, status, owner_id, "
+        "token, fencing_token, acquired_at_ms, ttl_ms, expires_at_ms) VALUES "
+        "('DC#f#c#held', 0, 'HELD', 'A', 't', 7, 0, 1, 9000000000000), "
+        "('DC#f#c#free', 0, 'FREE', 'A', 'u', 12, 0, 1, 1);"
+        "UPDATE dlm_fencing_floor SET fencing_token = 40;"
+        "INSERT INTO dlm_lock_requests (resource, owner_id, requested_at_ms, "
+        "expires_at_ms) VALUES ('DC#f#c#held', 'B', 1, 9000000000000);");
+  }
+  auto store = openStore(path);  // applies V4
+  EXPECT_EQ(store->schemaState().version(), 4);
+  const auto held = store->holdersOf("DC#f#c#held");
+  ASSERT_EQ(held.size(), 1U);
+  EXPECT_TRUE(held[0].held);
+  EXPECT_EQ(held[0].mode, LockMode::EXCLUSIVE);
+  EXPECT_EQ(held[0].fencingToken, 7);
+  // The old request row reads as EXCLUSIVE.
+  const auto waiters = store->listWaiters("DC#f#c#held");
+  ASSERT_EQ(waiters.size(), 1U);
+  EXPECT_EQ(waiters[0].mode, LockMode::EXCLUSIVE);
+  // The lock is still held: a SHARED attempt is refused by it.
+  const Holder holder{"h", 1};
+  const StoreKey heldKey = pathKey("DC#f#c#", "held");
+  const AcquireResult refused = store->tryAcquire(
+      AcquireRequest{heldKey, "C", "c-token", std::chrono::seconds(5), holder,
+                     LockMode::SHARED});
+  EXPECT_FALSE(refused.acquired);
+  EXPECT_EQ(refused.blockedBy, "DC#f#c#held");
+  // The counters go on above what the old release issued and the floor.
+  const StoreKey freeKey = pathKey("DC#f#c#", "free");
+  const AcquireResult shared = store->tryAcquire(
+      AcquireRequest{freeKey, "C", "s-token", std::chrono::seconds(5), holder,
+                     LockMode::SHARED});
+  ASSERT_TRUE(shared.acquired);
+  EXPECT_EQ(shared.fencingToken, 41);
+  const AcquireResult fresh = acquire(*store, pathKey("DC#f#c#", "new"));
+  ASSERT_TRUE(fresh.acquired);
+  EXPECT_EQ(fresh.fencingToken, 41);
+}
+
+TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion3RefusesAVersion4File) {
+  const std::string path = dir_.file("v4.sqlite");
+  openStore(path).reset();
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  EXPECT_EQ(state.version(), 4);
+  EXPECT_EQ(state.compatibleFrom, 4);
+  // The check the release built for schema version 3 runs: it would decide
+  // conflicts without the SHARED holds, so the file no longer serves it.
+  try {
+    internal::requireCompatibleSchema(state, migrationsUpTo(3), "sqlite",
+                                      "sqlite store 'v4.sqlite'", "");
+    FAIL() << "a library built for schema version 3 accepted version 4";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+    EXPECT_NE(std::string(e.what()).find("upgrade the library"),
+              std::string::npos)
+        << e.what();
+  }
+  // This library's own check accepts it.
+  EXPECT_NO_THROW(internal::requireCompatibleSchema(
+      state, internal::sqliteMigrations(), "sqlite", "here", ""));
 }
 
 // ------------------------------------------------------------ schemaState

@@ -1,0 +1,179 @@
+#include "sqlite/sqlite_acquire.h"
+
+#include <string>
+
+#include "crc32.h"
+#include "sqlite/conflicts.h"
+#include "sqlite/store_time.h"
+
+namespace dlm::internal::sqlite {
+
+namespace {
+
+// The rows must exist before they are checked and updated; ancestor rows
+// keep the table the same as PostgreSQL's (where they are row-locked). An
+// existing row is left untouched and costs no write.
+void ensureRow(Connection& c, const std::string& resource) {
+  c.statement(
+       "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
+       "VALUES (?1, ?2)")
+      .bind(1, resource)
+      .bind(2, static_cast<std::int64_t>(internal::crc32(resource)))
+      .run();
+}
+
+// A retry with the token that already holds the key (the reply of an earlier
+// attempt was lost): that acquisition, reported unchanged. Expired but not
+// taken over counts, as for release.
+bool findRetried(Connection& c, const AcquireRequest& request,
+                 AcquireResult& result) {
+  Statement row =
+      request.mode == LockMode::SHARED
+          ? c.statement(
+                "SELECT fencing_token, acquired_at_ms, expires_at_ms "
+                "FROM dlm_shared_holds WHERE resource = ?1 AND token = ?2")
+          : c.statement(
+                "SELECT fencing_token, acquired_at_ms, expires_at_ms "
+                "FROM dlm_locks "
+                "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'");
+  row.bind(1, request.key.key).bind(2, request.token);
+  if (!row.step()) return false;
+  result.acquired = true;
+  result.fencingToken = row.integer(0);
+  result.acquiredAt = fromMs(row.integer(1));
+  result.expiresAt = fromMs(row.integer(2));
+  return true;
+}
+
+// The key's next fencing token: one more than its counter, and above every
+// token a purged row issued (the floor; a row created since the purge starts
+// at the floor anyway, this also covers rows that existed before it).
+std::int64_t nextFencingToken(Connection& c, const std::string& key) {
+  Statement row = c.statement(
+      "SELECT max(l.fencing_token, coalesce((SELECT fencing_token FROM "
+      "dlm_fencing_floor WHERE id = 1), 0)) "
+      "FROM dlm_locks AS l WHERE l.resource = ?1");
+  row.bind(1, key);
+  if (!row.step()) c.fail(SQLITE_INTERNAL, "reading the inserted row");
+  return row.integer(0) + 1;
+}
+
+void grantExclusive(Connection& c, const AcquireRequest& request,
+                    std::int64_t fencing, std::int64_t now,
+                    std::int64_t expires) {
+  c.statement(
+       "UPDATE dlm_locks SET status = 'HELD', owner_id = ?2, token = ?3, "
+       "fencing_token = ?4, acquired_at_ms = ?5, ttl_ms = ?6, "
+       "expires_at_ms = ?7, holder_host = ?8, holder_pid = ?9, "
+       "holder_ip = NULL "
+       "WHERE resource = ?1")
+      .bind(1, request.key.key)
+      .bind(2, request.owner)
+      .bind(3, request.token)
+      .bind(4, fencing)
+      .bind(5, now)
+      .bind(6, static_cast<std::int64_t>(request.ttl.count()))
+      .bind(7, expires)
+      .bind(8, request.holder.host)
+      .bind(9, request.holder.pid)
+      .run();
+  // The key's SHARED holds are all expired (a live one would have blocked
+  // this attempt): taken over, so their extensions and releases fail.
+  c.statement("DELETE FROM dlm_shared_holds WHERE resource = ?1")
+      .bind(1, request.key.key)
+      .run();
+}
+
+void grantShared(Connection& c, const AcquireRequest& request,
+                 std::int64_t fencing, std::int64_t now, std::int64_t expires) {
+  // The counter moves; an expired EXCLUSIVE holder (a live one would have
+  // blocked this attempt) is taken over: the row becomes FREE without its
+  // token, so that holder's release is false and its extension fails, and
+  // its lease ends now at the latest (purge judges idleness from it).
+  c.statement(
+       "UPDATE dlm_locks SET fencing_token = ?2, "
+       "token = CASE WHEN status = 'HELD' THEN NULL ELSE token END, "
+       "expires_at_ms = CASE WHEN status = 'HELD' "
+       "THEN min(expires_at_ms, ?3) ELSE expires_at_ms END, "
+       "status = 'FREE' "
+       "WHERE resource = ?1")
+      .bind(1, request.key.key)
+      .bind(2, fencing)
+      .bind(3, now)
+      .run();
+  c.statement(
+       "INSERT INTO dlm_shared_holds (resource, token, owner_id, "
+       "fencing_token, acquired_at_ms, ttl_ms, expires_at_ms, holder_host, "
+       "holder_pid, holder_ip) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)")
+      .bind(1, request.key.key)
+      .bind(2, request.token)
+      .bind(3, request.owner)
+      .bind(4, fencing)
+      .bind(5, now)
+      .bind(6, static_cast<std::int64_t>(request.ttl.count()))
+      .bind(7, expires)
+      .bind(8, request.holder.host)
+      .bind(9, request.holder.pid)
+      .run();
+}
+
+}  // namespace
+
+AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
+  const StoreKey& key = request.key;
+  AcquireResult result;
+  Transaction tx(c, Durability::kDurable);
+  // Read the clock once the write lock is ours: BEGIN IMMEDIATE may have
+  // waited for it, and the lease starts now, not when we asked.
+  const std::int64_t now = nowMs();
+
+  for (const auto& ancestor : key.ancestors) ensureRow(c, ancestor);
+  ensureRow(c, key.key);
+
+  if (findRetried(c, request, result)) {
+    tx.commit();  // keeps the inserted rows; nothing else changed
+    return result;
+  }
+
+  const PathKey path{key.key, ancestorsJson(c, key.ancestors),
+                     key.descendantsBegin, key.descendantsEnd};
+  // A live hold in the way: the key itself, an ancestor (root first) or a
+  // descendant (key order) reported.
+  if (auto holds = conflictingHolds(c, path, request.mode, now, 1);
+      !holds.empty()) {
+    result.blockedBy = std::move(holds.front().key);
+    tx.commit();
+    return result;
+  }
+  // Fair queueing: an older live request of another owner in the way goes
+  // first. Older than this owner's own request for the key, or any when it
+  // has none (a first attempt, a tryAcquireLock).
+  const auto place = requestPlace(c, key.key, request.owner, now);
+  if (auto queued = olderConflictingRequests(c, path, request.mode,
+                                             request.owner, place, now, 1);
+      !queued.empty()) {
+    result.queued = true;
+    result.blockedBy = std::move(queued.front().key);
+    tx.commit();
+    return result;
+  }
+
+  // Grant. The counter read here cannot change before COMMIT: this
+  // transaction holds the file's write lock.
+  const std::int64_t fencing = nextFencingToken(c, key.key);
+  const std::int64_t expires = expiryMs(now, request.ttl);
+  if (request.mode == LockMode::SHARED) {
+    grantShared(c, request, fencing, now, expires);
+  } else {
+    grantExclusive(c, request, fencing, now, expires);
+  }
+  tx.commit();
+  result.acquired = true;
+  result.fencingToken = fencing;
+  result.acquiredAt = fromMs(now);
+  result.expiresAt = fromMs(expires);
+  return result;
+}
+
+}  // namespace dlm::internal::sqlite
