@@ -1,11 +1,16 @@
-// An in-memory LockStore with the stores' semantics (hierarchy, tokens,
-// fencing, expiry) and a settable clock, for fast manager tests.
+// An in-memory LockStore with the stores' semantics (hierarchy, lock modes,
+// tokens, fencing, expiry, fair queueing, the wait-for graph) and a settable
+// clock, for fast manager tests.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "dlm/lock_store.h"
 
@@ -28,6 +33,12 @@ class FakeTransaction final : public AppTransaction {
 
 class FakeStore final : public LockStore {
  public:
+  // A store whose clock stands still until advance() moves it.
+  FakeStore() = default;
+  // With followRealTime, the store's clock is the system clock (plus what
+  // advance() added): for scenarios that wait for expiry in real time.
+  explicit FakeStore(bool followRealTime) : realTime_(followRealTime) {}
+
   std::string_view name() const override { return "fake"; }
   void initialize(bool) override {}
   void close() override {}
@@ -66,27 +77,54 @@ class FakeStore final : public LockStore {
   void advance(std::chrono::milliseconds by);
 
  private:
+  // One SHARED hold of a key.
+  struct SharedHold {
+    LockRecord record;
+    std::string token;
+  };
+  // A key's row: its EXCLUSIVE state and fencing counter
+  // (record.fencingToken), and its SHARED holds, oldest first.
   struct Row {
     LockRecord record;
     std::string token;
+    std::vector<SharedHold> shared;
   };
   struct Request {
     StoreKey key;
     StoreTime requestedAt;
     StoreTime expiresAt;
+    LockMode mode = LockMode::EXCLUSIVE;
   };
+  using RequestId = std::pair<std::string, std::string>;  // (owner, key)
+
+  // The store's clock; callers hold mutex_.
+  StoreTime clock() const;
   bool heldAt(const Row& row, StoreTime at) const;
   bool freeRow(std::string_view key, std::string_view token);
-  // Owners holding `key`, an ancestor or a descendant, with the held key.
-  std::vector<std::pair<std::string, std::string>> blockers(
-      const StoreKey& key);
+  bool dropShared(std::string_view key, std::string_view token);
+  // Calls fn(key, row) for the rows of `key`, its ancestors (root first)
+  // and its descendants (key order), in that order.
+  template <typename Fn>
+  void forRelated(const StoreKey& key, Fn&& fn);
+  // Live holds that conflict with `mode` on `key`: (owner, held key), the
+  // key itself first, then ancestors, then descendants.
+  std::vector<std::pair<std::string, std::string>> blockers(const StoreKey& key,
+                                                            LockMode mode);
+  // Live requests of owners other than `owner` that conflict with `mode` on
+  // `key` and are older than (since, owner) (all such when `since` is
+  // empty), oldest first.
+  std::vector<RequestId> queuedBefore(const StoreKey& key, LockMode mode,
+                                      std::string_view owner,
+                                      std::optional<StoreTime> since);
   void announce(std::string_view key);
 
   std::mutex mutex_;
   std::map<std::string, Row, std::less<>> rows_;
+  bool realTime_ = false;
   StoreTime now_ = StoreTime(std::chrono::hours(24 * 365 * 50));
+  std::chrono::milliseconds offset_{0};
   // (owner, key) -> request.
-  std::map<std::pair<std::string, std::string>, Request> requests_;
+  std::map<RequestId, Request> requests_;
   std::set<ReleaseListener*> listeners_;
   bool notifies_ = true;
   SchemaState schema_{true, {}};

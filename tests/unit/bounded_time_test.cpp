@@ -92,6 +92,10 @@ class FaultyStore final : public ForwardingStore {
     fault();
     return ForwardingStore::describe(key);
   }
+  std::vector<LockRecord> holdersOf(std::string_view key) override {
+    fault();
+    return ForwardingStore::holdersOf(key);
+  }
   WaitRegistration registerWait(const WaitRequest& request) override {
     fault();
     ++registrations;

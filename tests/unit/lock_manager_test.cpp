@@ -124,9 +124,11 @@ TEST_F(ManagerTest, InvalidArgumentsFailBeforeAnyStoreCall) {
     EXPECT_EQ(codeOf([&] { m->getLockInstance(id, LockLevel::DC); }),
               ErrorCode::INVALID_ARGUMENT);
   }
-  EXPECT_EQ(
-      codeOf([&] { m->getLockInstance("x", LockLevel::DC, LockMode::SHARED); }),
-      ErrorCode::INVALID_ARGUMENT);
+  // A mode that is neither EXCLUSIVE nor SHARED.
+  EXPECT_EQ(codeOf([&] {
+              m->getLockInstance("x", LockLevel::DC, static_cast<LockMode>(7));
+            }),
+            ErrorCode::INVALID_ARGUMENT);
   Lock lock = m->getLockInstance("x", LockLevel::DC);
   EXPECT_EQ(codeOf([&] { m->tryAcquireLock(lock, milliseconds(0)); }),
             ErrorCode::INVALID_ARGUMENT);
