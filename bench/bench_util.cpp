@@ -50,7 +50,7 @@ std::vector<T> numberList(const std::string& s) {
   std::cerr <<
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
-  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs (default: all)
+  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_acquire/dlm_release), b (client-side BEGIN; SELECT
                                   FOR UPDATE; UPDATE; COMMIT), c (advisory locks),
@@ -62,6 +62,9 @@ std::vector<T> numberList(const std::string& s) {
                       contended   N threads tryAcquireLock one key: successes/s, failures/s
                       scale       cycle p50 with the table pre-filled to --rows, ids of --depths
                       procs       SQLite: --procs processes (fork) cycling on one file
+                      readers     --readers_threads threads acquireLock / hold / release on
+                                  --readers_keys keys, --shared_percent of them SHARED, against
+                                  the same workload with every lock EXCLUSIVE: acquisitions/s
   --store=LIST        postgres,sqlite (default: both)
   --threads=LIST      cycle thread counts (default 1,4,16)
   --seconds=S         measured seconds per workload (default 4); --warmup=S (0.25)
@@ -74,6 +77,8 @@ std::vector<T> numberList(const std::string& s) {
   --hold_ms=N         handoff hold time (default 5)
   --procs=N           SQLite processes (default 4)
   --keys=N            key pool per thread (default 1000)
+  --readers_threads=N --readers_keys=N --shared_percent=P --readers_hold_us=N
+                      the readers workload (default 8 threads, 4 keys, 90 %, 5000 us)
   --pg=CONNINFO       admin connection (default: libpq PG* variables)
   --pg_after_schema=SQL  run after the migrations in each benchmark schema
                       (to measure a proposed schema change)
@@ -135,6 +140,14 @@ Flags parseFlags(int argc, char** argv) {
         f.procs = std::stoi(v);
       } else if (name == "keys") {
         f.keys = std::stoi(v);
+      } else if (name == "readers_threads") {
+        f.readersThreads = std::stoi(v);
+      } else if (name == "readers_keys") {
+        f.readersKeys = std::stoi(v);
+      } else if (name == "shared_percent") {
+        f.sharedPercent = std::stoi(v);
+      } else if (name == "readers_hold_us") {
+        f.readersHoldUs = std::stoi(v);
       } else if (name == "pg") {
         f.pgConnection = v;
       } else if (name == "pg_after_schema") {
@@ -159,9 +172,12 @@ Flags parseFlags(int argc, char** argv) {
     }
   }
   if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 ||
-      f.rounds < 1 || f.sleepMs < 1 || f.holdMs < 0) {
-    std::cerr << "dlm_bench: --keys, --seconds, --procs, --sleep_ms must be "
-                 "positive\n";
+      f.rounds < 1 || f.sleepMs < 1 || f.holdMs < 0 || f.readersThreads < 1 ||
+      f.readersKeys < 1 || f.sharedPercent < 0 || f.sharedPercent > 100 ||
+      f.readersHoldUs < 0) {
+    std::cerr << "dlm_bench: --keys, --seconds, --procs, --sleep_ms, "
+                 "--readers_threads, --readers_keys must be positive, "
+                 "--shared_percent in [0, 100]\n";
     usage(2);
   }
   return f;

@@ -23,7 +23,8 @@ std::int64_t nowNs();
 // Command-line flags, db_bench style: --name=value.
 struct Flags {
   std::vector<std::string> benchmarks{"cycle",     "roundtrips", "handoff",
-                                      "contended", "scale",      "procs"};
+                                      "contended", "scale",      "procs",
+                                      "readers"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
   double seconds = 4;
@@ -36,6 +37,12 @@ struct Flags {
   int sleepMs = 50;  // sleepBetweenRetries of the handoff waiters
   int holdMs = 5;    // how long each handoff holder keeps the lock
   int procs = 4;
+  // readers: threads on a few keys, sharedPercent of the acquisitions
+  // SHARED, each held readersHoldUs.
+  int readersThreads = 8;
+  int readersKeys = 4;
+  int sharedPercent = 90;
+  int readersHoldUs = 5000;
   int keys = 1000;  // key pool per thread (cycle)
   int ttlMs = 60000;
   std::string pgConnection;  // admin connection; empty = libpq PG* vars

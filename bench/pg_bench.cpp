@@ -947,6 +947,15 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
   if (f.wants("roundtrips")) runRoundTrips(ctx, admin);
   if (f.wants("contended")) runContended(ctx);
   if (f.wants("handoff")) runHandoffPg(ctx);
+  if (f.wants("readers")) {
+    auto manager =
+        makeManager(ctx.conninfo, static_cast<std::size_t>(f.readersThreads),
+                    "lib", readersConfiguration(f));
+    runReaders({manager.get()}, "postgres",
+               fmt::format("one manager, pool {}", f.readersThreads), f,
+               report);
+    manager->destroy();
+  }
   if (f.wants("scale")) {
     std::vector<std::string> rowsDat, depthDat;
     runScale(ctx, &rowsDat, &depthDat);

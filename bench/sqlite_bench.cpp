@@ -615,6 +615,12 @@ void runSqlite(const Flags& f, Report& report, Machine& machine) {
   double rawAcquireP50 = -1;
   if (f.wants("cycle")) rawAcquireP50 = runCycle(f, report);
   if (f.wants("procs")) runProcsWorkload(f, report);
+  if (f.wants("readers")) {
+    const std::string path = freshDatabase(f, "readers", {});
+    auto manager = makeManager(path, readersConfiguration(f), false);
+    runReaders({manager.get()}, "sqlite", "one shared manager", f, report);
+    manager->destroy();
+  }
   if (f.wants("handoff")) {
     runHandoffSqlite(f, report, rawAcquireP50);
     // Without, then with the wake file, in the same run.

@@ -10,11 +10,12 @@
 
 namespace dlm_bench {
 
-// PostgreSQL: cycle (+ baselines a-d), roundtrips, contended, handoff, scale.
+// PostgreSQL: cycle (+ baselines a-d), roundtrips, contended, handoff, scale,
+// readers.
 // Creates (after dropping) the database flags.dbName and flags.dbName_rt.
 void runPostgres(const Flags& flags, Report& report, Machine& machine);
 
-// SQLite: cycle (+ raw sqlite3 baseline), handoff, procs.
+// SQLite: cycle (+ raw sqlite3 baseline), handoff, procs, readers.
 void runSqlite(const Flags& flags, Report& report, Machine& machine);
 
 // --- handoff, shared by both stores -----------------------------------------
@@ -45,5 +46,20 @@ bool storeDeliversReleases(dlm::LockStore& store);
 // "wake-up" when p50 is far below what polling alone gives (a wait uniform in
 // [0, sleepBetweenRetries] has p50 ~ sleep/2), else "polling".
 std::string handoffMode(double p50Ms, int sleepMs);
+
+// --- readers, shared by both stores -----------------------------------------
+
+// flags.readersThreads threads spread over `managers` (which may repeat)
+// loop acquireLock / hold flags.readersHoldUs / releaseLock on
+// flags.readersKeys keys "readers.k<i>" (DC), flags.sharedPercent % of the
+// acquisitions SHARED; then the same with every lock EXCLUSIVE, interleaved
+// in flags.rounds rounds. Adds "readers" (acquisitions/s and the ratio to
+// all-EXCLUSIVE) and "readers.base_exclusive" to the report.
+void runReaders(const std::vector<dlm::DistributedLockManager*>& managers,
+                const std::string& store, const std::string& config,
+                const Flags& flags, Report& report);
+
+// The LockConfiguration of the readers workload (printed with the results).
+dlm::LockConfiguration readersConfiguration(const Flags& flags);
 
 }  // namespace dlm_bench

@@ -93,11 +93,18 @@ ContendResult contend(DistributedLockManager& manager,
                                                   weights.end());
   std::uniform_int_distribution<int> percent(0, 99);
 
-  // One Lock per key, reused: a Lock is a handle, not an acquisition.
-  std::vector<Lock> locks;
+  // One Lock per key and mode in use, reused: a Lock is a handle, not an
+  // acquisition.
+  std::vector<Lock> exclusive, shared;
   try {
     for (const auto& k : options.keys) {
-      locks.push_back(manager.getLockInstance(k.id, options.level));
+      if (options.sharedPercent < 100) {
+        exclusive.push_back(manager.getLockInstance(k.id, options.level));
+      }
+      if (options.sharedPercent > 0) {
+        shared.push_back(
+            manager.getLockInstance(k.id, options.level, LockMode::SHARED));
+      }
     }
   } catch (const DLMException& e) {
     // A bad key is the caller's mistake; report it like any other failure.
@@ -108,7 +115,9 @@ ContendResult contend(DistributedLockManager& manager,
   while (options.maxAttempts == 0 || result.attempts < options.maxAttempts) {
     if (std::chrono::steady_clock::now() >= options.deadline) break;
     const std::size_t index = pickKey(rng);
-    Lock& lock = locks[index];
+    // Drawn every attempt, whatever the mix, so a seed gives the same keys.
+    const bool readMode = percent(rng) < options.sharedPercent;
+    Lock& lock = readMode ? shared[index] : exclusive[index];
     const bool useTry = percent(rng) < options.tryPercent;
     ++result.attempts;
     try {
@@ -135,6 +144,7 @@ ContendResult contend(DistributedLockManager& manager,
     hold.key = lock.id();
     hold.worker = options.worker;
     hold.fencing = lock.fencingToken();
+    hold.shared = readMode;
     ++result.acquisitions;
     std::this_thread::sleep_for(uniform(rng, options.holdMin, options.holdMax));
     hold.endNs = steadyNowNs();

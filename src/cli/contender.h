@@ -13,6 +13,7 @@
 #include "cli/hold_log.h"
 #include "dlm/lock.h"
 #include "dlm/lock_manager.h"
+#include "dlm/lock_mode.h"
 
 namespace dlm::cli {
 
@@ -43,6 +44,10 @@ struct ContendOptions {
   std::chrono::milliseconds timeout{std::chrono::milliseconds(200)};
   // Percentage of attempts made with tryAcquireLock instead of acquireLock.
   int tryPercent = 0;
+  // Percentage of attempts made in LockMode::SHARED (the rest EXCLUSIVE):
+  // 0 for a writer, 100 for a reader, anything between for a mix. Each Hold
+  // records the mode it was taken in.
+  int sharedPercent = 0;
   std::uint64_t seed = 0;
 };
 

@@ -150,6 +150,10 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
                        [&](const Hold* o) { return o->endNs < h.startNs; }),
         open.end());
     for (const Hold* o : open) {
+      if (o->shared && h.shared && keysConflict(o->key, h.key, separator)) {
+        ++report.sharedOverlapCount;
+        continue;
+      }
       if (!holdsConflict(*o, h, separator)) continue;
       ++report.overlapCount;
       ++overlapsByKey[h.key];
@@ -177,22 +181,32 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
       }
     };
     // In start order: every hold's token must exceed the largest token of
-    // the holds that ended before it started (`ended`, swept in end order).
+    // the holds that ended before it started (swept in end order) when one
+    // of the two is exclusive. Two shared holds prove no order: their grants
+    // may have come in either order whatever their recorded intervals (a
+    // reader's acquire call may return long after its grant, by which time a
+    // reader granted later may have come and gone).
     std::vector<const Hold*> byEnd(list.begin(), list.end());
     std::sort(byEnd.begin(), byEnd.end(),
               [](const Hold* x, const Hold* y) { return x->endNs < y->endNs; });
     std::size_t endedUpTo = 0;
-    const Hold* highestEnded = nullptr;
+    const Hold* highestEnded = nullptr;           // of either mode
+    const Hold* highestEndedExclusive = nullptr;  // exclusive only
+    const auto higher = [](const Hold* best, const Hold* e) {
+      return best == nullptr || e->fencing > best->fencing ? e : best;
+    };
     std::map<std::int64_t, const Hold*> seen;
     for (const Hold* h : list) {
       while (endedUpTo < byEnd.size() && byEnd[endedUpTo]->endNs < h->startNs) {
         const Hold* e = byEnd[endedUpTo++];
-        if (highestEnded == nullptr || e->fencing > highestEnded->fencing) {
-          highestEnded = e;
+        highestEnded = higher(highestEnded, e);
+        if (!e->shared) {
+          highestEndedExclusive = higher(highestEndedExclusive, e);
         }
       }
-      if (highestEnded != nullptr && h->fencing <= highestEnded->fencing) {
-        violation(*highestEnded, *h);
+      const Hold* mustExceed = h->shared ? highestEndedExclusive : highestEnded;
+      if (mustExceed != nullptr && h->fencing <= mustExceed->fencing) {
+        violation(*mustExceed, *h);
       } else if (const auto [it, fresh] = seen.emplace(h->fencing, h); !fresh) {
         violation(*it->second, *h);
       }

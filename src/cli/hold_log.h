@@ -53,7 +53,8 @@ struct KeySummary {
   std::int64_t firstFencing = 0;  // in hold order
   std::int64_t lastFencing = 0;
   // Unique, and above the token of every hold of the key that ended before
-  // it started (for exclusive holds: strictly increasing in hold order).
+  // it started, unless both holds are shared (for exclusive holds: strictly
+  // increasing in hold order).
   bool fencingIncreasing = true;
   std::int64_t overlaps = 0;  // overlapping pairs this key is part of
 };
@@ -63,6 +64,10 @@ struct HoldReport {
   // Pairs of holds of conflicting keys whose intervals intersect.
   std::vector<std::pair<Hold, Hold>> overlaps;
   std::int64_t overlapCount = 0;  // overlaps may be truncated; this is not
+  // Pairs of SHARED holds of conflicting keys (the same key, or ancestor and
+  // descendant) whose intervals intersect: allowed, and the proof that
+  // readers did share.
+  std::int64_t sharedOverlapCount = 0;
   // Holds of one key whose fencing tokens are out of order: (earlier, later)
   // where the earlier ended before the later started but has a token at
   // least as large, or two holds with the same token.
@@ -80,8 +85,10 @@ struct HoldReport {
 
 // Checks that no two conflicting holds (holdsConflict) overlap in time, that
 // each key's fencing tokens are unique and grow from every hold to any hold
-// that started after it ended (concurrent shared holds may finish acquiring
-// in either order), and that every release returned true. Intervals
+// that started after it ended when at least one of the two is exclusive (two
+// shared holds may have been granted in either order whatever their recorded
+// intervals: an acquire call can return long after its grant), and that
+// every release returned true. Intervals
 // are closed: touching intervals count as overlapping. Keeps at most
 // `maxListed` overlap and fencing pairs in the report.
 HoldReport checkHolds(std::vector<Hold> holds, char separator = '.',

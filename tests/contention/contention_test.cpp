@@ -3,13 +3,15 @@
 // tryAcquireLock and acquireLock. Every hold is recorded; the checker that
 // `dlmctl demo` uses then proves that no two holds of conflicting keys
 // overlapped, that each key's fencing tokens grew in hold order, and that
-// every release returned true.
+// every release returned true. With modes: 16 readers and 2 writers across 4
+// processes on one key family (readers share, writers exclude everything
+// and are served), and issue 11's three-process fairness run.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -26,13 +28,13 @@
 #include "cli/contender.h"
 #include "cli/hold_log.h"
 #include "cli/temp_dir.h"
+#include "contention/fairness.h"
 #include "contention/scenario.h"
+#include "contention/worker_processes.h"
 #include "dlm/dlm.h"
 #include "support/fake_store.h"
 #include "support/forwarding_store.h"
 #include "support/test_stores.h"
-
-extern char** environ;
 
 namespace dlm::test {
 namespace {
@@ -50,6 +52,13 @@ constexpr int kProcesses = 4;
 constexpr int kThreadsPerProcess = 2;
 constexpr std::int64_t kAttemptsPerProcessThread = 60;
 constexpr double kMaxSeconds = 10;
+// The readers-and-writers window.
+constexpr double kReadersSeconds = 4;
+// The fairness ctest: runs of a few seconds (dlm_fairness does the full 10
+// runs of 5 s).
+constexpr int kFairnessRuns = 3;
+constexpr double kFairnessSeconds = 3;
+constexpr double kFairShare = 0.2;
 // Fewer acquisitions than this and the run proved nothing.
 constexpr std::int64_t kMinAcquisitions = 100;
 
@@ -103,6 +112,32 @@ std::string problemsText(const HoldReport& report) {
   return text;
 }
 
+// On a fresh database the tokens of a key are exactly 1..n (unique, which
+// the checker proves, and from 1 to the number of holds; in hold order for
+// exclusive holds, which the checker proves too), and the row's counter
+// agrees: no acquisition went unrecorded or was counted twice.
+void expectFencingTokensOneToN(const std::vector<cli::Hold>& holds,
+                               const HoldReport& report,
+                               DistributedLockManager& manager) {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> range;
+  for (const cli::Hold& h : holds) {
+    auto [it, fresh] =
+        range.emplace(h.key, std::make_pair(h.fencing, h.fencing));
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, h.fencing);
+      it->second.second = std::max(it->second.second, h.fencing);
+    }
+  }
+  for (const auto& k : report.keys) {
+    const Lock lock = manager.getLockInstance(k.key, LockLevel::DC);
+    const auto row = manager.store().describe(lock.storeKey());
+    ASSERT_TRUE(row.has_value()) << k.key;
+    EXPECT_EQ(range[k.key].first, 1) << k.key;
+    EXPECT_EQ(range[k.key].second, k.holds) << k.key;
+    EXPECT_EQ(row->fencingToken, k.holds) << k.key;
+  }
+}
+
 // The assertions every scenario ends with. `manager` names the keys and
 // reads the rows back.
 void expectMutualExclusion(const std::vector<ContendResult>& results,
@@ -135,16 +170,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
     EXPECT_GE(byKey[k.id].holds, 1) << k.id << " was never acquired";
   }
 
-  // On a fresh database the tokens of a key are exactly 1..n in hold order,
-  // and the row agrees: no acquisition went unrecorded or was counted twice.
-  for (const auto& k : report.keys) {
-    const Lock lock = manager.getLockInstance(k.key, LockLevel::DC);
-    const auto row = manager.store().describe(lock.storeKey());
-    ASSERT_TRUE(row.has_value()) << k.key;
-    EXPECT_EQ(k.firstFencing, 1) << k.key;
-    EXPECT_EQ(k.lastFencing, k.holds) << k.key;
-    EXPECT_EQ(row->fencingToken, k.lastFencing) << k.key;
-  }
+  expectFencingTokensOneToN(holds, report, manager);
   // Everything was released.
   const auto held = manager.store().listHeld("");
   EXPECT_TRUE(held.empty()) << held.size() << " locks still held, first "
@@ -155,28 +181,19 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
               static_cast<long long>(acquisitions), report.keys.size());
 }
 
-pid_t spawnWorker(const std::vector<std::string>& args,
-                  const char* program = DLM_CONTENTION_WORKER) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  // The worker inherits the environment: PG* variables name the server.
-  const int rc =
-      posix_spawn(&pid, program, nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << program << ": " << std::strerror(rc);
-    return -1;
-  }
+pid_t spawnWorker(const std::vector<std::string>& args, const char* program) {
+  std::string problem;
+  const pid_t pid = contention::spawnProcess(program, args, &problem);
+  if (pid <= 0) ADD_FAILURE() << problem;
   return pid;
 }
 
-int waitForExit(pid_t pid) {
-  int status = 0;
-  // EINTR: keep waiting.
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
+using contention::waitForExit;
+
+// The results of `run`, every worker problem reported as a failure.
+std::vector<ContendResult> resultsOf(const contention::ProcessRun& run) {
+  for (const auto& p : run.problems) ADD_FAILURE() << p;
+  return run.results;
 }
 
 class Contention : public ::testing::TestWithParam<std::string> {};
@@ -193,54 +210,82 @@ TEST_P(Contention, SixteenThreadsInOneProcessNeverOverlap) {
 TEST_P(Contention, FourProcessesNeverOverlap) {
   auto env = makeEnvironment(GetParam());
   cli::TempDir dir("dlm-contention");
-  // A common start, late enough for every worker to start and connect.
-  const std::int64_t startAt =
-      cli::steadyNowNs() +
-      std::chrono::duration_cast<std::chrono::nanoseconds>(1500ms).count();
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int w = 0; w < kProcesses; ++w) {
-    outs.push_back((dir.path() / ("worker-" + std::to_string(w))).string());
-    std::vector<std::string> args{"dlm_contention_worker",
-                                  "--url",
-                                  env->url(),
-                                  "--worker",
-                                  std::to_string(w + 1),
-                                  "--threads",
-                                  std::to_string(kThreadsPerProcess),
-                                  "--attempts",
-                                  std::to_string(kAttemptsPerProcessThread),
-                                  "--seconds",
-                                  std::to_string(kMaxSeconds),
-                                  "--start-at-ns",
-                                  std::to_string(startAt),
-                                  "--out",
-                                  outs.back()};
-    if (!env->postgresSchema().empty()) {
-      args.push_back("--schema");
-      args.push_back(env->postgresSchema());
-    }
-    pids.push_back(spawnWorker(args));
-  }
-  std::vector<ContendResult> results;
-  for (int w = 0; w < kProcesses; ++w) {
-    const pid_t pid = pids[static_cast<std::size_t>(w)];
-    if (pid <= 0) continue;
-    const int status = waitForExit(pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "worker " << w + 1 << " ended with status " << status;
-    std::ifstream in(outs[static_cast<std::size_t>(w)]);
-    std::string problem;
-    auto result = cli::readResult(in, &problem);
-    if (!result) {
-      ADD_FAILURE() << "worker " << w + 1 << ": " << problem;
-      continue;
-    }
-    results.push_back(std::move(*result));
-  }
+  const std::vector<std::string> mixed{
+      "--threads", std::to_string(kThreadsPerProcess), "--attempts",
+      std::to_string(kAttemptsPerProcessThread)};
+  const auto run = contention::runWorkerProcesses(
+      env->url(), env->postgresSchema(),
+      std::vector<std::vector<std::string>>(kProcesses, mixed), kMaxSeconds,
+      dir.path().string());
+  const auto results = resultsOf(run);
   ASSERT_EQ(static_cast<int>(results.size()), kProcesses);
   auto manager = makeManager(env->newStore());
   expectMutualExclusion(results, *manager, kMinAcquisitions);
+}
+
+// 16 readers and 2 writers in 4 processes on "doc" and "doc.a": readers of
+// both keys share (and do overlap), no hold overlaps one it conflicts with,
+// and both writers are served while the readers keep arriving.
+TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
+  auto env = makeEnvironment(GetParam());
+  cli::TempDir dir("dlm-readers");
+  const std::vector<std::string> readers{
+      "--scenario", "readers", "--threads", "4", "--attempts", "1"};
+  auto withWriter = [&](const std::string& key) {
+    auto args = readers;
+    args.insert(args.end(), {"--writer", key});
+    return args;
+  };
+  // Worker N's threads are numbered N * 100 + t; the writer comes after the
+  // 4 readers.
+  const std::map<int, std::string> writers{{104, "doc"}, {204, "doc.a"}};
+  const auto run = contention::runWorkerProcesses(
+      env->url(), env->postgresSchema(),
+      {withWriter("doc"), withWriter("doc.a"), readers, readers},
+      kReadersSeconds, dir.path().string());
+  const auto results = resultsOf(run);
+  ASSERT_EQ(results.size(), 4U);
+
+  std::vector<cli::Hold> holds;
+  std::map<int, std::int64_t> writerHolds;  // begun inside the window
+  std::int64_t readerHolds = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.failedReleases, 0);
+    for (const auto& h : r.holds) {
+      holds.push_back(h);
+      if (h.shared) {
+        ++readerHolds;
+        continue;
+      }
+      const auto w = writers.find(h.worker);
+      ASSERT_NE(w, writers.end()) << "an exclusive hold by " << h.worker;
+      EXPECT_EQ(h.key, w->second);
+      if (h.startNs < run.deadlineNs) ++writerHolds[h.worker];
+    }
+  }
+  const HoldReport report = cli::checkHolds(holds, '.');
+  EXPECT_EQ(report.overlapCount, 0) << problemsText(report);
+  EXPECT_TRUE(report.fencingViolations.empty()) << problemsText(report);
+  EXPECT_TRUE(report.failedReleases.empty()) << problemsText(report);
+  EXPECT_GE(static_cast<std::int64_t>(holds.size()), kMinAcquisitions);
+  EXPECT_GT(report.sharedOverlapCount, 0) << "readers never held together";
+  // Readers keep arriving until the window ends; a writer's hold that began
+  // before then was served in their midst.
+  for (const auto& [worker, key] : writers) {
+    EXPECT_GE(writerHolds[worker], 1)
+        << "the writer of '" << key << "' was never served while readers ran";
+  }
+  auto manager = makeManager(env->newStore());
+  expectFencingTokensOneToN(holds, report, *manager);
+  const auto held = manager->store().listHeld("");
+  EXPECT_TRUE(held.empty()) << held.size() << " locks still held";
+  std::printf(
+      "[ readers ] %lld reader holds, %lld shared overlaps, writer holds %lld "
+      "(doc) / %lld (doc.a)\n",
+      static_cast<long long>(readerHolds),
+      static_cast<long long>(report.sharedOverlapCount),
+      static_cast<long long>(writerHolds[104]),
+      static_cast<long long>(writerHolds[204]));
 }
 
 // Two processes each hold one lock and ask for the other's: exactly one is
@@ -302,6 +347,38 @@ TEST_P(Contention, TwoProcessesInADeadlockOneIsToldAndTheOtherAcquires) {
 // A build with neither store has nothing to instantiate.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Contention);
 INSTANTIATE_TEST_SUITE_P(Stores, Contention,
+                         ::testing::ValuesIn(compiledStores()),
+                         [](const auto& info) { return info.param; });
+
+// Issue 11's fairness run: three processes looping acquireLock / hold 1 ms /
+// release on "p", "p.c" and "p.c.d" (every pair conflicts): each gets at
+// least 20 % of the holds in every run, and no two holds overlap.
+class Fairness : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fairness, ThreeProcessesOnOnePathEachGetAFifth) {
+  auto env = makeEnvironment(GetParam());
+  for (int r = 1; r <= kFairnessRuns; ++r) {
+    cli::TempDir dir("dlm-fairness");
+    const auto run =
+        contention::runFairness(env->url(), env->postgresSchema(),
+                                kFairnessSeconds, dir.path().string());
+    for (const auto& p : run.problems)
+      ADD_FAILURE() << "run " << r << ": " << p;
+    const std::string shares = contention::describeShares(run);
+    std::printf("[ fairness ] %s run %d: %s\n", GetParam().c_str(), r,
+                shares.c_str());
+    EXPECT_EQ(run.report.overlapCount, 0) << problemsText(run.report);
+    EXPECT_TRUE(run.report.fencingViolations.empty())
+        << problemsText(run.report);
+    // Enough holds that a fifth means something (about 1 ms each).
+    EXPECT_GE(run.total, 100) << "run " << r;
+    ASSERT_EQ(run.holds.size(), 3U);
+    EXPECT_GE(run.minShare(), kFairShare) << "run " << r << ": " << shares;
+  }
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fairness);
+INSTANTIATE_TEST_SUITE_P(Stores, Fairness,
                          ::testing::ValuesIn(compiledStores()),
                          [](const auto& info) { return info.param; });
 

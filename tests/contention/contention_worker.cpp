@@ -1,9 +1,16 @@
 // A contention worker process: opens its own store on the database the test
-// names, runs the scenario on a few threads from a common start time and
+// names, runs a scenario on a few threads from a common start time and
 // writes every hold to a result file for the test to check.
 //
 //   dlm_contention_worker --url URL [--schema S] --worker N --threads T
 //       --attempts A --seconds S --start-at-ns NS --out FILE
+//       [--scenario mixed|readers|fairness] [--writer KEY]... [--key KEY]
+//
+// mixed (default): T threads on scenarioKeys(), A attempts each.
+// readers: T reader threads on readerKeys(), plus one writer thread per
+//   --writer KEY, until the window ends (A is ignored).
+// fairness: T threads looping on --key with fairnessOptions() until the
+//   window ends (A is ignored).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -21,28 +28,58 @@ namespace {
 
 using dlm::cli::ContendResult;
 
-ContendResult runThreads(const std::string& url, const std::string& schema,
-                         int worker, int threads, std::int64_t attempts,
-                         double seconds, std::int64_t startAtNs) {
+struct Plan {
+  std::string scenario = "mixed";
+  int worker = 0;
+  int threads = 1;
+  std::int64_t attempts = 1;
+  std::vector<std::string> writers;  // readers: one writer thread per key
+  std::string key;                   // fairness: the key of every thread
+};
+
+// Thread `t`'s loop under `plan`.
+dlm::cli::ContendOptions optionsFor(
+    const Plan& plan, int t, std::chrono::steady_clock::time_point deadline) {
   using namespace dlm::test::contention;
-  auto manager = dlm::DistributedLockManager::builder()
-                     .clientId(kClient)
-                     .farmId(kFarm)
-                     .store(dlm::openStore(url, schema))
-                     .configuration(scenarioConfiguration())
-                     .build();
+  const int id = plan.worker * 100 + t;
+  if (plan.scenario == "readers") {
+    if (t < plan.threads) return readerOptions(id, deadline);
+    return writerOptions(
+        id, plan.writers[static_cast<std::size_t>(t - plan.threads)], deadline);
+  }
+  if (plan.scenario == "fairness") {
+    return fairnessOptions(id, plan.key, deadline);
+  }
+  return scenarioOptions(id, plan.attempts, deadline);
+}
+
+ContendResult runThreads(const std::string& url, const std::string& schema,
+                         const Plan& plan, double seconds,
+                         std::int64_t startAtNs) {
+  using namespace dlm::test::contention;
+  auto manager =
+      dlm::DistributedLockManager::builder()
+          .clientId(kClient)
+          .farmId(kFarm)
+          .store(dlm::openStore(url, schema))
+          .configuration(plan.scenario == "fairness" ? fairnessConfiguration()
+                                                     : scenarioConfiguration())
+          .build();
   manager->initialize();
 
   const auto window = dlm::test::contention::runWindow(startAtNs, seconds);
   const auto startAt = window.startAt;
   const auto deadline = window.deadline;
+  const int threads =
+      plan.threads +
+      static_cast<int>(plan.scenario == "readers" ? plan.writers.size() : 0);
   std::vector<ContendResult> results(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       std::this_thread::sleep_until(startAt);
-      results[static_cast<std::size_t>(t)] = dlm::cli::contend(
-          *manager, scenarioOptions(worker * 100 + t, attempts, deadline));
+      results[static_cast<std::size_t>(t)] =
+          dlm::cli::contend(*manager, optionsFor(plan, t, deadline));
     });
   }
   for (auto& th : pool) th.join();
@@ -65,14 +102,22 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
 int main(int argc, char** argv) {
   CLI::App app{"one contention worker process"};
   std::string url, schema, out;
-  int worker = 0, threads = 1;
-  std::int64_t attempts = 1, startAtNs = 0;
+  Plan plan;
+  std::int64_t startAtNs = 0;
   double seconds = 1;
   app.add_option("--url", url)->required();
   app.add_option("--schema", schema);
-  app.add_option("--worker", worker)->required()->check(CLI::Range(0, 9999));
-  app.add_option("--threads", threads)->required()->check(CLI::Range(1, 256));
-  app.add_option("--attempts", attempts)
+  app.add_option("--worker", plan.worker)
+      ->required()
+      ->check(CLI::Range(0, 9999));
+  app.add_option("--threads", plan.threads)
+      ->required()
+      ->check(CLI::Range(1, 99));
+  app.add_option("--scenario", plan.scenario)
+      ->check(CLI::IsMember({"mixed", "readers", "fairness"}));
+  app.add_option("--writer", plan.writers);
+  app.add_option("--key", plan.key);
+  app.add_option("--attempts", plan.attempts)
       ->required()
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
   app.add_option("--seconds", seconds)
@@ -82,10 +127,17 @@ int main(int argc, char** argv) {
   app.add_option("--out", out)->required();
   // A bad command line from the test: no result file to write.
   CLI11_PARSE(app, argc, argv);
+  if (plan.scenario == "fairness" && plan.key.empty()) {
+    std::fprintf(stderr, "dlm_contention_worker: fairness needs --key\n");
+    return 2;
+  }
+  if (plan.threads + static_cast<int>(plan.writers.size()) > 99) {
+    std::fprintf(stderr, "dlm_contention_worker: at most 99 threads\n");
+    return 2;
+  }
   ContendResult result;
   try {
-    result =
-        runThreads(url, schema, worker, threads, attempts, seconds, startAtNs);
+    result = runThreads(url, schema, plan, seconds, startAtNs);
   } catch (const dlm::DLMException& e) {
     // Opening or initializing the store failed: report it in the result.
     result.error = std::string(dlm::toString(e.code())) + ": " + e.what();

@@ -107,15 +107,50 @@ TEST(HoldLog, SharedHoldsMayOverlapButNotWithExclusiveOnes) {
       checkHolds({sharedHold("a.b", 0, 10, 1), hold("a.c", 5, 15, 1)}).ok());
 }
 
+TEST(HoldLog, CountsOverlappingSharedPairs) {
+  // a/a overlap, a/a.b overlap, a.b/a.c overlap but are siblings, the last a
+  // starts after everything ended; the exclusive z counts for nothing.
+  const auto report =
+      checkHolds({sharedHold("a", 0, 10, 1), sharedHold("a", 5, 15, 2),
+                  sharedHold("a.b", 12, 17, 1), sharedHold("a.c", 16, 18, 1),
+                  hold("z", 0, 20, 1), sharedHold("a", 30, 40, 3)});
+  EXPECT_TRUE(report.ok());
+  EXPECT_EQ(report.sharedOverlapCount, 2);
+  // Shared overlaps are not violations, and exclusive overlaps are not
+  // counted as shared ones.
+  const auto mixed =
+      checkHolds({sharedHold("a", 0, 10, 1), hold("a.b", 5, 15, 1)});
+  EXPECT_EQ(mixed.sharedOverlapCount, 0);
+  EXPECT_EQ(mixed.overlapCount, 1);
+}
+
 TEST(HoldLog, ConcurrentSharedHoldsMayStartInEitherTokenOrder) {
   // Two readers whose acquisitions returned in the other order: fine.
   EXPECT_TRUE(
       checkHolds({sharedHold("a", 0, 10, 2), sharedHold("a", 1, 12, 1)}).ok());
-  // But a token must exceed every token of a hold that ended before it
-  // began, and tokens are unique.
-  const auto late =
-      checkHolds({sharedHold("a", 0, 10, 3), sharedHold("a", 11, 20, 2)});
-  EXPECT_EQ(late.fencingViolations.size(), 1u);
+  // Even when the one granted first recorded its hold after the other's
+  // ended: its acquire call returned late (both were held at once in the
+  // database).
+  EXPECT_TRUE(
+      checkHolds({sharedHold("a", 0, 10, 3), sharedHold("a", 11, 20, 2)}).ok());
+  // But against an exclusive hold, on either side, a token must exceed
+  // every token of a hold that ended before it began.
+  const auto afterWriter =
+      checkHolds({hold("a", 0, 10, 3), sharedHold("a", 11, 20, 2)});
+  EXPECT_EQ(afterWriter.fencingViolations.size(), 1u);
+  const auto afterReader =
+      checkHolds({sharedHold("a", 0, 10, 3), hold("a", 11, 20, 2)});
+  EXPECT_EQ(afterReader.fencingViolations.size(), 1u);
+  // A writer after two readers, the larger token ended first.
+  const auto afterReaders =
+      checkHolds({sharedHold("a", 0, 10, 3), sharedHold("a", 1, 12, 2),
+                  hold("a", 13, 20, 4)});
+  EXPECT_TRUE(afterReaders.ok());
+  const auto belowReaders =
+      checkHolds({sharedHold("a", 0, 10, 3), sharedHold("a", 1, 12, 4),
+                  hold("a", 13, 20, 2)});
+  EXPECT_EQ(belowReaders.fencingViolations.size(), 1u);
+  // And tokens are unique.
   const auto twice =
       checkHolds({sharedHold("a", 0, 10, 4), sharedHold("a", 5, 20, 4)});
   EXPECT_EQ(twice.fencingViolations.size(), 1u);

@@ -73,4 +73,66 @@ inline cli::ContendOptions scenarioOptions(
   return o;
 }
 
+// --- readers and writers ---------------------------------------------------
+// One key family: readers take "doc" or "doc.a" SHARED (any number at once,
+// parent and child together), writers take one of them EXCLUSIVE, which
+// excludes every reader of the family.
+inline std::vector<cli::WeightedKey> readerKeys() {
+  return {{"doc", 1}, {"doc.a", 1}};
+}
+
+// A reader: short holds and pauses, half the attempts with one try.
+inline cli::ContendOptions readerOptions(
+    int worker, std::chrono::steady_clock::time_point deadline) {
+  cli::ContendOptions o = scenarioOptions(worker, 0, deadline);
+  o.keys = readerKeys();
+  o.sharedPercent = 100;
+  return o;
+}
+
+// A writer on `key`: always waits (acquireLock), long enough to be served
+// while readers keep arriving, and pauses a little so that readers get
+// their turn too.
+inline cli::ContendOptions writerOptions(
+    int worker, const std::string& key,
+    std::chrono::steady_clock::time_point deadline) {
+  cli::ContendOptions o = scenarioOptions(worker, 0, deadline);
+  o.keys = {{key, 1}};
+  o.sharedPercent = 0;
+  o.tryPercent = 0;
+  o.timeout = std::chrono::milliseconds(3000);
+  o.pauseMax = std::chrono::microseconds(5000);
+  return o;
+}
+
+// --- fairness ---------------------------------------------------------------
+// Issue 11's starvation run: one process per key of "p", "p.c", "p.c.d",
+// each looping acquireLock(timeout 2 s) / hold 1 ms / release, waiters
+// polling every 5 ms.
+inline std::vector<std::string> fairnessKeys() { return {"p", "p.c", "p.c.d"}; }
+
+inline LockConfiguration fairnessConfiguration() {
+  LockConfiguration c = scenarioConfiguration();
+  c.waitForLock = std::chrono::seconds(2);
+  c.sleepBetweenRetries = std::chrono::milliseconds(5);
+  return c;
+}
+
+inline cli::ContendOptions fairnessOptions(
+    int worker, const std::string& key,
+    std::chrono::steady_clock::time_point deadline) {
+  cli::ContendOptions o;
+  o.keys = {{key, 1}};
+  o.worker = worker;
+  o.deadline = deadline;
+  o.holdMin = std::chrono::microseconds(1000);
+  o.holdMax = std::chrono::microseconds(1000);
+  o.pauseMax = std::chrono::microseconds(0);
+  o.ttl = std::chrono::seconds(60);
+  o.timeout = std::chrono::milliseconds(2000);
+  o.tryPercent = 0;
+  o.seed = static_cast<std::uint64_t>(worker + 1);
+  return o;
+}
+
 }  // namespace dlm::test::contention
