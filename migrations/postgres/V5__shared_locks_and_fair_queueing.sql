@@ -216,7 +216,16 @@ BEGIN
     RETURN;
   END IF;
 
-  -- Grant. The key's next fencing token, above the purge floor (V3).
+  -- Grant. A waiter's request for the key ends with it, in this
+  -- transaction: a holder whose request row lingered until its separate
+  -- unregister call would queue others behind itself, and the wait-for
+  -- graph would see its old request wait for the newer requests it blocks
+  -- (a deadlock that is not one).
+  IF v_my_at IS NOT NULL THEN
+    DELETE FROM dlm_lock_requests r
+     WHERE r.resource = v_target AND r.owner_id = p_owner;
+  END IF;
+  -- The key's next fencing token, above the purge floor (V3).
   v_now := clock_timestamp();
   IF NOT p_shared THEN
     UPDATE dlm_locks l

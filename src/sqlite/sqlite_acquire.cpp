@@ -159,8 +159,19 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
     return result;
   }
 
-  // Grant. The counter read here cannot change before COMMIT: this
-  // transaction holds the file's write lock.
+  // Grant. A waiter's request for the key ends with it, in this
+  // transaction: a holder whose request row lingered until its separate
+  // unregister call would queue others behind itself, and the wait-for graph
+  // would see its old request wait for the newer requests it blocks.
+  if (place) {
+    c.statement(
+         "DELETE FROM dlm_lock_requests WHERE resource = ?1 AND owner_id = ?2")
+        .bind(1, key.key)
+        .bind(2, request.owner)
+        .run();
+  }
+  // The counter read here cannot change before COMMIT: this transaction
+  // holds the file's write lock.
   const std::int64_t fencing = nextFencingToken(c, key.key);
   const std::int64_t expires = expiryMs(now, request.ttl);
   if (request.mode == LockMode::SHARED) {

@@ -139,6 +139,8 @@ AcquireResult FakeStore::tryAcquire(const AcquireRequest& request) {
     result.blockedBy = ahead.front().second;
     return result;
   }
+  // A waiter's request for the key ends with the grant (as in the stores).
+  requests_.erase({std::string(request.owner), request.key.key});
   LockRecord& row = target.record;
   row.fencingToken = std::max(row.fencingToken, fencingFloor_) + 1;
   LockRecord granted;
