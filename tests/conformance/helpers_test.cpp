@@ -1,6 +1,7 @@
 // LockGuard (with keep-alive), withLock / tryWithLock and
 // ClusteredLockService against the real stores.
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "conformance/store_fixture.h"
@@ -139,6 +140,72 @@ TEST_P(Helpers, ClusteredLockServiceHoldsLocksPerOwner) {
     service.releaseLock("import");
   }).join();
   EXPECT_TRUE(otherGot);
+}
+
+TEST_P(Helpers, WithLockInSharedModeLetsReadersRunTogether) {
+  auto m = manager();
+  // Two SHARED bodies on one key run at the same time: each waits (at most
+  // 5 s) until the other has started.
+  std::atomic<int> inside{0};
+  std::atomic<bool> sawEachOther[2] = {false, false};
+  auto reader = [&](int i) {
+    m->withLock(
+        "report", LockLevel::DC, LockMode::SHARED, [&](const Lock& lock) {
+          EXPECT_EQ(lock.lockMode(), LockMode::SHARED);
+          ++inside;
+          sawEachOther[i] = eventually([&] { return inside == 2; });
+          // While both read, a writer's one attempt is refused and
+          // its body skipped.
+          if (i == 0) {
+            bool ran = false;
+            std::thread([&] {
+              EXPECT_FALSE(m->tryWithLock("report", LockLevel::DC,
+                                          LockMode::EXCLUSIVE,
+                                          [&] { ran = true; }));
+            }).join();
+            EXPECT_FALSE(ran);
+          }
+          EXPECT_TRUE(
+              eventually([&] { return sawEachOther[0] && sawEachOther[1]; }));
+        });
+  };
+  std::thread a(reader, 0), b(reader, 1);
+  a.join();
+  b.join();
+  EXPECT_TRUE(sawEachOther[0] && sawEachOther[1]);
+  EXPECT_FALSE(heldByAnyone(*m, "report"));
+  EXPECT_TRUE(
+      m->tryWithLock("report", LockLevel::DC, LockMode::EXCLUSIVE, [] {}));
+}
+
+TEST_P(Helpers, ClusteredLockServiceTakesSharedLocksPerOwner) {
+  auto m = manager();
+  ClusteredLockService service(*m);  // XDC locks
+  const auto ttl = std::chrono::seconds(30);
+  EXPECT_TRUE(service.getLock("catalog", ttl, LockMode::SHARED));
+  EXPECT_EQ(service.heldMode("catalog"), LockMode::SHARED);
+  // No upgrade: asking EXCLUSIVE while holding SHARED is refused.
+  EXPECT_EQ(codeOf([&] { service.getLock("catalog", ttl); }),
+            ErrorCode::INVALID_ARGUMENT);
+  bool otherShared = false, otherReleased = false;
+  std::thread([&] {
+    otherShared = service.getLock("catalog", ttl, LockMode::SHARED);
+    otherReleased = service.releaseLock("catalog");
+  }).join();
+  EXPECT_TRUE(otherShared) << "readers of two owners share the resource";
+  EXPECT_TRUE(otherReleased) << "its release frees its own hold only";
+  EXPECT_TRUE(service.holdsLock("catalog"));
+  // A third owner's writer is refused while this owner reads.
+  bool writer = true;
+  std::thread([&] { writer = service.getLock("catalog", ttl); }).join();
+  EXPECT_FALSE(writer);
+  EXPECT_TRUE(service.releaseLock("catalog"));
+  // EXCLUSIVE covers a later SHARED request of the same owner.
+  EXPECT_TRUE(service.getLock("catalog", ttl));
+  EXPECT_TRUE(service.getLock("catalog", ttl, LockMode::SHARED));
+  EXPECT_EQ(service.heldMode("catalog"), LockMode::EXCLUSIVE);
+  EXPECT_TRUE(service.releaseLock("catalog"));
+  EXPECT_EQ(service.heldMode("catalog"), std::nullopt);
 }
 
 TEST_P(Helpers, ClusteredLockServiceCommitsAndRollsBackWithTheApplication) {
