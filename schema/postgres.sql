@@ -211,910 +211,6 @@ $$;
 -- waited for it if it was still in progress), so the UPDATE below, a later
 -- statement with a newer snapshot, sees the raised floor: the new token
 -- greatest(row token, floor) + 1 is above every token issued for the key.
-CREATE OR REPLACE FUNCTION dlm_acquire(
-    p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text,
-    p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint)
-  RETURNS TABLE (acquired boolean, fencing_token bigint, acquired_at_ms bigint,
-                 expires_at_ms bigint, blocked_by text)
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-  -- Purges overtaking one acquire more often than this mean something is
-  -- wrong (or a purge loop with idle_for 0 runs against a hot key): give up
-  -- with a serialization failure, which the library retries.
-  c_max_turns constant integer := 16;
-  v_depth     integer := coalesce(cardinality(p_keys), 0);
-  v_target    text;
-  v_ancestors text[];
-  v_count     integer;
-  v_turns     integer := 0;
-  -- A dlm_locks row. Not dlm_locks%ROWTYPE: that is resolved when the
-  -- function is created, before its search_path is pinned to this schema.
-  v_row       record;
-  v_blocker   text;
-  v_now       timestamptz;
-BEGIN
-  IF v_depth = 0 OR cardinality(p_crcs) IS DISTINCT FROM v_depth
-     OR p_token IS NULL OR p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
-    RAISE EXCEPTION 'dlm_acquire: bad arguments'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  v_target := p_keys[v_depth];
-  v_ancestors := p_keys[1:v_depth - 1];
-  -- Durable even where the session or server default is synchronous_commit =
-  -- off: an acquire lost in a crash could let two holders in. (A SET LOCAL
-  -- of another setting than the function's own SET clause outlives the
-  -- call: it lasts until the transaction ends, i.e. applies to its commit.)
-  IF current_setting('synchronous_commit') = 'off' THEN
-    PERFORM set_config('synchronous_commit', 'on', true);
-  END IF;
-
-  -- Intention locks: FOR SHARE on every ancestor, root first (in C collation
-  -- a prefix sorts before its extensions, so ORDER BY resource is root first
-  -- and every acquirer locks a path in the same order). Siblings share these
-  -- locks and do not serialise; an acquirer of an ancestor itself needs FOR
-  -- UPDATE and waits for us. Rows locked on an earlier turn stay locked.
-  IF v_depth > 1 THEN
-    LOOP
-      PERFORM 1 FROM dlm_locks l
-        WHERE l.resource = ANY (v_ancestors) ORDER BY l.resource FOR SHARE OF l;
-      GET DIAGNOSTICS v_count = ROW_COUNT;
-      EXIT WHEN v_count >= v_depth - 1;
-      v_turns := v_turns + 1;
-      IF v_turns > c_max_turns THEN
-        RAISE EXCEPTION 'dlm_acquire: rows of % keep being purged', v_target
-          USING ERRCODE = 'serialization_failure';
-      END IF;
-      -- First use of some ancestor (or purged meanwhile): create the missing
-      -- rows (in key order, like the locks); ON CONFLICT waits for a
-      -- concurrent creator (or deleter) and keeps its outcome.
-      INSERT INTO dlm_locks (resource, resource_crc)
-        SELECT u.k, u.c FROM unnest(v_ancestors, p_crcs[1:v_depth - 1]) AS u (k, c)
-        ORDER BY u.k
-        ON CONFLICT (resource) DO NOTHING;
-    END LOOP;
-  END IF;
-
-  -- The target itself, exclusively. Waiting here also waits out any acquirer
-  -- of a descendant, which holds this row FOR SHARE until it commits.
-  LOOP
-    SELECT * INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
-    EXIT WHEN FOUND;
-    v_turns := v_turns + 1;
-    IF v_turns > c_max_turns THEN
-      RAISE EXCEPTION 'dlm_acquire: the row of % keeps being purged', v_target
-        USING ERRCODE = 'serialization_failure';
-    END IF;
-    INSERT INTO dlm_locks (resource, resource_crc)
-      VALUES (v_target, p_crcs[v_depth])
-      ON CONFLICT (resource) DO NOTHING;
-  END LOOP;
-
-  -- From here on every check is its own statement: under READ COMMITTED each
-  -- takes a new snapshot and sees what committed while we waited for the row
-  -- locks above (one big statement would judge by its starting snapshot).
-  -- The FOR UPDATE above already returned the newest version of the target.
-
-  -- Already ours (a retry after a lost reply): answer as the first time.
-  IF v_row.status = 'HELD' AND v_row.token = p_token THEN
-    RETURN QUERY SELECT true, v_row.fencing_token,
-      floor(extract(epoch FROM v_row.acquired_at) * 1000)::bigint,
-      floor(extract(epoch FROM v_row.expires_at) * 1000)::bigint, NULL::text;
-    RETURN;
-  END IF;
-
-  -- Held by someone else and not yet expired.
-  IF v_row.status = 'HELD' AND v_row.expires_at > clock_timestamp() THEN
-    v_blocker := v_target;
-  END IF;
-
-  -- A live lock on an ancestor covers the target.
-  IF v_blocker IS NULL AND v_depth > 1 THEN
-    SELECT l.resource INTO v_blocker FROM dlm_locks l
-      WHERE l.resource = ANY (v_ancestors)
-        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
-      ORDER BY l.resource LIMIT 1;
-  END IF;
-
-  -- A live lock on a descendant is covered by the target: range scan on the
-  -- primary key.
-  IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
-    SELECT l.resource INTO v_blocker FROM dlm_locks l
-      WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
-        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
-      ORDER BY l.resource LIMIT 1;
-  END IF;
-
-  -- Refused. The row locks taken above gave this transaction an id, so its
-  -- commit would wait for a WAL flush although it changed nothing a crash
-  -- could lose: commit it lazily, or every poll of a waiter costs an fsync.
-  IF v_blocker IS NOT NULL THEN
-    PERFORM set_config('synchronous_commit', 'off', true);
-    RETURN QUERY SELECT false, NULL::bigint, NULL::bigint, NULL::bigint, v_blocker;
-    RETURN;
-  END IF;
-
-  -- Take it. One clock reading so that expires_at = acquired_at + ttl exactly.
-  -- The token continues above the fencing floor (see above; one primary-key
-  -- lookup of a one-row table).
-  v_now := clock_timestamp();
-  UPDATE dlm_locks l
-     SET status = 'HELD', owner_id = p_owner, token = p_token,
-         fencing_token = greatest(l.fencing_token,
-                                  (SELECT f.floor_token FROM dlm_fencing_floor f
-                                    WHERE f.id)) + 1,
-         acquired_at = v_now,
-         ttl_ms = p_ttl_ms, expires_at = v_now + p_ttl_ms * interval '1 millisecond',
-         holder_host = p_host, holder_pid = p_pid, holder_ip = inet_client_addr()
-   WHERE l.resource = v_target
-  RETURNING l.* INTO v_row;
-  RETURN QUERY SELECT true, v_row.fencing_token,
-    floor(extract(epoch FROM v_row.acquired_at) * 1000)::bigint,
-    floor(extract(epoch FROM v_row.expires_at) * 1000)::bigint, NULL::text;
-END
-$$;
-
--- dlm_notify_waiters: NOTIFY dlm_release, payload p_key, when an unexpired
--- request row waits for p_key, one of its ancestors (p_ancestors) or a key in
--- its descendant range: exactly the waiters whose acquire the freed row may
--- have blocked. Nobody waiting, no NOTIFY: a NOTIFY makes the commit take a
--- database-wide lock on the notification queue, which would serialise every
--- release. Each test is a lookup or range scan on the primary key of
--- dlm_lock_requests. The notification is sent when the calling transaction
--- commits, and not at all if it rolls back. Internal: called by the release
--- functions (as the schema owner); no role has EXECUTE on it.
-CREATE OR REPLACE FUNCTION dlm_notify_waiters(
-    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text)
-  RETURNS void
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
-              WHERE r.resource = p_key AND r.expires_at > clock_timestamp())
-     OR EXISTS (SELECT 1 FROM dlm_lock_requests r
-                 WHERE r.resource = ANY (p_ancestors)
-                   AND r.expires_at > clock_timestamp())
-     OR EXISTS (SELECT 1 FROM dlm_lock_requests r
-                 WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
-                   AND r.expires_at > clock_timestamp()) THEN
-    PERFORM pg_notify('dlm_release', p_key);
-  END IF;
-END
-$$;
-
--- dlm_release: frees the row if p_token still holds it (expired but not taken
--- included). True when freed, or already freed by this same token (a retried
--- release); false when another acquisition took the row since (or a purge
--- deleted it, long after its lease ended). When it freed the row it wakes
--- the waiters (dlm_notify_waiters); p_ancestors and [p_desc_begin,
--- p_desc_end) are the key's hierarchy as for dlm_acquire.
---
--- Lazy release: the transaction commits with synchronous_commit = off (local
--- to this transaction only), so a release does not wait for a WAL flush. A
--- release lost in a server crash leaves the lock HELD until its expires_at,
--- which is safe: nobody else held it in between. Acquires keep the durable
--- default, because a lost acquire could let two holders in.
-CREATE OR REPLACE FUNCTION dlm_release(
-    p_key text, p_token text, p_ancestors text[], p_desc_begin text,
-    p_desc_end text)
-  RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
-   WHERE resource = p_key AND token = p_token AND status = 'HELD';
-  IF FOUND THEN
-    PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
-    RETURN true;
-  END IF;
-  -- Not HELD by this token: a retried release (the token is still on the
-  -- FREE row) answers true without writing anything.
-  RETURN EXISTS (SELECT 1 FROM dlm_locks
-                  WHERE resource = p_key AND token = p_token);
-END
-$$;
-
--- dlm_release_within: frees the row inside the CALLER'S open transaction
--- (commitLock): the release, and its NOTIFY, take effect only if that
--- transaction commits. Called schema-qualified from the application's
--- connection, whose search_path need not name this schema (the function
--- carries its own). It leaves synchronous_commit alone: the durability of
--- the application's transaction is the application's choice.
---
--- When p_token no longer holds the row (released, force-released, or expired
--- and taken over) it raises SQLSTATE DLM01, which aborts the caller's
--- transaction: work done without the lock cannot commit.
-CREATE OR REPLACE FUNCTION dlm_release_within(
-    p_key text, p_token text, p_ancestors text[], p_desc_begin text,
-    p_desc_end text)
-  RETURNS void
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
-   WHERE resource = p_key AND token = p_token AND status = 'HELD';
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
-      USING ERRCODE = 'DLM01';
-  END IF;
-  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
-END
-$$;
-
--- dlm_extend: moves the lease end to now + p_ttl_ms if p_token still holds
--- the row (status HELD, expired but not taken included). Returns the new
--- expires_at in epoch milliseconds, or NULL when the lock was lost (released,
--- force-released, taken by another acquisition, or purged). Durable commit:
--- a lost extension would shorten a lease its holder relies on.
-CREATE OR REPLACE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint)
-  RETURNS bigint
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_expires timestamptz;
-BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
-    RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  -- Durable like an acquire, whatever the default (see dlm_acquire).
-  IF current_setting('synchronous_commit') = 'off' THEN
-    PERFORM set_config('synchronous_commit', 'on', true);
-  END IF;
-  UPDATE dlm_locks
-     SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
-         ttl_ms = p_ttl_ms
-   WHERE resource = p_key AND token = p_token AND status = 'HELD'
-  RETURNING expires_at INTO v_expires;
-  RETURN floor(extract(epoch FROM v_expires) * 1000)::bigint;
-END
-$$;
-
--- dlm_force_release: operator override (admin role only), frees the row
--- whoever holds it. True if it was HELD (expired or not). The holder's token
--- stays on the row, so its later extend finds the lock lost. Wakes the
--- waiters like dlm_release; it knows only the key, so it finds them by the
--- requests' own hierarchy columns (a scan of the small request table; an
--- operator action, rare).
-CREATE OR REPLACE FUNCTION dlm_force_release(p_key text)
-  RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
-   WHERE resource = p_key AND status = 'HELD';
-  IF NOT FOUND THEN
-    RETURN false;
-  END IF;
-  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
-              WHERE r.expires_at > clock_timestamp()
-                AND (r.resource = p_key OR p_key = ANY (r.ancestors)
-                     OR (p_key >= r.desc_begin AND p_key < r.desc_end))) THEN
-    PERFORM pg_notify('dlm_release', p_key);
-  END IF;
-  RETURN true;
-END
-$$;
-
--- dlm_register_wait: a waiter about to wait for p_key (hierarchy as for
--- dlm_acquire) records its request row, unless waiting would close a cycle
--- in the wait-for graph. Returns the cycle's keys, starting with p_key (each
--- next key is one the holder of the previous one waits for, and p_owner
--- holds a lock blocking the last one), and records nothing; or '{}' after
--- recording (or refreshing) the row, which counts for p_max_wait_ms by the
--- server clock. Also deletes expired request rows. Expired holds and
--- requests are not part of the graph.
---
--- Serialised: two owners registering opposite waits at once must not both
--- miss the cycle (each reading the graph before the other's row exists).
--- LOCK TABLE ... SHARE ROW EXCLUSIVE conflicts with itself and with row
--- writes (ROW EXCLUSIVE: unregistering), but not with the plain reads of
--- dlm_notify_waiters, so releases never wait for it. It is chosen over an
--- advisory lock because it is scoped to this schema's table (advisory keys
--- are database-wide, so two dlm schemas in one database would serialise
--- each other or need a key scheme), runs with the owner's rights like the
--- rest of the function (no role needs a privilege on the table),
--- shows up in pg_locks under the table's name, and ends with the
--- transaction. Each statement after it takes a new snapshot (READ
--- COMMITTED), so it sees every registration committed before it got the lock.
---
--- Lazy commit: a request row lost in a crash only costs a deadlock going
--- undetected until the waiters' timeouts, which is what happens without it.
-CREATE OR REPLACE FUNCTION dlm_register_wait(
-    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
-    p_owner text, p_max_wait_ms bigint)
-  RETURNS text[]
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_now    timestamptz;
-  -- Breadth-first search over owners. v_owners[i] was reached through
-  -- v_via[i], the key it holds a blocker of (p_key for the first level, else
-  -- the key v_owners[v_parent[i]] waits for); v_parent[i] = 0 on the first
-  -- level. The path to an owner is its chain of v_via, root first.
-  v_owners text[] := '{}';
-  v_parent integer[] := '{}';
-  v_via    text[] := '{}';
-  v_next   integer := 1;
-  v_at     integer;
-  v_cycle  text[];
-  v_hop    record;
-BEGIN
-  IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
-     OR p_max_wait_ms < 0 THEN
-    RAISE EXCEPTION 'dlm_register_wait: bad arguments'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  LOCK TABLE dlm_lock_requests IN SHARE ROW EXCLUSIVE MODE;
-  PERFORM set_config('synchronous_commit', 'off', true);
-  v_now := clock_timestamp();
-  DELETE FROM dlm_lock_requests r WHERE r.expires_at <= v_now;
-
-  -- First level: live holders of p_key, an ancestor or a descendant
-  -- (primary-key lookups and a range scan on dlm_locks).
-  FOR v_hop IN
-    SELECT DISTINCT l.owner_id FROM dlm_locks l
-     WHERE l.status = 'HELD' AND l.expires_at > v_now
-       AND l.owner_id IS NOT NULL
-       AND (l.resource = p_key OR l.resource = ANY (p_ancestors)
-            OR (l.resource >= p_desc_begin AND l.resource < p_desc_end))
-     ORDER BY l.owner_id
-  LOOP
-    -- The caller holds what it is about to wait for: a cycle of one.
-    IF v_hop.owner_id = p_owner THEN
-      RETURN ARRAY[p_key];
-    END IF;
-    v_owners := v_owners || v_hop.owner_id;
-    v_parent := v_parent || 0;
-    v_via := v_via || p_key;
-  END LOOP;
-
-  -- Next levels: what each reached owner waits for (dlm_lock_requests_owner_idx)
-  -- and who holds a blocker of that.
-  WHILE v_next <= cardinality(v_owners) LOOP
-    FOR v_hop IN
-      SELECT r.resource, b.owner_id
-        FROM dlm_lock_requests r
-        CROSS JOIN LATERAL (
-          SELECT l.owner_id FROM dlm_locks l
-           WHERE l.resource = r.resource
-             AND l.status = 'HELD' AND l.expires_at > v_now
-          UNION
-          SELECT l.owner_id FROM dlm_locks l
-           WHERE l.resource = ANY (r.ancestors)
-             AND l.status = 'HELD' AND l.expires_at > v_now
-          UNION
-          SELECT l.owner_id FROM dlm_locks l
-           WHERE l.resource >= r.desc_begin AND l.resource < r.desc_end
-             AND l.status = 'HELD' AND l.expires_at > v_now) b
-       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > v_now
-         AND b.owner_id IS NOT NULL
-       ORDER BY r.resource, b.owner_id
-    LOOP
-      IF v_hop.owner_id = p_owner THEN
-        -- Back at the caller: the path to v_owners[v_next], then this key.
-        v_cycle := ARRAY[v_hop.resource];
-        v_at := v_next;
-        WHILE v_at > 0 LOOP
-          v_cycle := v_via[v_at] || v_cycle;
-          v_at := v_parent[v_at];
-        END LOOP;
-        RETURN v_cycle;
-      END IF;
-      IF NOT (v_hop.owner_id = ANY (v_owners)) THEN
-        v_owners := v_owners || v_hop.owner_id;
-        v_parent := v_parent || v_next;
-        v_via := v_via || v_hop.resource;
-      END IF;
-    END LOOP;
-    v_next := v_next + 1;
-  END LOOP;
-
-  -- No cycle: record the wait (a repeated registration keeps requested_at,
-  -- when the wait began, and moves the deadline).
-  INSERT INTO dlm_lock_requests AS r
-      (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
-       desc_end)
-    VALUES (p_key, p_owner, v_now,
-            v_now + p_max_wait_ms * interval '1 millisecond',
-            coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end)
-    ON CONFLICT (resource, owner_id) DO UPDATE
-      SET expires_at = excluded.expires_at, ancestors = excluded.ancestors,
-          desc_begin = excluded.desc_begin, desc_end = excluded.desc_end;
-  RETURN '{}'::text[];
-END
-$$;
-
--- dlm_unregister_wait: deletes p_owner's request row for p_key. True if there
--- was one. Lazy commit, like the registration: a lost delete leaves a row
--- that expires.
-CREATE OR REPLACE FUNCTION dlm_unregister_wait(p_key text, p_owner text)
-  RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  DELETE FROM dlm_lock_requests WHERE resource = p_key AND owner_id = p_owner;
-  RETURN FOUND;
-END
-$$;
-
--- dlm_prefix_end: the smallest string above every string that starts with
--- p_prefix, for a primary-key range scan [p_prefix, end); NULL when there is
--- none that is easy to write (empty prefix, or only non-ASCII characters):
--- the scan then has no upper bound. Trailing characters from 0x7F up are
--- dropped first, so the incremented character is ASCII, valid in every
--- server encoding. Internal (no role has EXECUTE on it).
-CREATE OR REPLACE FUNCTION dlm_prefix_end(p_prefix text)
-  RETURNS text
-  LANGUAGE plpgsql IMMUTABLE STRICT SECURITY INVOKER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_stem text := p_prefix;
-BEGIN
-  WHILE v_stem <> '' AND ascii(right(v_stem, 1)) >= 127 LOOP
-    v_stem := left(v_stem, -1);
-  END LOOP;
-  IF v_stem = '' THEN
-    RETURN NULL;
-  END IF;
-  RETURN left(v_stem, -1) || chr(ascii(right(v_stem, 1)) + 1);
-END
-$$;
-
--- dlm_describe: the row of p_key for operators, or no row when the key was
--- never acquired (intention-only rows, fencing_token 0, count as never
--- locked). No token: a caller must not be able to release someone else's
--- lock with what it read. Times in epoch milliseconds by the server clock.
-CREATE OR REPLACE FUNCTION dlm_describe(p_key text)
-  RETURNS TABLE (resource text, status_held boolean, held boolean,
-                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
-                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
-                 holder_pid bigint, holder_ip text)
-  LANGUAGE plpgsql STABLE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  RETURN QUERY
-    SELECT l.resource::text, l.status = 'HELD',
-           l.status = 'HELD' AND l.expires_at > clock_timestamp(), l.owner_id,
-           l.fencing_token,
-           floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
-           floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
-           l.holder_host, l.holder_pid, host(l.holder_ip)
-      FROM dlm_locks l
-     WHERE l.resource = p_key AND l.fencing_token > 0;
-END
-$$;
-
--- dlm_list_held: rows with status HELD (expired ones included; held tells)
--- whose key starts with p_prefix ('' for all), in key order, columns as
--- dlm_describe. A range scan on the primary key, then the exact prefix test.
-CREATE OR REPLACE FUNCTION dlm_list_held(p_prefix text)
-  RETURNS TABLE (resource text, status_held boolean, held boolean,
-                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
-                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
-                 holder_pid bigint, holder_ip text)
-  LANGUAGE plpgsql STABLE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_prefix text := coalesce(p_prefix, '');
-  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
-BEGIN
-  -- Two statements rather than "v_end IS NULL OR ...", so that each plan
-  -- bounds the index scan as far as it can.
-  IF v_end IS NULL THEN
-    RETURN QUERY
-      SELECT l.resource::text, true, l.expires_at > clock_timestamp(),
-             l.owner_id, l.fencing_token,
-             floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
-             floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
-             l.holder_host, l.holder_pid, host(l.holder_ip)
-        FROM dlm_locks l
-       WHERE l.status = 'HELD' AND l.resource >= v_prefix
-         AND starts_with(l.resource, v_prefix)
-       ORDER BY l.resource;
-  ELSE
-    RETURN QUERY
-      SELECT l.resource::text, true, l.expires_at > clock_timestamp(),
-             l.owner_id, l.fencing_token,
-             floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
-             floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
-             l.holder_host, l.holder_pid, host(l.holder_ip)
-        FROM dlm_locks l
-       WHERE l.status = 'HELD' AND l.resource >= v_prefix
-         AND l.resource < v_end AND starts_with(l.resource, v_prefix)
-       ORDER BY l.resource;
-  END IF;
-END
-$$;
-
--- dlm_list_waiters: live request rows (deadline not passed) whose key starts
--- with p_prefix ('' for all), in key order, then oldest first. A range scan
--- on the primary key (resource is its first column).
-CREATE OR REPLACE FUNCTION dlm_list_waiters(p_prefix text)
-  RETURNS TABLE (resource text, owner_id text, requested_at_ms bigint,
-                 expires_at_ms bigint)
-  LANGUAGE plpgsql STABLE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_prefix text := coalesce(p_prefix, '');
-  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
-BEGIN
-  IF v_end IS NULL THEN
-    RETURN QUERY
-      SELECT r.resource::text, r.owner_id,
-             floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
-             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
-        FROM dlm_lock_requests r
-       WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
-         AND starts_with(r.resource, v_prefix)
-       ORDER BY r.resource, r.requested_at, r.owner_id;
-  ELSE
-    RETURN QUERY
-      SELECT r.resource::text, r.owner_id,
-             floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
-             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
-        FROM dlm_lock_requests r
-       WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
-         AND r.resource < v_end AND starts_with(r.resource, v_prefix)
-       ORDER BY r.resource, r.requested_at, r.owner_id;
-  END IF;
-END
-$$;
-
--- dlm_schema_versions: every row of dlm_schema_version, in version order,
--- applied_at as UTC ISO-8601 text with milliseconds (independent of the
--- session's TimeZone and DateStyle). What initialize() checks and `dlmctl
--- schema status` shows.
-CREATE OR REPLACE FUNCTION dlm_schema_versions()
-  RETURNS TABLE (version integer, description text, applied_at text,
-                 checksum bigint, compatible_from integer)
-  LANGUAGE plpgsql STABLE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  RETURN QUERY
-    SELECT v.version, v.description,
-           to_char(v.applied_at AT TIME ZONE 'UTC',
-                   'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-           v.checksum, v.compatible_from
-      FROM dlm_schema_version v
-     ORDER BY v.version;
-END
-$$;
-
--- dlm_purge (admin role only): deletes up to p_batch rows of dlm_locks that
--- have been idle for p_idle_for_ms: FREE or HELD-but-expired with expires_at
--- before now - p_idle_for_ms (a release leaves expires_at at the lease end,
--- so a FREE row has been free at least that long), or never acquired
--- (intention-only rows, no expires_at); and that no live request row waits
--- for. Rows another transaction has locked (an acquire in progress, an
--- intention lock of a descendant's acquirer) are skipped, not waited for
--- (SKIP LOCKED), so a purge never holds up an acquire for longer than its
--- own short transaction, and never waits for one.
---
--- Before deleting, in the same transaction, it raises dlm_fencing_floor to
--- the largest fencing token among the rows it deletes: dlm_acquire continues
--- every re-created row above the floor, so no key sees a token twice.
--- Concurrent purges serialise on the floor row only.
---
--- Returns the rows deleted (p_dry_run: that would be, up to p_batch; nothing
--- is locked or deleted) and the floor afterwards. Callers loop until fewer
--- than p_batch rows come back. A holder whose lease ended long ago finds its
--- row gone: its release answers false and its extend NULL.
-CREATE OR REPLACE FUNCTION dlm_purge(
-    p_idle_for_ms bigint, p_batch integer, p_dry_run boolean)
-  RETURNS TABLE (rows bigint, fencing_floor bigint)
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_cutoff timestamptz;
-  v_keys   text[];
-  v_max    bigint;
-  v_rows   bigint := 0;
-  v_floor  bigint;
-BEGIN
-  IF p_idle_for_ms IS NULL OR p_idle_for_ms < 0 OR p_batch IS NULL
-     OR p_batch <= 0 THEN
-    RAISE EXCEPTION 'dlm_purge: bad arguments'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  v_cutoff := clock_timestamp() - p_idle_for_ms * interval '1 millisecond';
-
-  IF coalesce(p_dry_run, false) THEN
-    SELECT count(*) INTO v_rows FROM (
-      SELECT 1 FROM dlm_locks l
-       WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
-         AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
-                          WHERE r.resource = l.resource
-                            AND r.expires_at > clock_timestamp())
-       LIMIT p_batch) s;
-    SELECT f.floor_token INTO v_floor FROM dlm_fencing_floor f WHERE f.id;
-    RETURN QUERY SELECT v_rows, coalesce(v_floor, 0);
-    RETURN;
-  END IF;
-
-  -- Lock the batch. After waiting for nothing (SKIP LOCKED), FOR UPDATE
-  -- re-checks the conditions on the newest committed version of each row,
-  -- so a row acquired meanwhile is left alone and the tokens read are the
-  -- final ones.
-  SELECT array_agg(s.resource), max(s.fencing_token) INTO v_keys, v_max
-    FROM (SELECT l.resource, l.fencing_token FROM dlm_locks l
-           WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
-             AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
-                              WHERE r.resource = l.resource
-                                AND r.expires_at > clock_timestamp())
-           LIMIT p_batch
-           FOR UPDATE OF l SKIP LOCKED) s;
-
-  -- The floor first, then the rows (one transaction: both or neither).
-  UPDATE dlm_fencing_floor f
-     SET floor_token = greatest(f.floor_token, coalesce(v_max, 0))
-   WHERE f.id
-  RETURNING f.floor_token INTO v_floor;
-  IF v_keys IS NOT NULL THEN
-    DELETE FROM dlm_locks l WHERE l.resource = ANY (v_keys);
-    GET DIAGNOSTICS v_rows = ROW_COUNT;
-  END IF;
-  RETURN QUERY SELECT v_rows, coalesce(v_floor, 0);
-END
-$$;
-
--- Pin every function's search_path to this schema: pg_catalog first, so no
--- object of another schema can shadow a built-in, and pg_temp last, so a
--- caller's temporary table cannot capture a dlm table's name. SET
--- search_path FROM CURRENT would keep whatever search_path applied the
--- migration (e.g. "$user", public).
-DO $$
-DECLARE
-  v_fn regprocedure;
-BEGIN
-  IF current_schema() IS NULL THEN
-    RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
-  END IF;
-  FOR v_fn IN
-    SELECT p.oid::regprocedure FROM pg_proc p
-     WHERE p.pronamespace = current_schema()::regnamespace
-       AND p.proname LIKE 'dlm\_%'
-  LOOP
-    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
-                   v_fn, current_schema());
-  END LOOP;
-END
-$$;
-
--- ---------------------------------------------------------- privileges
-
--- Nothing for anyone by default (functions are EXECUTE for PUBLIC when
--- created), nothing left of V1's grants to dlm_client; then exactly what
--- each role needs.
-DO $$
-DECLARE
-  v_client  text := (SELECT value FROM dlm_config WHERE name = 'client_role');
-  v_admin   text := (SELECT value FROM dlm_config WHERE name = 'admin_role');
-  v_schema  text := current_schema();
-  v_grantee text;
-  v_rel     text;
-  v_fn      regprocedure;
-BEGIN
-  FOREACH v_grantee IN ARRAY ARRAY['PUBLIC', 'dlm_client', v_client, v_admin]
-  LOOP
-    IF v_grantee <> 'PUBLIC'
-       AND NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_grantee) THEN
-      CONTINUE;
-    END IF;
-    IF v_grantee <> 'PUBLIC' THEN
-      v_grantee := quote_ident(v_grantee);
-    END IF;
-    FOR v_rel IN
-      SELECT c.relname FROM pg_class c
-       WHERE c.relnamespace = v_schema::regnamespace AND c.relkind = 'r'
-         AND c.relname LIKE 'dlm\_%'
-    LOOP
-      EXECUTE format('REVOKE ALL ON TABLE %I.%I FROM %s', v_schema, v_rel,
-                     v_grantee);
-    END LOOP;
-    FOR v_fn IN
-      SELECT p.oid::regprocedure FROM pg_proc p
-       WHERE p.pronamespace = v_schema::regnamespace
-         AND p.proname LIKE 'dlm\_%'
-    LOOP
-      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', v_fn, v_grantee);
-    END LOOP;
-  END LOOP;
-  -- V1 gave dlm_client USAGE on the schema; it keeps it only if it is still
-  -- one of the two roles.
-  IF 'dlm_client' NOT IN (v_client, v_admin)
-     AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dlm_client') THEN
-    EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM dlm_client', v_schema);
-  END IF;
-
-  -- The admin role can do what the client can (list, lock) and more.
-  EXECUTE format('GRANT %I TO %I', v_client, v_admin);
-  EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I, %I', v_schema, v_client,
-                 v_admin);
-  EXECUTE format(
-    'GRANT EXECUTE ON FUNCTION '
-    '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint), '
-    '%1$I.dlm_release(text, text, text[], text, text), '
-    '%1$I.dlm_release_within(text, text, text[], text, text), '
-    '%1$I.dlm_extend(text, text, bigint), '
-    '%1$I.dlm_register_wait(text, text[], text, text, text, bigint), '
-    '%1$I.dlm_unregister_wait(text, text), '
-    '%1$I.dlm_describe(text), '
-    '%1$I.dlm_list_held(text), '
-    '%1$I.dlm_list_waiters(text), '
-    '%1$I.dlm_schema_versions() '
-    'TO %2$I', v_schema, v_client);
-  EXECUTE format(
-    'GRANT EXECUTE ON FUNCTION '
-    '%1$I.dlm_force_release(text), '
-    '%1$I.dlm_purge(bigint, integer, boolean) '
-    'TO %2$I', v_schema, v_admin);
-
-  -- The pinned search_path names this schema: were the client role able to
-  -- create objects in it, it could shadow what the functions call.
-  IF has_schema_privilege(v_client, v_schema, 'CREATE') THEN
-    RAISE WARNING 'dlm: role % can CREATE in schema %, which the SECURITY DEFINER dlm functions search; revoke it (REVOKE CREATE ON SCHEMA % FROM ...)',
-      v_client, v_schema, v_schema;
-  END IF;
-END
-$$;
-
--- ------------------------------------------------------------ comments
--- The catalog is the documentation: \d+ and \df+ in psql show these.
-COMMENT ON TABLE dlm_schema_version IS
-  'dlm: one row per applied migration (migrations/postgres/V<n>__*.sql).';
-COMMENT ON COLUMN dlm_schema_version.version IS
-  'n of V<n>__*.sql.';
-COMMENT ON COLUMN dlm_schema_version.description IS
-  'The file''s <what> part, for humans.';
-COMMENT ON COLUMN dlm_schema_version.applied_at IS
-  'When it was applied (server clock).';
-COMMENT ON COLUMN dlm_schema_version.checksum IS
-  'CRC-32 of the file''s text as dlm''s applier ran it (dlmctl migrate); NULL when applied by hand.';
-COMMENT ON COLUMN dlm_schema_version.compatible_from IS
-  'Oldest library schema version this database still serves (rolling upgrades); NULL before version 3.';
-
-COMMENT ON TABLE dlm_locks IS
-  'dlm: one row per lockable resource; changed only by the dlm_* functions. Idle rows are removed by dlm_purge.';
-COMMENT ON COLUMN dlm_locks.resource IS
-  'Full scoped key (DC#farm#client#a.b.c), byte order (COLLATE "C").';
-COMMENT ON COLUMN dlm_locks.resource_crc IS
-  'CRC-32 of resource, computed by the client.';
-COMMENT ON COLUMN dlm_locks.status IS
-  'HELD while a lease is on the row (expired ones included), else FREE.';
-COMMENT ON COLUMN dlm_locks.owner_id IS
-  'Owner GUID of the current (or last) holder.';
-COMMENT ON COLUMN dlm_locks.token IS
-  'Secret per-acquisition token; release and extend are conditional on it. Never shown by the listing functions.';
-COMMENT ON COLUMN dlm_locks.fencing_token IS
-  'Grows with every acquisition of the key, also across purges (see dlm_fencing_floor); 0 = never acquired.';
-COMMENT ON COLUMN dlm_locks.acquired_at IS
-  'Server clock at acquisition.';
-COMMENT ON COLUMN dlm_locks.ttl_ms IS
-  'Lease length last asked for, in milliseconds.';
-COMMENT ON COLUMN dlm_locks.expires_at IS
-  'End of the lease; a HELD row past it can be taken by anyone.';
-COMMENT ON COLUMN dlm_locks.holder_host IS
-  'Host name the holder sent.';
-COMMENT ON COLUMN dlm_locks.holder_pid IS
-  'Process id the holder sent.';
-COMMENT ON COLUMN dlm_locks.holder_ip IS
-  'Holder''s address as the server saw it (NULL over a unix socket).';
-
-COMMENT ON TABLE dlm_lock_requests IS
-  'dlm: one row per owner waiting in acquireLock, for deadlock detection and wake-ups.';
-COMMENT ON COLUMN dlm_lock_requests.resource IS
-  'Scoped key waited for.';
-COMMENT ON COLUMN dlm_lock_requests.owner_id IS
-  'Waiting owner GUID.';
-COMMENT ON COLUMN dlm_lock_requests.requested_at IS
-  'When the wait began (server clock).';
-COMMENT ON COLUMN dlm_lock_requests.expires_at IS
-  'Waiter''s deadline; the row no longer counts after it.';
-COMMENT ON COLUMN dlm_lock_requests.ancestors IS
-  'Scoped keys of the waited key''s ancestors, root first.';
-COMMENT ON COLUMN dlm_lock_requests.desc_begin IS
-  'Start of the waited key''s descendant range (NULL: hierarchy off).';
-COMMENT ON COLUMN dlm_lock_requests.desc_end IS
-  'End (exclusive) of the waited key''s descendant range.';
-
-COMMENT ON TABLE dlm_config IS
-  'dlm: settings recorded when migration V3 was first applied.';
-COMMENT ON COLUMN dlm_config.name IS
-  'client_role or admin_role.';
-COMMENT ON COLUMN dlm_config.value IS
-  'The role name later migrations grant to.';
-
-COMMENT ON TABLE dlm_fencing_floor IS
-  'dlm: one row, the fencing high-water mark kept across purges.';
-COMMENT ON COLUMN dlm_fencing_floor.id IS
-  'Always true: the table has one row.';
-COMMENT ON COLUMN dlm_fencing_floor.floor_token IS
-  'Largest fencing token of any purged row; every (re-)created row continues above it.';
-
-COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint) IS
-  'dlm (client): one attempt to take a lock, hierarchy protocol, one transaction.';
-COMMENT ON FUNCTION dlm_notify_waiters(text, text[], text, text) IS
-  'dlm (internal): NOTIFY dlm_release when a live request waits for the freed key.';
-COMMENT ON FUNCTION dlm_release(text, text, text[], text, text) IS
-  'dlm (client): token-conditional release, lazily committed; wakes waiters.';
-COMMENT ON FUNCTION dlm_release_within(text, text, text[], text, text) IS
-  'dlm (client): token-conditional release inside the caller''s transaction (commitLock); DLM01 when lost.';
-COMMENT ON FUNCTION dlm_extend(text, text, bigint) IS
-  'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
-COMMENT ON FUNCTION dlm_force_release(text) IS
-  'dlm (admin): frees a lock whoever holds it.';
-COMMENT ON FUNCTION dlm_register_wait(text, text[], text, text, text, bigint) IS
-  'dlm (client): records a waiter unless waiting would close a cycle (returned).';
-COMMENT ON FUNCTION dlm_unregister_wait(text, text) IS
-  'dlm (client): removes a waiter''s request row.';
-COMMENT ON FUNCTION dlm_prefix_end(text) IS
-  'dlm (internal): upper bound of a key-prefix range scan.';
-COMMENT ON FUNCTION dlm_describe(text) IS
-  'dlm (client): one acquired lock row, without its token.';
-COMMENT ON FUNCTION dlm_list_held(text) IS
-  'dlm (client): HELD rows under a key prefix, without tokens.';
-COMMENT ON FUNCTION dlm_list_waiters(text) IS
-  'dlm (client): live request rows under a key prefix.';
-COMMENT ON FUNCTION dlm_schema_versions() IS
-  'dlm (client): the applied migrations, for initialize() and schema status.';
-COMMENT ON FUNCTION dlm_purge(bigint, integer, boolean) IS
-  'dlm (admin): deletes a batch of idle rows after raising the fencing floor.';
-
--- ------------------------------------------- shared locks and fair queueing (V5)
--- As migrations/postgres/V5__shared_locks_and_fair_queueing.sql (see its
--- header): a table for SHARED holds, the mode of a request, and functions
--- replacing or joining those above.
-
-
-CREATE TABLE IF NOT EXISTS dlm_shared_holds (
-  resource      text COLLATE "C" NOT NULL,
-  token         text NOT NULL,
-  owner_id      text NOT NULL,
-  fencing_token bigint NOT NULL,
-  acquired_at   timestamptz NOT NULL,
-  ttl_ms        bigint NOT NULL,
-  expires_at    timestamptz NOT NULL,
-  holder_host   text,
-  holder_pid    bigint,
-  holder_ip     inet,
-  PRIMARY KEY (resource, token)
-) WITH (fillfactor = 80, vacuum_truncate = off, toast.vacuum_truncate = off);
-
-ALTER TABLE dlm_lock_requests
-  ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'EXCLUSIVE';
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_constraint
-                  WHERE conname = 'dlm_lock_requests_mode_check'
-                    AND conrelid = 'dlm_lock_requests'::regclass) THEN
-    ALTER TABLE dlm_lock_requests ADD CONSTRAINT dlm_lock_requests_mode_check
-      CHECK (mode IN ('EXCLUSIVE', 'SHARED'));
-  END IF;
-END
-$$;
-
--- ----------------------------------------------------------- functions
--- Created with the harmless search_path pg_catalog, pg_temp and pinned to
--- this schema below, as in V3.
-
 -- dlm_acquire (10 arguments): one attempt to take a lock in either mode
 -- (p_shared), the whole protocol in one transaction. Arguments and result as
 -- the 9-argument form of V3, plus: blocked_by names a queued request's key
@@ -1358,6 +454,816 @@ BEGIN
 END
 $$;
 
+-- dlm_notify_waiters: NOTIFY dlm_release, payload p_key, when an unexpired
+-- request row waits for p_key, one of its ancestors (p_ancestors) or a key in
+-- its descendant range: exactly the waiters whose acquire the freed row may
+-- have blocked. Nobody waiting, no NOTIFY: a NOTIFY makes the commit take a
+-- database-wide lock on the notification queue, which would serialise every
+-- release. Each test is a lookup or range scan on the primary key of
+-- dlm_lock_requests. The notification is sent when the calling transaction
+-- commits, and not at all if it rolls back. Internal: called by the release
+-- functions (as the schema owner); no role has EXECUTE on it.
+CREATE OR REPLACE FUNCTION dlm_notify_waiters(
+    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text)
+  RETURNS void
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
+              WHERE r.resource = p_key AND r.expires_at > clock_timestamp())
+     OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                 WHERE r.resource = ANY (p_ancestors)
+                   AND r.expires_at > clock_timestamp())
+     OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                 WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+                   AND r.expires_at > clock_timestamp()) THEN
+    PERFORM pg_notify('dlm_release', p_key);
+  END IF;
+END
+$$;
+
+-- dlm_release: frees the row if p_token still holds it (expired but not taken
+-- included). True when freed, or already freed by this same token (a retried
+-- release); false when another acquisition took the row since (or a purge
+-- deleted it, long after its lease ended). When it freed the row it wakes
+-- the waiters (dlm_notify_waiters); p_ancestors and [p_desc_begin,
+-- p_desc_end) are the key's hierarchy as for dlm_acquire.
+--
+-- Lazy release: the transaction commits with synchronous_commit = off (local
+-- to this transaction only), so a release does not wait for a WAL flush. A
+-- release lost in a server crash leaves the lock HELD until its expires_at,
+-- which is safe: nobody else held it in between. Acquires keep the durable
+-- default, because a lost acquire could let two holders in.
+CREATE OR REPLACE FUNCTION dlm_release(
+    p_key text, p_token text, p_ancestors text[], p_desc_begin text,
+    p_desc_end text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
+   WHERE resource = p_key AND token = p_token AND status = 'HELD';
+  IF FOUND THEN
+    PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+    RETURN true;
+  END IF;
+  -- Not HELD by this token: a retried release (the token is still on the
+  -- FREE row) answers true without writing anything.
+  RETURN EXISTS (SELECT 1 FROM dlm_locks
+                  WHERE resource = p_key AND token = p_token);
+END
+$$;
+
+-- dlm_release_within: frees the row inside the CALLER'S open transaction
+-- (commitLock): the release, and its NOTIFY, take effect only if that
+-- transaction commits. Called schema-qualified from the application's
+-- connection, whose search_path need not name this schema (the function
+-- carries its own). It leaves synchronous_commit alone: the durability of
+-- the application's transaction is the application's choice.
+--
+-- When p_token no longer holds the row (released, force-released, or expired
+-- and taken over) it raises SQLSTATE DLM01, which aborts the caller's
+-- transaction: work done without the lock cannot commit.
+CREATE OR REPLACE FUNCTION dlm_release_within(
+    p_key text, p_token text, p_ancestors text[], p_desc_begin text,
+    p_desc_end text)
+  RETURNS void
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
+   WHERE resource = p_key AND token = p_token AND status = 'HELD';
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
+      USING ERRCODE = 'DLM01';
+  END IF;
+  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+END
+$$;
+
+-- dlm_extend: moves the lease end to now + p_ttl_ms if p_token still holds
+-- the row (status HELD, expired but not taken included). Returns the new
+-- expires_at in epoch milliseconds, or NULL when the lock was lost (released,
+-- force-released, taken by another acquisition, or purged). Durable commit:
+-- a lost extension would shorten a lease its holder relies on.
+CREATE OR REPLACE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint)
+  RETURNS bigint
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_expires timestamptz;
+BEGIN
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+    RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Durable like an acquire, whatever the default (see dlm_acquire).
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  UPDATE dlm_locks
+     SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
+         ttl_ms = p_ttl_ms
+   WHERE resource = p_key AND token = p_token AND status = 'HELD'
+  RETURNING expires_at INTO v_expires;
+  RETURN floor(extract(epoch FROM v_expires) * 1000)::bigint;
+END
+$$;
+
+-- dlm_force_release: operator override (admin role only), frees the row
+-- whoever holds it. True if it was HELD (expired or not). The holder's token
+-- stays on the row, so its later extend finds the lock lost. Wakes the
+-- waiters like dlm_release; it knows only the key, so it finds them by the
+-- requests' own hierarchy columns (a scan of the small request table; an
+-- operator action, rare).
+-- dlm_force_release (admin): frees the key whoever holds it, in both modes
+-- (the EXCLUSIVE row and every SHARED hold). True if anything was held.
+CREATE OR REPLACE FUNCTION dlm_force_release(p_key text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_freed boolean;
+BEGIN
+  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
+   WHERE resource = p_key AND status = 'HELD';
+  v_freed := FOUND;
+  DELETE FROM dlm_shared_holds WHERE resource = p_key;
+  v_freed := v_freed OR FOUND;
+  IF NOT v_freed THEN
+    RETURN false;
+  END IF;
+  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
+              WHERE r.expires_at > clock_timestamp()
+                AND (r.resource = p_key OR p_key = ANY (r.ancestors)
+                     OR (p_key >= r.desc_begin AND p_key < r.desc_end))) THEN
+    PERFORM pg_notify('dlm_release', p_key);
+  END IF;
+  RETURN true;
+END
+$$;
+
+-- dlm_register_wait: a waiter about to wait for p_key (hierarchy as for
+-- dlm_acquire) records its request row, unless waiting would close a cycle
+-- in the wait-for graph. Returns the cycle's keys, starting with p_key (each
+-- next key is one the holder of the previous one waits for, and p_owner
+-- holds a lock blocking the last one), and records nothing; or '{}' after
+-- recording (or refreshing) the row, which counts for p_max_wait_ms by the
+-- server clock. Also deletes expired request rows. Expired holds and
+-- requests are not part of the graph.
+--
+-- Serialised: two owners registering opposite waits at once must not both
+-- miss the cycle (each reading the graph before the other's row exists).
+-- LOCK TABLE ... SHARE ROW EXCLUSIVE conflicts with itself and with row
+-- writes (ROW EXCLUSIVE: unregistering), but not with the plain reads of
+-- dlm_notify_waiters, so releases never wait for it. It is chosen over an
+-- advisory lock because it is scoped to this schema's table (advisory keys
+-- are database-wide, so two dlm schemas in one database would serialise
+-- each other or need a key scheme), runs with the owner's rights like the
+-- rest of the function (no role needs a privilege on the table),
+-- shows up in pg_locks under the table's name, and ends with the
+-- transaction. Each statement after it takes a new snapshot (READ
+-- COMMITTED), so it sees every registration committed before it got the lock.
+--
+-- Lazy commit: a request row lost in a crash only costs a deadlock going
+-- undetected until the waiters' timeouts, which is what happens without it.
+-- dlm_register_wait (7 arguments): as V3's, for a request of either mode,
+-- with the edges of dlm_wait_blockers (mode-aware holds and the queue).
+-- The request's age for its own queue edges: its existing row's
+-- requested_at when it re-registers, else now.
+CREATE OR REPLACE FUNCTION dlm_register_wait(
+    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_max_wait_ms bigint, p_shared boolean)
+  RETURNS text[]
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_now    timestamptz;
+  v_my_at  timestamptz;
+  v_owners text[] := '{}';
+  v_parent integer[] := '{}';
+  v_via    text[] := '{}';
+  v_next   integer := 1;
+  v_at     integer;
+  v_cycle  text[];
+  v_hop    record;
+BEGIN
+  IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
+     OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
+    RAISE EXCEPTION 'dlm_register_wait: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Serialised with every other registration (see V3).
+  LOCK TABLE dlm_lock_requests IN SHARE ROW EXCLUSIVE MODE;
+  PERFORM set_config('synchronous_commit', 'off', true);
+  v_now := clock_timestamp();
+  DELETE FROM dlm_lock_requests r WHERE r.expires_at <= v_now;
+  SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND r.owner_id = p_owner;
+  v_my_at := coalesce(v_my_at, v_now);
+
+  FOR v_hop IN
+    SELECT DISTINCT b.owner_id
+      FROM dlm_wait_blockers(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                             p_shared, v_my_at, p_owner, v_now) b
+     ORDER BY b.owner_id
+  LOOP
+    -- The caller holds what blocks its own request: a cycle of one.
+    IF v_hop.owner_id = p_owner THEN
+      RETURN ARRAY[p_key];
+    END IF;
+    v_owners := v_owners || v_hop.owner_id;
+    v_parent := v_parent || 0;
+    v_via := v_via || p_key;
+  END LOOP;
+
+  WHILE v_next <= cardinality(v_owners) LOOP
+    FOR v_hop IN
+      SELECT r.resource, b.owner_id
+        FROM dlm_lock_requests r
+        CROSS JOIN LATERAL dlm_wait_blockers(
+          r.resource, r.ancestors, r.desc_begin, r.desc_end,
+          r.mode = 'SHARED', r.requested_at, r.owner_id, v_now) b
+       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > v_now
+       ORDER BY r.resource, b.owner_id
+    LOOP
+      IF v_hop.owner_id = p_owner THEN
+        v_cycle := ARRAY[v_hop.resource];
+        v_at := v_next;
+        WHILE v_at > 0 LOOP
+          v_cycle := v_via[v_at] || v_cycle;
+          v_at := v_parent[v_at];
+        END LOOP;
+        RETURN v_cycle;
+      END IF;
+      IF NOT (v_hop.owner_id = ANY (v_owners)) THEN
+        v_owners := v_owners || v_hop.owner_id;
+        v_parent := v_parent || v_next;
+        v_via := v_via || v_hop.resource;
+      END IF;
+    END LOOP;
+    v_next := v_next + 1;
+  END LOOP;
+
+  INSERT INTO dlm_lock_requests AS r
+      (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
+       desc_end, mode)
+    VALUES (p_key, p_owner, v_now,
+            v_now + p_max_wait_ms * interval '1 millisecond',
+            coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end,
+            CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END)
+    ON CONFLICT (resource, owner_id) DO UPDATE
+      SET expires_at = excluded.expires_at, ancestors = excluded.ancestors,
+          desc_begin = excluded.desc_begin, desc_end = excluded.desc_end,
+          mode = excluded.mode;
+  RETURN '{}'::text[];
+END
+$$;
+
+-- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
+CREATE OR REPLACE FUNCTION dlm_register_wait(
+    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_max_wait_ms bigint)
+  RETURNS text[]
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN dlm_register_wait(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                           p_owner, p_max_wait_ms, false);
+END
+$$;
+
+-- dlm_unregister_wait: deletes p_owner's request row for p_key. True if there
+-- was one. Lazy commit, like the registration: a lost delete leaves a row
+-- that expires.
+-- dlm_unregister_wait: deletes p_owner's request row for p_key; true if
+-- there was one. Now also wakes the waiters that request may have held back
+-- (fair queueing): a NOTIFY when other live requests wait on the key, an
+-- ancestor or a descendant of it. Lazy commit.
+CREATE OR REPLACE FUNCTION dlm_unregister_wait(p_key text, p_owner text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_row record;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  DELETE FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND r.owner_id = p_owner
+  RETURNING r.ancestors, r.desc_begin, r.desc_end INTO v_row;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM dlm_notify_waiters(p_key, v_row.ancestors, v_row.desc_begin,
+                             v_row.desc_end);
+  RETURN true;
+END
+$$;
+
+-- dlm_prefix_end: the smallest string above every string that starts with
+-- p_prefix, for a primary-key range scan [p_prefix, end); NULL when there is
+-- none that is easy to write (empty prefix, or only non-ASCII characters):
+-- the scan then has no upper bound. Trailing characters from 0x7F up are
+-- dropped first, so the incremented character is ASCII, valid in every
+-- server encoding. Internal (no role has EXECUTE on it).
+CREATE OR REPLACE FUNCTION dlm_prefix_end(p_prefix text)
+  RETURNS text
+  LANGUAGE plpgsql IMMUTABLE STRICT SECURITY INVOKER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_stem text := p_prefix;
+BEGIN
+  WHILE v_stem <> '' AND ascii(right(v_stem, 1)) >= 127 LOOP
+    v_stem := left(v_stem, -1);
+  END LOOP;
+  IF v_stem = '' THEN
+    RETURN NULL;
+  END IF;
+  RETURN left(v_stem, -1) || chr(ascii(right(v_stem, 1)) + 1);
+END
+$$;
+
+-- dlm_describe: the row of p_key for operators, or no row when the key was
+-- never acquired (intention-only rows, fencing_token 0, count as never
+-- locked). No token: a caller must not be able to release someone else's
+-- lock with what it read. Times in epoch milliseconds by the server clock.
+CREATE OR REPLACE FUNCTION dlm_describe(p_key text)
+  RETURNS TABLE (resource text, status_held boolean, held boolean,
+                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
+                 holder_pid bigint, holder_ip text)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT l.resource::text, l.status = 'HELD',
+           l.status = 'HELD' AND l.expires_at > clock_timestamp(), l.owner_id,
+           l.fencing_token,
+           floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+           floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
+           l.holder_host, l.holder_pid, host(l.holder_ip)
+      FROM dlm_locks l
+     WHERE l.resource = p_key AND l.fencing_token > 0;
+END
+$$;
+
+-- dlm_list_held: rows with status HELD (expired ones included; held tells)
+-- whose key starts with p_prefix ('' for all), in key order, columns as
+-- dlm_describe. A range scan on the primary key, then the exact prefix test.
+CREATE OR REPLACE FUNCTION dlm_list_held(p_prefix text)
+  RETURNS TABLE (resource text, status_held boolean, held boolean,
+                 owner_id text, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, ttl_ms bigint, holder_host text,
+                 holder_pid bigint, holder_ip text)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_prefix text := coalesce(p_prefix, '');
+  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
+BEGIN
+  -- Two statements rather than "v_end IS NULL OR ...", so that each plan
+  -- bounds the index scan as far as it can.
+  IF v_end IS NULL THEN
+    RETURN QUERY
+      SELECT l.resource::text, true, l.expires_at > clock_timestamp(),
+             l.owner_id, l.fencing_token,
+             floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+             floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
+             l.holder_host, l.holder_pid, host(l.holder_ip)
+        FROM dlm_locks l
+       WHERE l.status = 'HELD' AND l.resource >= v_prefix
+         AND starts_with(l.resource, v_prefix)
+       ORDER BY l.resource;
+  ELSE
+    RETURN QUERY
+      SELECT l.resource::text, true, l.expires_at > clock_timestamp(),
+             l.owner_id, l.fencing_token,
+             floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+             floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
+             l.holder_host, l.holder_pid, host(l.holder_ip)
+        FROM dlm_locks l
+       WHERE l.status = 'HELD' AND l.resource >= v_prefix
+         AND l.resource < v_end AND starts_with(l.resource, v_prefix)
+       ORDER BY l.resource;
+  END IF;
+END
+$$;
+
+-- dlm_list_waiters: live request rows (deadline not passed) whose key starts
+-- with p_prefix ('' for all), in key order, then oldest first. A range scan
+-- on the primary key (resource is its first column).
+CREATE OR REPLACE FUNCTION dlm_list_waiters(p_prefix text)
+  RETURNS TABLE (resource text, owner_id text, requested_at_ms bigint,
+                 expires_at_ms bigint)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_prefix text := coalesce(p_prefix, '');
+  v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
+BEGIN
+  IF v_end IS NULL THEN
+    RETURN QUERY
+      SELECT r.resource::text, r.owner_id,
+             floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
+             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
+        FROM dlm_lock_requests r
+       WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+         AND starts_with(r.resource, v_prefix)
+       ORDER BY r.resource, r.requested_at, r.owner_id;
+  ELSE
+    RETURN QUERY
+      SELECT r.resource::text, r.owner_id,
+             floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
+             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
+        FROM dlm_lock_requests r
+       WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+         AND r.resource < v_end AND starts_with(r.resource, v_prefix)
+       ORDER BY r.resource, r.requested_at, r.owner_id;
+  END IF;
+END
+$$;
+
+-- dlm_schema_versions: every row of dlm_schema_version, in version order,
+-- applied_at as UTC ISO-8601 text with milliseconds (independent of the
+-- session's TimeZone and DateStyle). What initialize() checks and `dlmctl
+-- schema status` shows.
+CREATE OR REPLACE FUNCTION dlm_schema_versions()
+  RETURNS TABLE (version integer, description text, applied_at text,
+                 checksum bigint, compatible_from integer)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT v.version, v.description,
+           to_char(v.applied_at AT TIME ZONE 'UTC',
+                   'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+           v.checksum, v.compatible_from
+      FROM dlm_schema_version v
+     ORDER BY v.version;
+END
+$$;
+
+-- dlm_purge (admin role only): deletes up to p_batch rows of dlm_locks that
+-- have been idle for p_idle_for_ms: FREE or HELD-but-expired with expires_at
+-- before now - p_idle_for_ms (a release leaves expires_at at the lease end,
+-- so a FREE row has been free at least that long), or never acquired
+-- (intention-only rows, no expires_at); and that no live request row waits
+-- for. Rows another transaction has locked (an acquire in progress, an
+-- intention lock of a descendant's acquirer) are skipped, not waited for
+-- (SKIP LOCKED), so a purge never holds up an acquire for longer than its
+-- own short transaction, and never waits for one.
+--
+-- Before deleting, in the same transaction, it raises dlm_fencing_floor to
+-- the largest fencing token among the rows it deletes: dlm_acquire continues
+-- every re-created row above the floor, so no key sees a token twice.
+-- Concurrent purges serialise on the floor row only.
+--
+-- Returns the rows deleted (p_dry_run: that would be, up to p_batch; nothing
+-- is locked or deleted) and the floor afterwards. Callers loop until fewer
+-- than p_batch rows come back. A holder whose lease ended long ago finds its
+-- row gone: its release answers false and its extend NULL.
+-- dlm_purge (admin): as V3's, and first deletes SHARED holds whose lease
+-- ended at least p_idle_for_ms ago (holders that never released; a
+-- holder's token is never above its key row's counter, so the floor rule is
+-- unchanged); a row with any SHARED hold left is not idle. Rows counts both.
+CREATE OR REPLACE FUNCTION dlm_purge(
+    p_idle_for_ms bigint, p_batch integer, p_dry_run boolean)
+  RETURNS TABLE (rows bigint, fencing_floor bigint)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_cutoff timestamptz;
+  v_keys   text[];
+  v_max    bigint;
+  v_rows   bigint := 0;
+  v_holds  bigint := 0;
+  v_floor  bigint;
+BEGIN
+  IF p_idle_for_ms IS NULL OR p_idle_for_ms < 0 OR p_batch IS NULL
+     OR p_batch <= 0 THEN
+    RAISE EXCEPTION 'dlm_purge: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  v_cutoff := clock_timestamp() - p_idle_for_ms * interval '1 millisecond';
+
+  IF coalesce(p_dry_run, false) THEN
+    SELECT count(*) INTO v_holds FROM (
+      SELECT 1 FROM dlm_shared_holds s WHERE s.expires_at < v_cutoff
+       LIMIT p_batch) h;
+    SELECT count(*) INTO v_rows FROM (
+      SELECT 1 FROM dlm_locks l
+       WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
+         AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
+                          WHERE r.resource = l.resource
+                            AND r.expires_at > clock_timestamp())
+         AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
+                          WHERE s.resource = l.resource
+                            AND s.expires_at >= v_cutoff)
+       LIMIT greatest(p_batch - v_holds, 0)) s;
+    SELECT f.floor_token INTO v_floor FROM dlm_fencing_floor f WHERE f.id;
+    RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
+    RETURN;
+  END IF;
+
+  -- Stale SHARED holds first (rows of keys nobody is acquiring right now:
+  -- an acquirer of the key holds its dlm_locks row, which SKIP LOCKED
+  -- below would skip, but holds are deleted by key only under that row's
+  -- lock, so lock it first).
+  WITH stale AS (
+    SELECT s.resource, s.token FROM dlm_shared_holds s
+      JOIN dlm_locks l ON l.resource = s.resource
+     WHERE s.expires_at < v_cutoff
+     LIMIT p_batch
+     FOR UPDATE OF l SKIP LOCKED)
+  DELETE FROM dlm_shared_holds s USING stale
+   WHERE s.resource = stale.resource AND s.token = stale.token
+     AND s.expires_at < v_cutoff;
+  GET DIAGNOSTICS v_holds = ROW_COUNT;
+
+  IF v_holds < p_batch THEN
+    SELECT array_agg(s.resource), max(s.fencing_token) INTO v_keys, v_max
+      FROM (SELECT l.resource, l.fencing_token FROM dlm_locks l
+             WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
+               AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
+                                WHERE r.resource = l.resource
+                                  AND r.expires_at > clock_timestamp())
+               AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
+                                WHERE s.resource = l.resource)
+             LIMIT p_batch - v_holds
+             FOR UPDATE OF l SKIP LOCKED) s;
+  END IF;
+
+  UPDATE dlm_fencing_floor f
+     SET floor_token = greatest(f.floor_token, coalesce(v_max, 0))
+   WHERE f.id
+  RETURNING f.floor_token INTO v_floor;
+  IF v_keys IS NOT NULL THEN
+    DELETE FROM dlm_locks l WHERE l.resource = ANY (v_keys)
+      AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
+                       WHERE s.resource = l.resource);
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+  END IF;
+  RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
+END
+$$;
+
+-- Pin every function's search_path to this schema: pg_catalog first, so no
+-- object of another schema can shadow a built-in, and pg_temp last, so a
+-- caller's temporary table cannot capture a dlm table's name. SET
+-- search_path FROM CURRENT would keep whatever search_path applied the
+-- migration (e.g. "$user", public).
+DO $$
+DECLARE
+  v_fn regprocedure;
+BEGIN
+  IF current_schema() IS NULL THEN
+    RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
+  END IF;
+  FOR v_fn IN
+    SELECT p.oid::regprocedure FROM pg_proc p
+     WHERE p.pronamespace = current_schema()::regnamespace
+       AND p.proname LIKE 'dlm\_%'
+  LOOP
+    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                   v_fn, current_schema());
+  END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------- privileges
+
+-- Nothing for anyone by default (functions are EXECUTE for PUBLIC when
+-- created), nothing left of V1's grants to dlm_client; then exactly what
+-- each role needs.
+DO $$
+DECLARE
+  v_client  text := (SELECT value FROM dlm_config WHERE name = 'client_role');
+  v_admin   text := (SELECT value FROM dlm_config WHERE name = 'admin_role');
+  v_schema  text := current_schema();
+  v_grantee text;
+  v_rel     text;
+  v_fn      regprocedure;
+BEGIN
+  FOREACH v_grantee IN ARRAY ARRAY['PUBLIC', 'dlm_client', v_client, v_admin]
+  LOOP
+    IF v_grantee <> 'PUBLIC'
+       AND NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_grantee) THEN
+      CONTINUE;
+    END IF;
+    IF v_grantee <> 'PUBLIC' THEN
+      v_grantee := quote_ident(v_grantee);
+    END IF;
+    FOR v_rel IN
+      SELECT c.relname FROM pg_class c
+       WHERE c.relnamespace = v_schema::regnamespace AND c.relkind = 'r'
+         AND c.relname LIKE 'dlm\_%'
+    LOOP
+      EXECUTE format('REVOKE ALL ON TABLE %I.%I FROM %s', v_schema, v_rel,
+                     v_grantee);
+    END LOOP;
+    FOR v_fn IN
+      SELECT p.oid::regprocedure FROM pg_proc p
+       WHERE p.pronamespace = v_schema::regnamespace
+         AND p.proname LIKE 'dlm\_%'
+    LOOP
+      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', v_fn, v_grantee);
+    END LOOP;
+  END LOOP;
+  -- V1 gave dlm_client USAGE on the schema; it keeps it only if it is still
+  -- one of the two roles.
+  IF 'dlm_client' NOT IN (v_client, v_admin)
+     AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dlm_client') THEN
+    EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM dlm_client', v_schema);
+  END IF;
+
+  -- The admin role can do what the client can (list, lock) and more.
+  EXECUTE format('GRANT %I TO %I', v_client, v_admin);
+  EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I, %I', v_schema, v_client,
+                 v_admin);
+  EXECUTE format(
+    'GRANT EXECUTE ON FUNCTION '
+    '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint), '
+    '%1$I.dlm_release(text, text, text[], text, text), '
+    '%1$I.dlm_release_within(text, text, text[], text, text), '
+    '%1$I.dlm_extend(text, text, bigint), '
+    '%1$I.dlm_register_wait(text, text[], text, text, text, bigint), '
+    '%1$I.dlm_unregister_wait(text, text), '
+    '%1$I.dlm_describe(text), '
+    '%1$I.dlm_list_held(text), '
+    '%1$I.dlm_list_waiters(text), '
+    '%1$I.dlm_schema_versions() '
+    'TO %2$I', v_schema, v_client);
+  EXECUTE format(
+    'GRANT EXECUTE ON FUNCTION '
+    '%1$I.dlm_force_release(text), '
+    '%1$I.dlm_purge(bigint, integer, boolean) '
+    'TO %2$I', v_schema, v_admin);
+
+  -- The pinned search_path names this schema: were the client role able to
+  -- create objects in it, it could shadow what the functions call.
+  IF has_schema_privilege(v_client, v_schema, 'CREATE') THEN
+    RAISE WARNING 'dlm: role % can CREATE in schema %, which the SECURITY DEFINER dlm functions search; revoke it (REVOKE CREATE ON SCHEMA % FROM ...)',
+      v_client, v_schema, v_schema;
+  END IF;
+END
+$$;
+
+-- ------------------------------------------------------------ comments
+-- The catalog is the documentation: \d+ and \df+ in psql show these.
+COMMENT ON TABLE dlm_schema_version IS
+  'dlm: one row per applied migration (migrations/postgres/V<n>__*.sql).';
+COMMENT ON COLUMN dlm_schema_version.version IS
+  'n of V<n>__*.sql.';
+COMMENT ON COLUMN dlm_schema_version.description IS
+  'The file''s <what> part, for humans.';
+COMMENT ON COLUMN dlm_schema_version.applied_at IS
+  'When it was applied (server clock).';
+COMMENT ON COLUMN dlm_schema_version.checksum IS
+  'CRC-32 of the file''s text as dlm''s applier ran it (dlmctl migrate); NULL when applied by hand.';
+COMMENT ON COLUMN dlm_schema_version.compatible_from IS
+  'Oldest library schema version this database still serves (rolling upgrades); NULL before version 3.';
+
+COMMENT ON TABLE dlm_locks IS
+  'dlm: one row per lockable resource; changed only by the dlm_* functions. Idle rows are removed by dlm_purge.';
+COMMENT ON COLUMN dlm_locks.resource IS
+  'Full scoped key (DC#farm#client#a.b.c), byte order (COLLATE "C").';
+COMMENT ON COLUMN dlm_locks.resource_crc IS
+  'CRC-32 of resource, computed by the client.';
+COMMENT ON COLUMN dlm_locks.status IS
+  'HELD while a lease is on the row (expired ones included), else FREE.';
+COMMENT ON COLUMN dlm_locks.owner_id IS
+  'Owner GUID of the current (or last) holder.';
+COMMENT ON COLUMN dlm_locks.token IS
+  'Secret per-acquisition token; release and extend are conditional on it. Never shown by the listing functions.';
+COMMENT ON COLUMN dlm_locks.fencing_token IS
+  'Grows with every acquisition of the key, also across purges (see dlm_fencing_floor); 0 = never acquired.';
+COMMENT ON COLUMN dlm_locks.acquired_at IS
+  'Server clock at acquisition.';
+COMMENT ON COLUMN dlm_locks.ttl_ms IS
+  'Lease length last asked for, in milliseconds.';
+COMMENT ON COLUMN dlm_locks.expires_at IS
+  'End of the lease; a HELD row past it can be taken by anyone.';
+COMMENT ON COLUMN dlm_locks.holder_host IS
+  'Host name the holder sent.';
+COMMENT ON COLUMN dlm_locks.holder_pid IS
+  'Process id the holder sent.';
+COMMENT ON COLUMN dlm_locks.holder_ip IS
+  'Holder''s address as the server saw it (NULL over a unix socket).';
+
+COMMENT ON TABLE dlm_lock_requests IS
+  'dlm: one row per owner waiting in acquireLock, for deadlock detection and wake-ups.';
+COMMENT ON COLUMN dlm_lock_requests.resource IS
+  'Scoped key waited for.';
+COMMENT ON COLUMN dlm_lock_requests.owner_id IS
+  'Waiting owner GUID.';
+COMMENT ON COLUMN dlm_lock_requests.requested_at IS
+  'When the wait began (server clock).';
+COMMENT ON COLUMN dlm_lock_requests.expires_at IS
+  'Waiter''s deadline; the row no longer counts after it.';
+COMMENT ON COLUMN dlm_lock_requests.ancestors IS
+  'Scoped keys of the waited key''s ancestors, root first.';
+COMMENT ON COLUMN dlm_lock_requests.desc_begin IS
+  'Start of the waited key''s descendant range (NULL: hierarchy off).';
+COMMENT ON COLUMN dlm_lock_requests.desc_end IS
+  'End (exclusive) of the waited key''s descendant range.';
+
+COMMENT ON TABLE dlm_config IS
+  'dlm: settings recorded when migration V3 was first applied.';
+COMMENT ON COLUMN dlm_config.name IS
+  'client_role or admin_role.';
+COMMENT ON COLUMN dlm_config.value IS
+  'The role name later migrations grant to.';
+
+COMMENT ON TABLE dlm_fencing_floor IS
+  'dlm: one row, the fencing high-water mark kept across purges.';
+COMMENT ON COLUMN dlm_fencing_floor.id IS
+  'Always true: the table has one row.';
+COMMENT ON COLUMN dlm_fencing_floor.floor_token IS
+  'Largest fencing token of any purged row; every (re-)created row continues above it.';
+
+COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint) IS
+  'dlm (client): one attempt to take a lock, hierarchy protocol, one transaction.';
+COMMENT ON FUNCTION dlm_notify_waiters(text, text[], text, text) IS
+  'dlm (internal): NOTIFY dlm_release when a live request waits for the freed key.';
+COMMENT ON FUNCTION dlm_release(text, text, text[], text, text) IS
+  'dlm (client): token-conditional release, lazily committed; wakes waiters.';
+COMMENT ON FUNCTION dlm_release_within(text, text, text[], text, text) IS
+  'dlm (client): token-conditional release inside the caller''s transaction (commitLock); DLM01 when lost.';
+COMMENT ON FUNCTION dlm_extend(text, text, bigint) IS
+  'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
+COMMENT ON FUNCTION dlm_force_release(text) IS
+  'dlm (admin): frees a lock whoever holds it.';
+COMMENT ON FUNCTION dlm_register_wait(text, text[], text, text, text, bigint) IS
+  'dlm (client): records a waiter unless waiting would close a cycle (returned).';
+COMMENT ON FUNCTION dlm_unregister_wait(text, text) IS
+  'dlm (client): removes a waiter''s request row.';
+COMMENT ON FUNCTION dlm_prefix_end(text) IS
+  'dlm (internal): upper bound of a key-prefix range scan.';
+COMMENT ON FUNCTION dlm_describe(text) IS
+  'dlm (client): one acquired lock row, without its token.';
+COMMENT ON FUNCTION dlm_list_held(text) IS
+  'dlm (client): HELD rows under a key prefix, without tokens.';
+COMMENT ON FUNCTION dlm_list_waiters(text) IS
+  'dlm (client): live request rows under a key prefix.';
+COMMENT ON FUNCTION dlm_schema_versions() IS
+  'dlm (client): the applied migrations, for initialize() and schema status.';
+COMMENT ON FUNCTION dlm_purge(bigint, integer, boolean) IS
+  'dlm (admin): deletes a batch of idle rows after raising the fencing floor.';
+
+-- ------------------------------------------- shared locks and fair queueing (V5)
+-- As migrations/postgres/V5__shared_locks_and_fair_queueing.sql (see its
+-- header): a table for SHARED holds, the mode of a request, and the
+-- functions new in V5. Those V5 replaced (dlm_acquire, dlm_register_wait,
+-- dlm_unregister_wait, dlm_force_release, dlm_purge) stand above in their
+-- final form, with the 10- and 7-argument forms beside them.
+
+
+CREATE TABLE IF NOT EXISTS dlm_shared_holds (
+  resource      text COLLATE "C" NOT NULL,
+  token         text NOT NULL,
+  owner_id      text NOT NULL,
+  fencing_token bigint NOT NULL,
+  acquired_at   timestamptz NOT NULL,
+  ttl_ms        bigint NOT NULL,
+  expires_at    timestamptz NOT NULL,
+  holder_host   text,
+  holder_pid    bigint,
+  holder_ip     inet,
+  PRIMARY KEY (resource, token)
+) WITH (fillfactor = 80, vacuum_truncate = off, toast.vacuum_truncate = off);
+
+ALTER TABLE dlm_lock_requests
+  ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'EXCLUSIVE';
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                  WHERE conname = 'dlm_lock_requests_mode_check'
+                    AND conrelid = 'dlm_lock_requests'::regclass) THEN
+    ALTER TABLE dlm_lock_requests ADD CONSTRAINT dlm_lock_requests_mode_check
+      CHECK (mode IN ('EXCLUSIVE', 'SHARED'));
+  END IF;
+END
+$$;
+
+-- ----------------------------------------------------------- functions
+-- Created with the harmless search_path pg_catalog, pg_temp and pinned to
+-- this schema below, as in V3.
+
 -- dlm_release_shared: deletes the SHARED hold p_token has on p_key (expired
 -- but not taken over included). True when it was there; then wakes the
 -- waiters (dlm_notify_waiters; hierarchy arguments as dlm_release). Lazy
@@ -1557,253 +1463,6 @@ BEGIN
        AND (r.requested_at, r.owner_id) < (p_requested_at, p_owner)
        AND (r.resource = p_key OR r.resource = ANY (p_ancestors)
             OR (r.resource >= p_desc_begin AND r.resource < p_desc_end));
-END
-$$;
-
--- dlm_register_wait (7 arguments): as V3's, for a request of either mode,
--- with the edges of dlm_wait_blockers (mode-aware holds and the queue).
--- The request's age for its own queue edges: its existing row's
--- requested_at when it re-registers, else now.
-CREATE OR REPLACE FUNCTION dlm_register_wait(
-    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
-    p_owner text, p_max_wait_ms bigint, p_shared boolean)
-  RETURNS text[]
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_now    timestamptz;
-  v_my_at  timestamptz;
-  v_owners text[] := '{}';
-  v_parent integer[] := '{}';
-  v_via    text[] := '{}';
-  v_next   integer := 1;
-  v_at     integer;
-  v_cycle  text[];
-  v_hop    record;
-BEGIN
-  IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
-     OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
-    RAISE EXCEPTION 'dlm_register_wait: bad arguments'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  -- Serialised with every other registration (see V3).
-  LOCK TABLE dlm_lock_requests IN SHARE ROW EXCLUSIVE MODE;
-  PERFORM set_config('synchronous_commit', 'off', true);
-  v_now := clock_timestamp();
-  DELETE FROM dlm_lock_requests r WHERE r.expires_at <= v_now;
-  SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
-   WHERE r.resource = p_key AND r.owner_id = p_owner;
-  v_my_at := coalesce(v_my_at, v_now);
-
-  FOR v_hop IN
-    SELECT DISTINCT b.owner_id
-      FROM dlm_wait_blockers(p_key, p_ancestors, p_desc_begin, p_desc_end,
-                             p_shared, v_my_at, p_owner, v_now) b
-     ORDER BY b.owner_id
-  LOOP
-    -- The caller holds what blocks its own request: a cycle of one.
-    IF v_hop.owner_id = p_owner THEN
-      RETURN ARRAY[p_key];
-    END IF;
-    v_owners := v_owners || v_hop.owner_id;
-    v_parent := v_parent || 0;
-    v_via := v_via || p_key;
-  END LOOP;
-
-  WHILE v_next <= cardinality(v_owners) LOOP
-    FOR v_hop IN
-      SELECT r.resource, b.owner_id
-        FROM dlm_lock_requests r
-        CROSS JOIN LATERAL dlm_wait_blockers(
-          r.resource, r.ancestors, r.desc_begin, r.desc_end,
-          r.mode = 'SHARED', r.requested_at, r.owner_id, v_now) b
-       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > v_now
-       ORDER BY r.resource, b.owner_id
-    LOOP
-      IF v_hop.owner_id = p_owner THEN
-        v_cycle := ARRAY[v_hop.resource];
-        v_at := v_next;
-        WHILE v_at > 0 LOOP
-          v_cycle := v_via[v_at] || v_cycle;
-          v_at := v_parent[v_at];
-        END LOOP;
-        RETURN v_cycle;
-      END IF;
-      IF NOT (v_hop.owner_id = ANY (v_owners)) THEN
-        v_owners := v_owners || v_hop.owner_id;
-        v_parent := v_parent || v_next;
-        v_via := v_via || v_hop.resource;
-      END IF;
-    END LOOP;
-    v_next := v_next + 1;
-  END LOOP;
-
-  INSERT INTO dlm_lock_requests AS r
-      (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
-       desc_end, mode)
-    VALUES (p_key, p_owner, v_now,
-            v_now + p_max_wait_ms * interval '1 millisecond',
-            coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end,
-            CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END)
-    ON CONFLICT (resource, owner_id) DO UPDATE
-      SET expires_at = excluded.expires_at, ancestors = excluded.ancestors,
-          desc_begin = excluded.desc_begin, desc_end = excluded.desc_end,
-          mode = excluded.mode;
-  RETURN '{}'::text[];
-END
-$$;
-
--- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
-CREATE OR REPLACE FUNCTION dlm_register_wait(
-    p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text,
-    p_owner text, p_max_wait_ms bigint)
-  RETURNS text[]
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  RETURN dlm_register_wait(p_key, p_ancestors, p_desc_begin, p_desc_end,
-                           p_owner, p_max_wait_ms, false);
-END
-$$;
-
--- dlm_unregister_wait: deletes p_owner's request row for p_key; true if
--- there was one. Now also wakes the waiters that request may have held back
--- (fair queueing): a NOTIFY when other live requests wait on the key, an
--- ancestor or a descendant of it. Lazy commit.
-CREATE OR REPLACE FUNCTION dlm_unregister_wait(p_key text, p_owner text)
-  RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_row record;
-BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  DELETE FROM dlm_lock_requests r
-   WHERE r.resource = p_key AND r.owner_id = p_owner
-  RETURNING r.ancestors, r.desc_begin, r.desc_end INTO v_row;
-  IF NOT FOUND THEN
-    RETURN false;
-  END IF;
-  PERFORM dlm_notify_waiters(p_key, v_row.ancestors, v_row.desc_begin,
-                             v_row.desc_end);
-  RETURN true;
-END
-$$;
-
--- dlm_force_release (admin): frees the key whoever holds it, in both modes
--- (the EXCLUSIVE row and every SHARED hold). True if anything was held.
-CREATE OR REPLACE FUNCTION dlm_force_release(p_key text)
-  RETURNS boolean
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_freed boolean;
-BEGIN
-  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
-   WHERE resource = p_key AND status = 'HELD';
-  v_freed := FOUND;
-  DELETE FROM dlm_shared_holds WHERE resource = p_key;
-  v_freed := v_freed OR FOUND;
-  IF NOT v_freed THEN
-    RETURN false;
-  END IF;
-  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
-              WHERE r.expires_at > clock_timestamp()
-                AND (r.resource = p_key OR p_key = ANY (r.ancestors)
-                     OR (p_key >= r.desc_begin AND p_key < r.desc_end))) THEN
-    PERFORM pg_notify('dlm_release', p_key);
-  END IF;
-  RETURN true;
-END
-$$;
-
--- dlm_purge (admin): as V3's, and first deletes SHARED holds whose lease
--- ended at least p_idle_for_ms ago (holders that never released; a
--- holder's token is never above its key row's counter, so the floor rule is
--- unchanged); a row with any SHARED hold left is not idle. Rows counts both.
-CREATE OR REPLACE FUNCTION dlm_purge(
-    p_idle_for_ms bigint, p_batch integer, p_dry_run boolean)
-  RETURNS TABLE (rows bigint, fencing_floor bigint)
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-  SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_cutoff timestamptz;
-  v_keys   text[];
-  v_max    bigint;
-  v_rows   bigint := 0;
-  v_holds  bigint := 0;
-  v_floor  bigint;
-BEGIN
-  IF p_idle_for_ms IS NULL OR p_idle_for_ms < 0 OR p_batch IS NULL
-     OR p_batch <= 0 THEN
-    RAISE EXCEPTION 'dlm_purge: bad arguments'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  v_cutoff := clock_timestamp() - p_idle_for_ms * interval '1 millisecond';
-
-  IF coalesce(p_dry_run, false) THEN
-    SELECT count(*) INTO v_holds FROM (
-      SELECT 1 FROM dlm_shared_holds s WHERE s.expires_at < v_cutoff
-       LIMIT p_batch) h;
-    SELECT count(*) INTO v_rows FROM (
-      SELECT 1 FROM dlm_locks l
-       WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
-         AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
-                          WHERE r.resource = l.resource
-                            AND r.expires_at > clock_timestamp())
-         AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
-                          WHERE s.resource = l.resource
-                            AND s.expires_at >= v_cutoff)
-       LIMIT greatest(p_batch - v_holds, 0)) s;
-    SELECT f.floor_token INTO v_floor FROM dlm_fencing_floor f WHERE f.id;
-    RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
-    RETURN;
-  END IF;
-
-  -- Stale SHARED holds first (rows of keys nobody is acquiring right now:
-  -- an acquirer of the key holds its dlm_locks row, which SKIP LOCKED
-  -- below would skip, but holds are deleted by key only under that row's
-  -- lock, so lock it first).
-  WITH stale AS (
-    SELECT s.resource, s.token FROM dlm_shared_holds s
-      JOIN dlm_locks l ON l.resource = s.resource
-     WHERE s.expires_at < v_cutoff
-     LIMIT p_batch
-     FOR UPDATE OF l SKIP LOCKED)
-  DELETE FROM dlm_shared_holds s USING stale
-   WHERE s.resource = stale.resource AND s.token = stale.token
-     AND s.expires_at < v_cutoff;
-  GET DIAGNOSTICS v_holds = ROW_COUNT;
-
-  IF v_holds < p_batch THEN
-    SELECT array_agg(s.resource), max(s.fencing_token) INTO v_keys, v_max
-      FROM (SELECT l.resource, l.fencing_token FROM dlm_locks l
-             WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
-               AND NOT EXISTS (SELECT 1 FROM dlm_lock_requests r
-                                WHERE r.resource = l.resource
-                                  AND r.expires_at > clock_timestamp())
-               AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
-                                WHERE s.resource = l.resource)
-             LIMIT p_batch - v_holds
-             FOR UPDATE OF l SKIP LOCKED) s;
-  END IF;
-
-  UPDATE dlm_fencing_floor f
-     SET floor_token = greatest(f.floor_token, coalesce(v_max, 0))
-   WHERE f.id
-  RETURNING f.floor_token INTO v_floor;
-  IF v_keys IS NOT NULL THEN
-    DELETE FROM dlm_locks l WHERE l.resource = ANY (v_keys)
-      AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
-                       WHERE s.resource = l.resource);
-    GET DIAGNOSTICS v_rows = ROW_COUNT;
-  END IF;
-  RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
 END
 $$;
 
