@@ -57,7 +57,7 @@ constexpr double kReadersSeconds = 4;
 // The fairness ctest: runs of a few seconds (dlm_fairness does the full 10
 // runs of 5 s).
 constexpr int kFairnessRuns = 3;
-constexpr double kFairnessSeconds = 3;
+constexpr double kFairnessSeconds = 2;
 constexpr double kFairShare = 0.2;
 // Fewer acquisitions than this and the run proved nothing.
 constexpr std::int64_t kMinAcquisitions = 100;
