@@ -77,8 +77,9 @@ class RawFunctions {
       : conn_(conninfo), rng_(seed), owner_(randomHex(rng_, 32)) {
     conn_.prepare("acq",
                   "SELECT acquired, fencing_token, acquired_at_ms, "
-                  "expires_at_ms, blocked_by FROM dlm_acquire($1::text[], "
-                  "$2::bigint[], $3, $4, $5, $6, $7, $8, $9)");
+                  "expires_at_ms, blocked_by, queued FROM dlm_acquire("
+                  "$1::text[], $2::bigint[], $3, $4, $5, $6, $7, $8, $9, "
+                  "false)");
     conn_.prepare("rel", "SELECT dlm_release($1, $2, $3::text[], $4, $5)");
     char host[256] = {};
     gethostname(host, sizeof host - 1);
