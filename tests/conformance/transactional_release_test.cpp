@@ -97,6 +97,52 @@ TEST_P(TransactionalRelease,
   EXPECT_EQ(row->fencingToken, taker.fencingToken());
 }
 
+TEST_P(TransactionalRelease, SharedHoldsCommitAndRollBackEachOnTheirOwn) {
+  auto m = manager();
+  auto other = manager();
+  Lock mine = m->getLockInstance("catalog-1", LockLevel::DC, LockMode::SHARED);
+  Lock theirs =
+      other->getLockInstance("catalog-1", LockLevel::DC, LockMode::SHARED);
+  m->tryAcquireLock(mine);
+  other->tryAcquireLock(theirs);
+  {
+    // Rolled back: this reader's hold stays, as does the other's.
+    auto app = env().beginAppTransaction();
+    app->write("catalog-1 read A");
+    m->commitLock(mine, app->adapter());
+    app->rollback();
+  }
+  EXPECT_EQ(m->describeHolders(mine).size(), 2u);
+  EXPECT_TRUE(m->rollbackLock(mine));
+  EXPECT_EQ(m->describeHolders(mine).size(), 1u);
+  {
+    // Committed: the other reader's hold goes with the application's work.
+    auto app = env().beginAppTransaction();
+    app->write("catalog-1 read B");
+    other->commitLock(theirs, app->adapter());
+    app->commit();
+  }
+  EXPECT_TRUE(env().appRowExists("catalog-1 read B"));
+  EXPECT_TRUE(isFree(*m, mine));
+  // A SHARED hold taken over after expiry dooms the application's commit.
+  m->tryAcquireLock(mine, milliseconds(100));
+  waitForStoreTime(m->store(), mine.expiresAt());
+  Lock writer = other->getLockInstance("catalog-1", LockLevel::DC);
+  other->tryAcquireLock(writer);
+  auto app = env().beginAppTransaction();
+  app->write("catalog-1 read without the lock");
+  EXPECT_EQ(codeOf([&] { m->commitLock(mine, app->adapter()); }),
+            ErrorCode::LOCK_NOT_HELD);
+  bool committed = true;
+  try {
+    app->commit();
+  } catch (const std::exception&) {
+    committed = false;
+  }
+  EXPECT_FALSE(committed) << "the application's commit must fail";
+  EXPECT_FALSE(env().appRowExists("catalog-1 read without the lock"));
+}
+
 TEST_P(TransactionalRelease, CommitLockNeedsAHeldHandle) {
   auto m = manager();
   Lock lock = m->getLockInstance("order-5", LockLevel::DC);
