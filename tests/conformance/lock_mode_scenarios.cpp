@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,19 @@ Attempt tryAs(DistributedLockManager& m, Lock& lock, const std::string& owner,
       return Attempt{false, e.what()};
     }
   });
+}
+
+// acquireLock(lock, ttl 30 s, timeout) under `owner`, on the calling
+// thread: nullopt when it acquired, else the code it threw.
+std::optional<ErrorCode> acquireAs(DistributedLockManager& m, Lock& lock,
+                                   const std::string& owner,
+                                   milliseconds timeout) {
+  try {
+    asOwner(owner, [&] { m.acquireLock(lock, seconds(30), timeout); });
+    return std::nullopt;
+  } catch (const DLMException& e) {
+    return e.code();
+  }
 }
 
 // Waits (bounded) until `owner` has a live request row on `lock`'s key in
@@ -192,17 +206,9 @@ void exclusiveWaitsForTheLastReader(const ManagerFactory& make) {
 
   Lock w = other->getLockInstance("book", kLevel, kExclusive);
   std::atomic<bool> done{false};
-  ErrorCode failed = ErrorCode::INTERNAL_ERROR;
-  bool threw = false;
+  std::optional<ErrorCode> failed;
   JoiningThread writer([&] {
-    asOwner("writer", [&] {
-      try {
-        other->acquireLock(w, seconds(30), seconds(8));
-      } catch (const DLMException& e) {
-        threw = true;
-        failed = e.code();
-      }
-    });
+    failed = acquireAs(*other, w, "writer", seconds(8));
     done = true;
   });
   ASSERT_TRUE(requestRecorded(*m, w, "writer", kExclusive));
@@ -211,8 +217,8 @@ void exclusiveWaitsForTheLastReader(const ManagerFactory& make) {
   EXPECT_FALSE(done.load()) << "the writer got in while a reader held";
   ASSERT_TRUE(m->releaseLock(r1));
   writer.join();
-  ASSERT_FALSE(threw) << "the writer failed with code "
-                      << static_cast<int>(failed);
+  ASSERT_FALSE(failed.has_value())
+      << "the writer failed with code " << static_cast<int>(*failed);
   EXPECT_TRUE(w.isAcquired());
   EXPECT_GT(w.fencingToken(), r1.fencingToken());
   EXPECT_TRUE(other->releaseLock(w));
@@ -397,16 +403,9 @@ void waitingSharedHoldsBackOnlyExclusive(const ManagerFactory& make) {
   Lock holder = m->getLockInstance("s.b", kLevel, kExclusive);
   ASSERT_TRUE(tryAs(*m, holder, "writer").granted);
   Lock r = other->getLockInstance("s", kLevel, kShared);
-  bool readerFailed = false;
-  JoiningThread reader([&] {
-    asOwner("reader", [&] {
-      try {
-        other->acquireLock(r, seconds(30), seconds(8));
-      } catch (const DLMException&) {
-        readerFailed = true;
-      }
-    });
-  });
+  std::optional<ErrorCode> readerFailed;
+  JoiningThread reader(
+      [&] { readerFailed = acquireAs(*other, r, "reader", seconds(8)); });
   ASSERT_TRUE(requestRecorded(*m, r, "reader", kShared));
 
   Lock sc = m->getLockInstance("s.c", kLevel, kShared);
@@ -430,7 +429,7 @@ void waitingSharedHoldsBackOnlyExclusive(const ManagerFactory& make) {
 
   ASSERT_TRUE(m->releaseLock(holder));
   reader.join();
-  EXPECT_FALSE(readerFailed);
+  EXPECT_FALSE(readerFailed.has_value());
   EXPECT_TRUE(r.isAcquired());
   EXPECT_TRUE(other->releaseLock(r));
 }
@@ -573,16 +572,9 @@ void queueEdgeClosesADeadlock(const ManagerFactory& make) {
   Lock a = m->getLockInstance("q", kLevel, kShared);
   ASSERT_TRUE(tryAs(*m, a, "A").granted);
   Lock b = other->getLockInstance("q", kLevel, kExclusive);
-  bool bFailed = false;
-  JoiningThread waiterB([&] {
-    asOwner("B", [&] {
-      try {
-        other->acquireLock(b, seconds(30), seconds(10));
-      } catch (const DLMException&) {
-        bFailed = true;
-      }
-    });
-  });
+  std::optional<ErrorCode> bFailed;
+  JoiningThread waiterB(
+      [&] { bFailed = acquireAs(*other, b, "B", seconds(10)); });
   ASSERT_TRUE(requestRecorded(*m, b, "B", kExclusive));
 
   Lock child = m->getLockInstance("q.b", kLevel, kShared);
@@ -597,7 +589,7 @@ void queueEdgeClosesADeadlock(const ManagerFactory& make) {
 
   ASSERT_TRUE(m->releaseLock(a));
   waiterB.join();
-  EXPECT_FALSE(bFailed);
+  EXPECT_FALSE(bFailed.has_value());
   EXPECT_TRUE(b.isAcquired());
   EXPECT_TRUE(other->releaseLock(b));
 }
