@@ -1022,29 +1022,6 @@ BEGIN
 END
 $$;
 
--- Pin every function's search_path to this schema: pg_catalog first, so no
--- object of another schema can shadow a built-in, and pg_temp last, so a
--- caller's temporary table cannot capture a dlm table's name. SET
--- search_path FROM CURRENT would keep whatever search_path applied the
--- migration (e.g. "$user", public).
-DO $$
-DECLARE
-  v_fn regprocedure;
-BEGIN
-  IF current_schema() IS NULL THEN
-    RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
-  END IF;
-  FOR v_fn IN
-    SELECT p.oid::regprocedure FROM pg_proc p
-     WHERE p.pronamespace = current_schema()::regnamespace
-       AND p.proname LIKE 'dlm\_%'
-  LOOP
-    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
-                   v_fn, current_schema());
-  END LOOP;
-END
-$$;
-
 -- ---------------------------------------------------------- privileges
 
 -- Nothing for anyone by default (functions are EXECUTE for PUBLIC when
@@ -1466,8 +1443,11 @@ BEGIN
 END
 $$;
 
--- Pin every function's search_path to this schema (CREATE OR REPLACE above
--- reset it for the replaced ones), as in V3.
+-- Pin every function's search_path to this schema, once, after the last one
+-- is created: pg_catalog first, so no object of another schema can shadow a
+-- built-in, and pg_temp last, so a caller's temporary table cannot capture a
+-- dlm table's name. SET search_path FROM CURRENT would keep whatever
+-- search_path applied the schema (e.g. "$user", public).
 DO $$
 DECLARE
   v_fn regprocedure;
