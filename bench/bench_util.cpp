@@ -50,16 +50,24 @@ std::vector<T> numberList(const std::string& s) {
   std::cerr <<
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
-  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers (default: all)
+  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend
+                      (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_acquire/dlm_release), b (client-side BEGIN; SELECT
                                   FOR UPDATE; UPDATE; COMMIT), c (advisory locks),
-                                  d (INSERT .. ON CONFLICT + UPDATE); SQLite: raw sqlite3
+                                  d (INSERT .. ON CONFLICT + UPDATE), e (ShedLock's steady-state
+                                  statements: conditional UPDATE to lock, UPDATE by owner to
+                                  unlock); SQLite: raw sqlite3. Then, per variant, server time
+                                  per cycle (pg_stat_statements, nested statements with
+                                  track = 'all') and WAL flushes per cycle (pg_stat_wal)
                       roundtrips  statements and transactions per acquire / release, from the
                                   server's pg_stat_statements and pg_stat_database (PostgreSQL)
                       handoff     one holder, N waiters in acquireLock on one key: time from just
                                   before releaseLock to the next acquireLock returning
                       contended   N threads tryAcquireLock one key: successes/s, failures/s
+                                  (PG: against baselines a and e)
+                      extend      PG: extendLock on a held lock against baseline e's extend
+                                  statement (1 thread), with server time and WAL per extend
                       scale       cycle p50 with the table pre-filled to --rows, ids of --depths
                       procs       SQLite: --procs processes (fork) cycling on one file
                       readers     --readers_threads threads acquireLock / hold / release on

@@ -13,6 +13,8 @@
 
 #include "crc32.h"
 #include "pg_raw.h"
+#include "pg_server_time.h"
+#include "pg_shedlock.h"
 #include "workloads.h"
 
 namespace dlm_bench {
@@ -28,6 +30,7 @@ struct Ctx {
   std::string conninfo;    // the bench database
   std::string rtConninfo;  // the round-trip database (nothing else uses it)
   std::string rtDb;
+  PgConn& admin;  // outside the bench database (statistics)
 };
 
 dlm::LockConfiguration cycleConfiguration(const Flags& flags) {
@@ -242,7 +245,7 @@ void createDatabase(PgConn& admin, const std::string& db) {
 }
 
 // The dlm schema (through the library's migration opt-in) and the peer
-// table of baseline d.
+// tables of baselines d and e.
 void createSchema(const std::string& conninfo, const Flags& f) {
   makeManager(conninfo, 1, "setup", dlm::LockConfiguration{}, true)->destroy();
   PgConn c(conninfo);
@@ -251,6 +254,11 @@ void createSchema(const std::string& conninfo, const Flags& f) {
       "CREATE TABLE bench_peer_locks (name text PRIMARY KEY, lock_until "
       "timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text "
       "NOT NULL)");
+  createShedLockTable(c);
+  c.exec(fmt::format(
+      "INSERT INTO {} SELECT n, now() - interval '1 hour', now() - interval "
+      "'1 hour', 'nobody' FROM unnest(ARRAY['contended', 'extend']) n",
+      kShedLockTable));
 }
 
 // --- cycle -------------------------------------------------------------------
@@ -272,9 +280,140 @@ void prefillCycleRows(const Ctx& ctx, int maxThreads) {
       "generate_series(0, {}) t, generate_series(0, {}) i ON CONFLICT DO "
       "NOTHING",
       maxThreads - 1, keys - 1));
+  // Baseline e: the steady state, every row exists (and is free).
+  c.exec(fmt::format(
+      "INSERT INTO {} SELECT format('c%sk%s', t, i), now() - interval '1 "
+      "hour', now() - interval '1 hour', 'nobody' FROM generate_series(0, "
+      "{}) t, generate_series(0, {}) i ON CONFLICT DO NOTHING",
+      kShedLockTable, maxThreads - 1, keys - 1));
   c.exec("VACUUM ANALYZE dlm_locks");
   c.exec("VACUUM ANALYZE bench_peer_locks");
+  c.exec(fmt::format("VACUUM ANALYZE {}", kShedLockTable));
   c.exec("CHECKPOINT");
+}
+
+constexpr const char* kShedLockCycleNote =
+    "raw libpq (ShedLock's statements): UPDATE .. WHERE name = $1 AND "
+    "lock_until <= now(); UPDATE .. SET lock_until = now() WHERE name = $1 "
+    "AND locked_by = $2; prepared, autocommit, rows exist";
+constexpr const char* kShedLockExtendNote =
+    "raw libpq (ShedLock's statement): UPDATE .. SET lock_until = now() + ttl "
+    "WHERE name = $1 AND locked_by = $2 AND lock_until > now(); prepared, "
+    "autocommit";
+
+// The cycle's variants: 0 the library (through m), 1-5 baselines a-e, each
+// on its own keys of thread t, connected through `conninfo`.
+constexpr int kCycleVariants = 6;
+const char* const kCycleVariantNames[kCycleVariants] = {
+    "dlm", "base_a", "base_b", "base_c", "base_d", "base_e"};
+
+Operation cycleWorker(const Ctx& ctx, int variant, int t,
+                      const std::string& conninfo,
+                      dlm::DistributedLockManager* m) {
+  const int ttl = ctx.flags.ttlMs;
+  const int keys = ctx.flags.keys;
+  switch (variant) {
+    case 0: {  // the library
+      std::mt19937_64 rng(1000 + t);
+      return [m, t, keys, rng]() mutable {
+        dlm::Lock lock = m->getLockInstance(
+            cycleId(t, static_cast<int>(rng() % keys)), dlm::LockLevel::DC);
+        m->tryAcquireLock(lock);
+        if (!m->releaseLock(lock)) {
+          throw std::runtime_error("releaseLock returned false");
+        }
+        return 0;
+      };
+    }
+    case 1: {
+      auto raw = std::make_shared<RawFunctions>(conninfo, 2000 + t);
+      std::mt19937_64 rng(3000 + t);
+      return [raw, t, keys, ttl, rng]() mutable {
+        const std::string k =
+            key("rawa", cycleId(t, static_cast<int>(rng() % keys)));
+        if (!raw->acquire(k, ttl)) throw std::runtime_error("a: refused");
+        raw->release(k);
+        return 0;
+      };
+    }
+    case 2: {
+      auto raw = std::make_shared<RawSelectForUpdate>(conninfo, 4000 + t);
+      std::mt19937_64 rng(5000 + t);
+      return [raw, t, keys, ttl, rng]() mutable {
+        const std::string k =
+            key("rawb", cycleId(t, static_cast<int>(rng() % keys)));
+        if (!raw->acquire(k, ttl)) throw std::runtime_error("b: refused");
+        raw->release(k);
+        return 0;
+      };
+    }
+    case 3: {
+      auto raw = std::make_shared<RawAdvisory>(conninfo);
+      std::mt19937_64 rng(6000 + t);
+      return [raw, t, keys, rng]() mutable {
+        const std::int64_t k = static_cast<std::int64_t>(t) * keys +
+                               static_cast<std::int64_t>(rng() % keys);
+        if (!raw->acquire(k)) throw std::runtime_error("c: refused");
+        raw->release(k);
+        return 0;
+      };
+    }
+    case 4: {
+      auto raw = std::make_shared<RawUpsert>(conninfo, 7000 + t);
+      std::mt19937_64 rng(8000 + t);
+      return [raw, t, keys, ttl, rng]() mutable {
+        const std::string k = cycleId(t, static_cast<int>(rng() % keys));
+        if (!raw->acquire(k, ttl)) throw std::runtime_error("d: refused");
+        raw->release(k);
+        return 0;
+      };
+    }
+    default: {
+      auto raw = std::make_shared<RawShedLock>(conninfo, 8500 + t);
+      std::mt19937_64 rng(8700 + t);
+      return [raw, t, keys, ttl, rng]() mutable {
+        const std::string k = cycleId(t, static_cast<int>(rng() % keys));
+        if (!raw->lock(k, ttl)) throw std::runtime_error("e: refused");
+        raw->unlock(k);
+        return 0;
+      };
+    }
+  }
+}
+
+// Server time and WAL per cycle of every variant, one thread, fresh
+// sessions (pg_stat_statements.track = 'all' where allowed), one variant
+// at a time; extra lines "<workload>.server" in the report.
+void serverSlices(
+    const Ctx& ctx, const std::string& workload, const std::string& what,
+    int variants, const char* const* names,
+    const std::function<Operation(int variant, const std::string& conninfo,
+                                  dlm::DistributedLockManager*)>& makeOp) {
+  const Flags& f = ctx.flags;
+  ServerProbe probe(ctx.admin, ctx.flags.dbName, ctx.conninfo);
+  const int ops = std::max(200, static_cast<int>(f.seconds * 250));
+  for (int v = 0; v < variants; ++v) {
+    const ServerCost cost = probe.perOp(ops, [&](int n) {
+      std::unique_ptr<dlm::DistributedLockManager> manager;
+      if (v == 0) {
+        manager = makeManager(probe.sessionConninfo(), 1, "lib",
+                              cycleConfiguration(f));
+      }
+      {
+        Operation op = makeOp(v, probe.sessionConninfo(), manager.get());
+        for (int i = 0; i < n; ++i) op();
+      }
+      if (manager) manager->destroy();
+    });
+    Result r;
+    r.workload = workload + ".server";
+    r.store = "postgres";
+    r.config = fmt::format("{} threads=1", names[v]);
+    r.ratio = ServerProbe::summary(cost);
+    r.extra = what + "; " + ServerProbe::breakdown(cost);
+    ServerProbe::addNumbers(cost, r);
+    ctx.report.add(r);
+  }
 }
 
 void runCycle(const Ctx& ctx) {
@@ -282,76 +421,16 @@ void runCycle(const Ctx& ctx) {
   int maxThreads = 1;
   for (int t : f.threads) maxThreads = std::max(maxThreads, t);
   prefillCycleRows(ctx, maxThreads);
-  const int ttl = f.ttlMs;
-  const int keys = f.keys;
 
   for (int threads : f.threads) {
     const std::string config = fmt::format("threads={}", threads);
     auto manager =
         makeManager(ctx.conninfo, threads, "lib", cycleConfiguration(f));
-    dlm::DistributedLockManager* m = manager.get();
     auto worker = [&](int variant, int t) -> Operation {
-      switch (variant) {
-        case 0: {  // the library
-          std::mt19937_64 rng(1000 + t);
-          return [m, t, keys, rng]() mutable {
-            dlm::Lock lock = m->getLockInstance(
-                cycleId(t, static_cast<int>(rng() % keys)), dlm::LockLevel::DC);
-            m->tryAcquireLock(lock);
-            if (!m->releaseLock(lock)) {
-              throw std::runtime_error("releaseLock returned false");
-            }
-            return 0;
-          };
-        }
-        case 1: {
-          auto raw = std::make_shared<RawFunctions>(ctx.conninfo, 2000 + t);
-          std::mt19937_64 rng(3000 + t);
-          return [raw, t, keys, ttl, rng]() mutable {
-            const std::string k =
-                key("rawa", cycleId(t, static_cast<int>(rng() % keys)));
-            if (!raw->acquire(k, ttl)) throw std::runtime_error("a: refused");
-            raw->release(k);
-            return 0;
-          };
-        }
-        case 2: {
-          auto raw =
-              std::make_shared<RawSelectForUpdate>(ctx.conninfo, 4000 + t);
-          std::mt19937_64 rng(5000 + t);
-          return [raw, t, keys, ttl, rng]() mutable {
-            const std::string k =
-                key("rawb", cycleId(t, static_cast<int>(rng() % keys)));
-            if (!raw->acquire(k, ttl)) throw std::runtime_error("b: refused");
-            raw->release(k);
-            return 0;
-          };
-        }
-        case 3: {
-          auto raw = std::make_shared<RawAdvisory>(ctx.conninfo);
-          std::mt19937_64 rng(6000 + t);
-          return [raw, t, keys, rng]() mutable {
-            const std::int64_t k = static_cast<std::int64_t>(t) * keys +
-                                   static_cast<std::int64_t>(rng() % keys);
-            if (!raw->acquire(k)) throw std::runtime_error("c: refused");
-            raw->release(k);
-            return 0;
-          };
-        }
-        default: {
-          auto raw = std::make_shared<RawUpsert>(ctx.conninfo, 7000 + t);
-          std::mt19937_64 rng(8000 + t);
-          return [raw, t, keys, ttl, rng]() mutable {
-            const std::string k = cycleId(t, static_cast<int>(rng() % keys));
-            if (!raw->acquire(k, ttl)) throw std::runtime_error("d: refused");
-            raw->release(k);
-            return 0;
-          };
-        }
-      }
+      return cycleWorker(ctx, variant, t, ctx.conninfo, manager.get());
     };
     const std::vector<RunStats> runs = interleaved(
-        5, f.rounds, f.seconds, f.warmup,
+        kCycleVariants, f.rounds, f.seconds, f.warmup,
         [&](int variant, double seconds, double warmup) {
           return timedRun(threads, seconds, warmup,
                           [&](int t) { return worker(variant, t); });
@@ -359,15 +438,17 @@ void runCycle(const Ctx& ctx) {
     manager->destroy();
     manager.reset();
     const RunStats &lib = runs[0], &a = runs[1], &b = runs[2], &c = runs[3],
-                   &d = runs[4];
+                   &d = runs[4], &e = runs[5];
 
     const double ra = lib.opsPerSec() / a.opsPerSec();
     const double rb = lib.opsPerSec() / b.opsPerSec();
     const double rc = lib.opsPerSec() / c.opsPerSec();
     const double rd = lib.opsPerSec() / d.opsPerSec();
+    const double re = lib.opsPerSec() / e.opsPerSec();
     Result r = fromStats("cycle", config, lib);
-    r.ratio = fmt::format("{:.2f}x a, {:.2f}x b, {:.2f}x c, {:.2f}x d", ra, rb,
-                          rc, rd);
+    r.ratio =
+        fmt::format("{:.2f}x a, {:.2f}x b, {:.2f}x c, {:.2f}x d, {:.2f}x e", ra,
+                    rb, rc, rd, re);
     r.extra = fmt::format(
         "tryAcquireLock+releaseLock, DC key, depth 1, hierarchy on; client "
         "CPU {:.0f} us/cycle (a: {:.0f})",
@@ -376,6 +457,7 @@ void runCycle(const Ctx& ctx) {
     r.numbers["ratio_b"] = rb;
     r.numbers["ratio_c"] = rc;
     r.numbers["ratio_d"] = rd;
+    r.numbers["ratio_e"] = re;
     ctx.report.add(r);
     Result ra_ = fromStats("cycle.base_a", config, a);
     ra_.extra = "raw libpq: dlm_acquire + dlm_release, prepared, autocommit";
@@ -393,6 +475,9 @@ void runCycle(const Ctx& ctx) {
         "raw libpq: INSERT .. ON CONFLICT DO UPDATE .. WHERE expired; "
         "UPDATE by owner";
     ctx.report.add(rd_);
+    Result re_ = fromStats("cycle.base_e", config, e);
+    re_.extra = kShedLockCycleNote;
+    ctx.report.add(re_);
 
     if (threads == 1 || threads == 4) {
       ctx.report.addTarget(
@@ -412,6 +497,105 @@ void runCycle(const Ctx& ctx) {
           rd >= 1.3);
     }
   }
+  serverSlices(
+      ctx, "cycle", "per cycle (acquire + release)", kCycleVariants,
+      kCycleVariantNames,
+      [&](int v, const std::string& conninfo, dlm::DistributedLockManager* m) {
+        return cycleWorker(ctx, v, 0, conninfo, m);
+      });
+}
+
+// --- extend ------------------------------------------------------------------
+
+// extendLock on a held lock against baseline e's extend statement on a held
+// row, one thread each.
+// A lock held for the life of an extend worker (released, errors ignored,
+// when the worker's operation goes away at the end of its run).
+struct HeldByLibrary {
+  dlm::DistributedLockManager* m;
+  dlm::Lock lock;
+  HeldByLibrary(dlm::DistributedLockManager* manager, const std::string& id)
+      : m(manager), lock(m->getLockInstance(id, dlm::LockLevel::DC)) {
+    m->tryAcquireLock(lock);
+  }
+  HeldByLibrary(const HeldByLibrary&) = delete;
+  HeldByLibrary& operator=(const HeldByLibrary&) = delete;
+  ~HeldByLibrary() {
+    try {
+      m->releaseLock(lock);
+    } catch (const std::exception&) {
+    }
+  }
+};
+
+struct HeldByShedLock {
+  RawShedLock raw;
+  std::string name;
+  HeldByShedLock(const std::string& conninfo, const std::string& n, int ttl)
+      : raw(conninfo, 9500), name(n) {
+    if (!raw.lock(name, ttl)) throw std::runtime_error("e: row held: " + n);
+  }
+  HeldByShedLock(const HeldByShedLock&) = delete;
+  HeldByShedLock& operator=(const HeldByShedLock&) = delete;
+  ~HeldByShedLock() {
+    try {
+      raw.unlock(name);
+    } catch (const std::exception&) {
+    }
+  }
+};
+
+Operation extendWorker(const Ctx& ctx, int variant, const std::string& conninfo,
+                       dlm::DistributedLockManager* m) {
+  const int ttl = ctx.flags.ttlMs;
+  if (variant == 0) {
+    auto held = std::make_shared<HeldByLibrary>(m, "extend");
+    return [held]() {
+      held->m->extendLock(held->lock);
+      return 0;
+    };
+  }
+  auto held = std::make_shared<HeldByShedLock>(conninfo, "extend", ttl);
+  return [held, ttl]() {
+    if (!held->raw.extend(held->name, ttl)) {
+      throw std::runtime_error("e: not extended");
+    }
+    return 0;
+  };
+}
+
+void runExtend(const Ctx& ctx) {
+  const Flags& f = ctx.flags;
+  const std::string config = "threads=1 held lock";
+  auto manager = makeManager(ctx.conninfo, 1, "lib", cycleConfiguration(f));
+  const std::vector<RunStats> runs = interleaved(
+      2, f.rounds, f.seconds, f.warmup,
+      [&](int variant, double seconds, double warmup) {
+        return timedRun(1, seconds, warmup, [&](int) {
+          return extendWorker(ctx, variant, ctx.conninfo, manager.get());
+        });
+      });
+  manager->destroy();
+  manager.reset();
+  const RunStats &lib = runs[0], &e = runs[1];
+  const double re = lib.opsPerSec() / e.opsPerSec();
+  Result r = fromStats("extend", config, lib);
+  r.ratio = fmt::format("{:.2f}x e", re);
+  r.extra = fmt::format(
+      "extendLock on a held DC lock, depth 1; client CPU {:.0f} us/extend "
+      "(e: {:.0f})",
+      lib.cpuUsPerOp(), e.cpuUsPerOp());
+  r.numbers["ratio_e"] = re;
+  ctx.report.add(r);
+  Result b = fromStats("extend.base_e", config, e);
+  b.extra = kShedLockExtendNote;
+  ctx.report.add(b);
+  static const char* const names[] = {"dlm", "base_e"};
+  serverSlices(
+      ctx, "extend", "per extend", 2, names,
+      [&](int v, const std::string& conninfo, dlm::DistributedLockManager* m) {
+        return extendWorker(ctx, v, conninfo, m);
+      });
 }
 
 // --- round trips -------------------------------------------------------------
@@ -618,6 +802,14 @@ void runContended(const Ctx& ctx) {
           return 0;
         };
       }
+      if (variant == 2) {
+        auto e = std::make_shared<RawShedLock>(ctx.conninfo, 9200 + t);
+        return [e, ttl]() {
+          if (!e->lock("contended", ttl)) return 1;
+          e->unlock("contended");
+          return 0;
+        };
+      }
       auto c = std::make_shared<RawFunctions>(ctx.conninfo, 9000 + t);
       const std::string k = key("rawa", "contended");
       return [c, k, ttl]() {
@@ -627,14 +819,14 @@ void runContended(const Ctx& ctx) {
       };
     };
     const std::vector<RunStats> runs = interleaved(
-        2, f.rounds, f.seconds, f.warmup,
+        3, f.rounds, f.seconds, f.warmup,
         [&](int variant, double seconds, double warmup) {
           return timedRun(threads, seconds, warmup,
                           [&](int t) { return worker(variant, t); });
         });
     manager->destroy();
     manager.reset();
-    const RunStats &lib = runs[0], &raw = runs[1];
+    const RunStats &lib = runs[0], &raw = runs[1], &shed = runs[2];
     auto describe = [](const RunStats& s) {
       return fmt::format(
           "{:.0f} acquired/s, {:.0f} refused/s (latency: one "
@@ -644,7 +836,10 @@ void runContended(const Ctx& ctx) {
     Result r = fromStats("contended", config, lib);
     r.opsPerSec = lib.byTag[0] / lib.seconds;
     const double rawOk = raw.byTag[0] / raw.seconds;
-    r.ratio = fmt::format("{:.2f}x a (acquired/s)", r.opsPerSec / rawOk);
+    const double shedOk = shed.byTag[0] / shed.seconds;
+    r.ratio = fmt::format("{:.2f}x a, {:.2f}x e (acquired/s)",
+                          r.opsPerSec / rawOk, r.opsPerSec / shedOk);
+    r.numbers["ratio_e"] = r.opsPerSec / shedOk;
     r.extra = describe(lib);
     r.numbers["acquired_per_s"] = r.opsPerSec;
     r.numbers["refused_per_s"] = lib.byTag[1] / lib.seconds;
@@ -655,6 +850,12 @@ void runContended(const Ctx& ctx) {
     b.numbers["acquired_per_s"] = rawOk;
     b.numbers["refused_per_s"] = raw.byTag[1] / raw.seconds;
     ctx.report.add(b);
+    Result be = fromStats("contended.base_e", config, shed);
+    be.opsPerSec = shedOk;
+    be.extra = describe(shed) + "; " + kShedLockCycleNote;
+    be.numbers["acquired_per_s"] = shedOk;
+    be.numbers["refused_per_s"] = shed.byTag[1] / shed.seconds;
+    ctx.report.add(be);
   }
 }
 
@@ -929,8 +1130,12 @@ void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
 void runPostgres(const Flags& f, Report& report, Machine& machine) {
   PgConn admin(f.pgConnection);
   machine.postgresVersion = admin.value("SHOW server_version");
-  Ctx ctx{f, report, withDatabase(f.pgConnection, f.dbName),
-          withDatabase(f.pgConnection, f.dbName + "_rt"), f.dbName + "_rt"};
+  Ctx ctx{f,
+          report,
+          withDatabase(f.pgConnection, f.dbName),
+          withDatabase(f.pgConnection, f.dbName + "_rt"),
+          f.dbName + "_rt",
+          admin};
   createDatabase(admin, f.dbName);
   createSchema(ctx.conninfo, f);
   std::cout << fmt::format(
@@ -947,6 +1152,7 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
   if (f.wants("cycle")) runCycle(ctx);
   if (f.wants("roundtrips")) runRoundTrips(ctx, admin);
   if (f.wants("contended")) runContended(ctx);
+  if (f.wants("extend")) runExtend(ctx);
   if (f.wants("handoff")) runHandoffPg(ctx);
   if (f.wants("readers")) {
     auto manager =
