@@ -8,8 +8,10 @@
 # 1. installs the build dependencies, PostgreSQL 15 and gnuplot if missing;
 # 2. starts a throwaway PostgreSQL cluster (scripts/pg-cluster.sh) and
 #    restarts it with shared_preload_libraries = pg_stat_statements, so the
-#    round-trip workload can count statements on the server (without it,
-#    dlm_bench counts transactions only and says so);
+#    round-trip workload can count statements on the server and the
+#    cycle.server / extend.server lines can give the server time per
+#    operation (without it, dlm_bench counts transactions only, prints
+#    "server n/a" and says so; WAL flushes come from pg_stat_wal either way);
 # 3. builds bench/dlm_bench in Release (build/bench, -DDLM_BUILD_BENCHMARKS=ON);
 # 4. runs the standard set (a few minutes) and writes bench/results/latest.md,
 #    latest.json, the plot data and handoff.png / scale.png (gnuplot);
