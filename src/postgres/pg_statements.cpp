@@ -20,11 +20,11 @@ constexpr const char* kHoldColumns =
 const PgStatements& pgStatements() {
   static const PgStatements kStatements{
       // The whole acquire transaction, server side (hierarchy protocol,
-      // modes, fair queueing).
-      {"dlm_acquire",
+      // modes, fair queueing); one row of OUT parameters.
+      {"dlm_try_acquire",
        "SELECT acquired, fencing_token, acquired_at_ms, expires_at_ms, "
-       "blocked_by, queued FROM dlm_acquire($1::text[], $2::bigint[], $3, $4, "
-       "$5, $6, $7, $8, $9, $10::boolean)"},
+       "blocked_by, queued FROM dlm_try_acquire($1::text[], $2::bigint[], $3, "
+       "$4, $5, $6, $7, $8, $9, $10::boolean)"},
       // Token-conditional release, committed lazily; NOTIFYs when someone
       // waits (see the function).
       {"dlm_release", "SELECT dlm_release($1, $2, $3::text[], $4, $5)"},

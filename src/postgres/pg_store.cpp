@@ -206,7 +206,7 @@ class PostgresStore::Impl {
       if (r.rows() != 1) {
         throw DLMException(
             ErrorCode::INTERNAL_ERROR,
-            fmt::format("dlm_acquire returned {} rows", r.rows()));
+            fmt::format("dlm_try_acquire returned {} rows", r.rows()));
       }
       AcquireResult result;
       result.acquired = r.boolean(0, 0);
