@@ -68,7 +68,7 @@ CREATE TABLE dlm_locks (
   resource_crc  bigint NOT NULL,
   -- HELD while a lease is on the row (expired ones included: expiry is judged
   -- against expires_at, not by a status change).
-  status        text NOT NULL DEFAULT 'FREE' CHECK (status IN ('FREE', 'HELD')),
+  status        text NOT NULL DEFAULT 'FREE',
   -- Owner GUID of the current (or last) holder.
   owner_id      text,
   -- Per-acquisition token; release and extend are conditional on it. Kept
@@ -87,10 +87,11 @@ CREATE TABLE dlm_locks (
   -- and the client address as the server saw it (NULL over a unix socket).
   holder_host   text,
   holder_pid    bigint,
-  holder_ip     inet,
-  -- A held row always has a lease to judge and a token to release by.
-  CONSTRAINT dlm_locks_held_has_lease
-    CHECK (status = 'FREE' OR (token IS NOT NULL AND expires_at IS NOT NULL))
+  holder_ip     inet
+  -- Rules the dlm functions keep (no CHECK constraint: re-built on every
+  -- UPDATE, they cost a tenth of an acquire+release; only the schema owner
+  -- can write the table, through the functions): status is FREE or HELD; a
+  -- HELD row has a token and an expires_at.
 ) WITH (fillfactor = 80, vacuum_truncate = off,
        toast.vacuum_truncate = off);
 
@@ -178,20 +179,21 @@ $$;
 -- table resolves, so a call fails) and pinned to this schema further down,
 -- in a DO block, because the schema's name is only known when applying.
 
--- dlm_acquire: one attempt to take a lock; the whole select-for-update
--- transaction of the hierarchy protocol in one call (one round trip when
--- called in autocommit).
+-- dlm_try_acquire: one attempt to take a lock in either mode (p_shared);
+-- the whole select-for-update transaction of the hierarchy protocol in one
+-- call (one round trip when called in autocommit).
 --
 -- p_keys: the ancestors' keys root first, then the target LAST; p_crcs: their
 -- CRC-32s in the same order. [p_desc_begin, p_desc_end): the target's
 -- descendants (both NULL when hierarchy is off). The lease is p_ttl_ms long,
 -- measured by the server clock.
 --
--- Returns one row: acquired with the new fencing token and the lease in epoch
--- milliseconds, or not acquired with blocked_by = the key whose live holder
--- is in the way (the target, an ancestor or a descendant). Calling it again
--- with the token that holds the row changes nothing and answers acquired, so
--- a retry after a lost reply is safe.
+-- Answers in OUT parameters (one row): acquired with the new fencing token
+-- and the lease in epoch milliseconds, or not acquired with blocked_by = the
+-- key whose live holder is in the way (the target, an ancestor or a
+-- descendant), and queued when that is an earlier waiter's request (fair
+-- queueing). Calling it again with the token that holds the row changes
+-- nothing and answers acquired, so a retry after a lost reply is safe.
 --
 -- Purge-safe (V3). dlm_purge may delete an idle row at any moment it is not
 -- row-locked, so "make sure the rows exist, then lock them" is a loop: a row
@@ -211,74 +213,79 @@ $$;
 -- waited for it if it was still in progress), so the UPDATE below, a later
 -- statement with a newer snapshot, sees the raised floor: the new token
 -- greatest(row token, floor) + 1 is above every token issued for the key.
--- dlm_acquire (10 arguments): one attempt to take a lock in either mode
--- (p_shared), the whole protocol in one transaction. Arguments and result as
--- the 9-argument form of V3, plus: blocked_by names a queued request's key
--- when queued is true.
-CREATE OR REPLACE FUNCTION dlm_acquire(
+--
+-- Fast path (V6): an EXCLUSIVE attempt on a free or expired key is granted
+-- by one UPDATE whose WHERE clause holds every other check; it runs after
+-- the row locks like the separate checks did (see V6's header for why that
+-- is safe). Otherwise the checks run one statement each, naming the blocker.
+CREATE OR REPLACE FUNCTION dlm_try_acquire(
     p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text,
     p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint,
-    p_shared boolean)
-  RETURNS TABLE (acquired boolean, fencing_token bigint, acquired_at_ms bigint,
-                 expires_at_ms bigint, blocked_by text, queued boolean)
+    p_shared boolean,
+    OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint,
+    OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean)
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+-- Cost note: PL/pgSQL sets every expression it evaluates up afresh in each
+-- transaction, and a call is a transaction of its own; so the path of an
+-- uncontended EXCLUSIVE grant evaluates as few expressions as it can (no
+-- initialised declarations, assignments instead of PERFORM, the answer
+-- computed by the granting statement).
 DECLARE
-  c_max_turns constant integer := 16;
-  v_depth     integer := coalesce(cardinality(p_keys), 0);
+  v_depth     integer;
   v_target    text;
-  v_ancestors text[];
   v_count     integer;
-  v_turns     integer := 0;
+  v_turns     integer;
   v_row       record;
-  v_hold      record;
-  v_blocker   text;
-  v_queued    boolean := false;
-  v_my_at     timestamptz;
-  v_fencing   bigint;
   v_now       timestamptz;
+  v_stale     boolean;
+  v_requested boolean;
+  v_void      text;
 BEGIN
-  IF v_depth = 0 OR cardinality(p_crcs) IS DISTINCT FROM v_depth
+  IF p_keys IS NULL OR cardinality(p_keys) = 0
+     OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
      OR p_token IS NULL OR p_ttl_ms IS NULL OR p_ttl_ms <= 0
      OR p_shared IS NULL THEN
     RAISE EXCEPTION 'dlm_acquire: bad arguments'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  v_target := p_keys[v_depth];
-  v_ancestors := p_keys[1:v_depth - 1];
   -- Durable whatever the default (see V3).
   IF current_setting('synchronous_commit') = 'off' THEN
-    PERFORM set_config('synchronous_commit', 'on', true);
+    v_void := set_config('synchronous_commit', 'on', true);
   END IF;
+  v_depth := cardinality(p_keys);
+  v_target := p_keys[v_depth];
 
   -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
-  -- missing or purged meanwhile), then the target FOR UPDATE in both modes:
-  -- a SHARED acquisition changes the target's row too (its fencing
-  -- counter), and conflicting acquisitions must meet on a common row.
+  -- missing or purged meanwhile), then the target FOR UPDATE in both modes.
   IF v_depth > 1 THEN
+    v_turns := 0;
     LOOP
       PERFORM 1 FROM dlm_locks l
-        WHERE l.resource = ANY (v_ancestors) ORDER BY l.resource FOR SHARE OF l;
+        WHERE l.resource = ANY (p_keys[1:v_depth - 1])
+        ORDER BY l.resource FOR SHARE OF l;
       GET DIAGNOSTICS v_count = ROW_COUNT;
       EXIT WHEN v_count >= v_depth - 1;
       v_turns := v_turns + 1;
-      IF v_turns > c_max_turns THEN
+      IF v_turns > 16 THEN
         RAISE EXCEPTION 'dlm_acquire: rows of % keep being purged', v_target
           USING ERRCODE = 'serialization_failure';
       END IF;
       INSERT INTO dlm_locks (resource, resource_crc)
-        SELECT u.k, u.c FROM unnest(v_ancestors, p_crcs[1:v_depth - 1]) AS u (k, c)
+        SELECT u.k, u.c
+          FROM unnest(p_keys[1:v_depth - 1], p_crcs[1:v_depth - 1]) AS u (k, c)
         ORDER BY u.k
         ON CONFLICT (resource) DO NOTHING;
     END LOOP;
   END IF;
   LOOP
-    SELECT * INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
+    SELECT l.status, l.token, l.expires_at
+      INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
     EXIT WHEN FOUND;
-    v_turns := v_turns + 1;
-    IF v_turns > c_max_turns THEN
+    v_turns := coalesce(v_turns, 0) + 1;
+    IF v_turns > 16 THEN
       RAISE EXCEPTION 'dlm_acquire: the row of % keeps being purged', v_target
         USING ERRCODE = 'serialization_failure';
     END IF;
@@ -290,147 +297,241 @@ BEGIN
   -- Every check below is its own statement (a fresh snapshot under READ
   -- COMMITTED): it sees what committed while we waited for the row locks.
 
-  -- Already ours (a retry after a lost reply): answer as the first time.
-  IF NOT p_shared AND v_row.status = 'HELD' AND v_row.token = p_token THEN
-    RETURN QUERY SELECT true, v_row.fencing_token,
-      floor(extract(epoch FROM v_row.acquired_at) * 1000)::bigint,
-      floor(extract(epoch FROM v_row.expires_at) * 1000)::bigint, NULL::text,
-      false;
-    RETURN;
-  END IF;
-  IF p_shared THEN
-    SELECT * INTO v_hold FROM dlm_shared_holds s
-     WHERE s.resource = v_target AND s.token = p_token;
-    IF FOUND THEN
-      RETURN QUERY SELECT true, v_hold.fencing_token,
-        floor(extract(epoch FROM v_hold.acquired_at) * 1000)::bigint,
-        floor(extract(epoch FROM v_hold.expires_at) * 1000)::bigint,
-        NULL::text, false;
-      RETURN;
-    END IF;
-  END IF;
-
-  -- Live EXCLUSIVE holds block both modes: the target (the row we locked is
-  -- its newest version), an ancestor, a descendant.
-  IF v_row.status = 'HELD' AND v_row.expires_at > clock_timestamp() THEN
-    v_blocker := v_target;
-  END IF;
-  IF v_blocker IS NULL AND v_depth > 1 THEN
-    SELECT l.resource INTO v_blocker FROM dlm_locks l
-      WHERE l.resource = ANY (v_ancestors)
-        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
-      ORDER BY l.resource LIMIT 1;
-  END IF;
-  IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
-    SELECT l.resource INTO v_blocker FROM dlm_locks l
-      WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
-        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
-      ORDER BY l.resource LIMIT 1;
-  END IF;
-
-  -- Live SHARED holds block an EXCLUSIVE attempt (primary-key lookups and a
-  -- range scan on dlm_shared_holds).
-  IF v_blocker IS NULL AND NOT p_shared THEN
-    SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
-      WHERE s.resource = v_target AND s.expires_at > clock_timestamp()
-      LIMIT 1;
-    IF v_blocker IS NULL AND v_depth > 1 THEN
-      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
-        WHERE s.resource = ANY (v_ancestors)
-          AND s.expires_at > clock_timestamp()
-        ORDER BY s.resource LIMIT 1;
-    END IF;
-    IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
-      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
-        WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
-          AND s.expires_at > clock_timestamp()
-        ORDER BY s.resource LIMIT 1;
-    END IF;
-  END IF;
-
-  -- Fair queueing: an older live request of another owner that conflicts
-  -- with this attempt goes first. "Older" than the attempting owner's own
-  -- request for the key, by (requested_at, owner_id); any, without one.
-  IF v_blocker IS NULL THEN
-    SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
-     WHERE r.resource = v_target AND r.owner_id = p_owner
-       AND r.expires_at > clock_timestamp();
-    SELECT r.resource INTO v_blocker FROM dlm_lock_requests r
-     WHERE (r.resource = v_target OR r.resource = ANY (v_ancestors)
-            OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-       AND r.owner_id <> p_owner AND r.expires_at > clock_timestamp()
-       AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
-       AND (v_my_at IS NULL
-            OR (r.requested_at, r.owner_id) < (v_my_at, p_owner))
-     ORDER BY r.requested_at, r.owner_id LIMIT 1;
-    v_queued := v_blocker IS NOT NULL;
-  END IF;
-
-  -- Refused: commit lazily (the row locks gave us a transaction id, but
-  -- nothing a crash could lose changed).
-  IF v_blocker IS NOT NULL THEN
-    PERFORM set_config('synchronous_commit', 'off', true);
-    RETURN QUERY SELECT false, NULL::bigint, NULL::bigint, NULL::bigint,
-      v_blocker, v_queued;
-    RETURN;
-  END IF;
-
-  -- Grant. A waiter's request for the key ends with it, in this
-  -- transaction: a holder whose request row lingered until its separate
-  -- unregister call would queue others behind itself, and the wait-for
-  -- graph would see its old request wait for the newer requests it blocks
-  -- (a deadlock that is not one).
-  IF v_my_at IS NOT NULL THEN
-    DELETE FROM dlm_lock_requests r
-     WHERE r.resource = v_target AND r.owner_id = p_owner;
-  END IF;
-  -- The key's next fencing token, above the purge floor (V3).
-  v_now := clock_timestamp();
-  IF NOT p_shared THEN
+  -- Fast path (see the header): an EXCLUSIVE attempt whose key row is free
+  -- or expired (and not this token's: a retry is answered below) is
+  -- granted in one statement when nothing else is in the way. Liveness is
+  -- judged at v_now, a little before the statement runs: a hold that ends
+  -- in between counts as live, and the general path decides.
+  IF NOT p_shared AND NOT (v_row.status = 'HELD'
+                           AND (v_row.token = p_token
+                                OR v_row.expires_at > clock_timestamp())) THEN
+    v_now := clock_timestamp();
     UPDATE dlm_locks l
        SET status = 'HELD', owner_id = p_owner, token = p_token,
            fencing_token = greatest(l.fencing_token,
                                     (SELECT f.floor_token FROM dlm_fencing_floor f
                                       WHERE f.id)) + 1,
-           acquired_at = v_now,
-           ttl_ms = p_ttl_ms, expires_at = v_now + p_ttl_ms * interval '1 millisecond',
-           holder_host = p_host, holder_pid = p_pid, holder_ip = inet_client_addr()
+           acquired_at = v_now, ttl_ms = p_ttl_ms,
+           expires_at = v_now + p_ttl_ms * interval '1 millisecond',
+           holder_host = p_host, holder_pid = p_pid,
+           holder_ip = inet_client_addr()
      WHERE l.resource = v_target
-    RETURNING l.* INTO v_row;
-    -- Expired SHARED holders of the key are taken over (their extend and
-    -- release find nothing). Every hold left here is expired (checked above).
-    DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
-    RETURN QUERY SELECT true, v_row.fencing_token,
-      floor(extract(epoch FROM v_row.acquired_at) * 1000)::bigint,
-      floor(extract(epoch FROM v_row.expires_at) * 1000)::bigint, NULL::text,
-      false;
-    RETURN;
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_locks a
+              WHERE (a.resource = ANY (p_keys[1:v_depth - 1])
+                     OR (a.resource >= p_desc_begin AND a.resource < p_desc_end))
+                AND a.status = 'HELD' AND a.expires_at > v_now)
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_shared_holds s
+              WHERE (s.resource = v_target
+                     OR s.resource = ANY (p_keys[1:v_depth - 1])
+                     OR (s.resource >= p_desc_begin AND s.resource < p_desc_end))
+                AND s.expires_at > v_now)
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_lock_requests r
+              WHERE (r.resource = v_target
+                     OR r.resource = ANY (p_keys[1:v_depth - 1])
+                     OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+                AND r.owner_id <> p_owner AND r.expires_at > v_now
+                AND (r.requested_at, r.owner_id)
+                    < (coalesce((SELECT m.requested_at FROM dlm_lock_requests m
+                                  WHERE m.resource = v_target
+                                    AND m.owner_id = p_owner
+                                    AND m.expires_at > v_now),
+                                'infinity'::timestamptz), p_owner))
+    RETURNING true, false, l.fencing_token,
+              floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+              floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
+              EXISTS (SELECT 1 FROM dlm_shared_holds s
+                       WHERE s.resource = v_target),
+              EXISTS (SELECT 1 FROM dlm_lock_requests m
+                       WHERE m.resource = v_target AND m.owner_id = p_owner)
+         INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms,
+              v_stale, v_requested;
+    IF FOUND THEN
+      -- Expired SHARED holders of the key are taken over; the waiter's own
+      -- request ends with the grant (see the general path).
+      IF v_stale OR v_requested THEN
+        DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
+        DELETE FROM dlm_lock_requests r
+         WHERE r.resource = v_target AND r.owner_id = p_owner;
+      END IF;
+      RETURN;
+    END IF;
   END IF;
 
-  -- SHARED: the key's row gives the fencing token; an expired EXCLUSIVE
-  -- holder is taken over (FREE, its token gone, so its extend finds nothing
-  -- and its release answers false).
-  UPDATE dlm_locks l
-     SET fencing_token = greatest(l.fencing_token,
-                                  (SELECT f.floor_token FROM dlm_fencing_floor f
-                                    WHERE f.id)) + 1,
-         status = 'FREE',
-         token = CASE WHEN l.status = 'HELD' THEN NULL ELSE l.token END,
-         expires_at = CASE WHEN l.status = 'HELD'
-                           THEN least(l.expires_at, v_now)
-                           ELSE l.expires_at END
-   WHERE l.resource = v_target
-  RETURNING l.fencing_token INTO v_fencing;
-  INSERT INTO dlm_shared_holds AS s
-      (resource, token, owner_id, fencing_token, acquired_at, ttl_ms,
-       expires_at, holder_host, holder_pid, holder_ip)
-    VALUES (v_target, p_token, p_owner, v_fencing, v_now, p_ttl_ms,
-            v_now + p_ttl_ms * interval '1 millisecond', p_host, p_pid,
-            inet_client_addr());
-  RETURN QUERY SELECT true, v_fencing,
-    floor(extract(epoch FROM v_now) * 1000)::bigint,
-    floor(extract(epoch FROM v_now + p_ttl_ms * interval '1 millisecond') * 1000)::bigint,
-    NULL::text, false;
+  -- General path: each check in a statement of its own, naming what is in
+  -- the way.
+  DECLARE
+    v_ancestors text[] := p_keys[1:v_depth - 1];
+    v_key       record;
+    v_hold      record;
+    v_blocker   text;
+    v_my_at     timestamptz;
+  BEGIN
+    acquired := false;
+    queued := false;
+    SELECT l.status, l.token, l.fencing_token, l.acquired_at, l.expires_at
+      INTO v_key FROM dlm_locks l WHERE l.resource = v_target;
+    -- Already ours (a retry after a lost reply): answer as the first time.
+    IF NOT p_shared AND v_key.status = 'HELD' AND v_key.token = p_token THEN
+      acquired := true;
+      fencing_token := v_key.fencing_token;
+      acquired_at_ms := floor(extract(epoch FROM v_key.acquired_at) * 1000)::bigint;
+      expires_at_ms := floor(extract(epoch FROM v_key.expires_at) * 1000)::bigint;
+      RETURN;
+    END IF;
+    IF p_shared THEN
+      SELECT * INTO v_hold FROM dlm_shared_holds s
+       WHERE s.resource = v_target AND s.token = p_token;
+      IF FOUND THEN
+        acquired := true;
+        fencing_token := v_hold.fencing_token;
+        acquired_at_ms := floor(extract(epoch FROM v_hold.acquired_at) * 1000)::bigint;
+        expires_at_ms := floor(extract(epoch FROM v_hold.expires_at) * 1000)::bigint;
+        RETURN;
+      END IF;
+    END IF;
+
+    -- Live EXCLUSIVE holds block both modes: the target (the row we locked
+    -- is its newest version), an ancestor, a descendant.
+    IF v_key.status = 'HELD' AND v_key.expires_at > clock_timestamp() THEN
+      v_blocker := v_target;
+    END IF;
+    IF v_blocker IS NULL AND v_depth > 1 THEN
+      SELECT l.resource INTO v_blocker FROM dlm_locks l
+        WHERE l.resource = ANY (v_ancestors)
+          AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+        ORDER BY l.resource LIMIT 1;
+    END IF;
+    IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
+      SELECT l.resource INTO v_blocker FROM dlm_locks l
+        WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+          AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+        ORDER BY l.resource LIMIT 1;
+    END IF;
+
+    -- Live SHARED holds block an EXCLUSIVE attempt.
+    IF v_blocker IS NULL AND NOT p_shared THEN
+      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+        WHERE s.resource = v_target AND s.expires_at > clock_timestamp()
+        LIMIT 1;
+      IF v_blocker IS NULL AND v_depth > 1 THEN
+        SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+          WHERE s.resource = ANY (v_ancestors)
+            AND s.expires_at > clock_timestamp()
+          ORDER BY s.resource LIMIT 1;
+      END IF;
+      IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
+        SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+          WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+            AND s.expires_at > clock_timestamp()
+          ORDER BY s.resource LIMIT 1;
+      END IF;
+    END IF;
+
+    -- Fair queueing: an older live request of another owner that conflicts
+    -- with this attempt goes first. "Older" than the attempting owner's own
+    -- request for the key, by (requested_at, owner_id); any, without one.
+    IF v_blocker IS NULL THEN
+      SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
+       WHERE r.resource = v_target AND r.owner_id = p_owner
+         AND r.expires_at > clock_timestamp();
+      SELECT r.resource INTO v_blocker FROM dlm_lock_requests r
+       WHERE (r.resource = v_target OR r.resource = ANY (v_ancestors)
+              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+         AND r.owner_id <> p_owner AND r.expires_at > clock_timestamp()
+         AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
+         AND (v_my_at IS NULL
+              OR (r.requested_at, r.owner_id) < (v_my_at, p_owner))
+       ORDER BY r.requested_at, r.owner_id LIMIT 1;
+      queued := v_blocker IS NOT NULL;
+    END IF;
+
+    -- Refused: commit lazily (the row locks gave us a transaction id, but
+    -- nothing a crash could lose changed).
+    IF v_blocker IS NOT NULL THEN
+      v_void := set_config('synchronous_commit', 'off', true);
+      blocked_by := v_blocker;
+      RETURN;
+    END IF;
+
+    -- Grant. A waiter's request for the key ends with it, in this
+    -- transaction: a holder whose request row lingered until its separate
+    -- unregister call would queue others behind itself, and the wait-for
+    -- graph would see its old request wait for the newer requests it
+    -- blocks (a deadlock that is not one).
+    IF v_my_at IS NOT NULL THEN
+      DELETE FROM dlm_lock_requests r
+       WHERE r.resource = v_target AND r.owner_id = p_owner;
+    END IF;
+    -- The key's next fencing token, above the purge floor (V3).
+    v_now := clock_timestamp();
+    acquired := true;
+    acquired_at_ms := floor(extract(epoch FROM v_now) * 1000)::bigint;
+    expires_at_ms := floor(extract(epoch FROM
+                       v_now + p_ttl_ms * interval '1 millisecond') * 1000)::bigint;
+    IF NOT p_shared THEN
+      UPDATE dlm_locks l
+         SET status = 'HELD', owner_id = p_owner, token = p_token,
+             fencing_token = greatest(l.fencing_token,
+                                      (SELECT f.floor_token FROM dlm_fencing_floor f
+                                        WHERE f.id)) + 1,
+             acquired_at = v_now,
+             ttl_ms = p_ttl_ms,
+             expires_at = v_now + p_ttl_ms * interval '1 millisecond',
+             holder_host = p_host, holder_pid = p_pid,
+             holder_ip = inet_client_addr()
+       WHERE l.resource = v_target
+      RETURNING l.fencing_token INTO fencing_token;
+      -- Expired SHARED holders of the key are taken over (their extend and
+      -- release find nothing). Every hold left here is expired (checked
+      -- above).
+      DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
+      RETURN;
+    END IF;
+
+    -- SHARED: the key's row gives the fencing token; an expired EXCLUSIVE
+    -- holder is taken over (FREE, its token gone, so its extend finds
+    -- nothing and its release answers false).
+    UPDATE dlm_locks l
+       SET fencing_token = greatest(l.fencing_token,
+                                    (SELECT f.floor_token FROM dlm_fencing_floor f
+                                      WHERE f.id)) + 1,
+           status = 'FREE',
+           token = CASE WHEN l.status = 'HELD' THEN NULL ELSE l.token END,
+           expires_at = CASE WHEN l.status = 'HELD'
+                             THEN least(l.expires_at, v_now)
+                             ELSE l.expires_at END
+     WHERE l.resource = v_target
+    RETURNING l.fencing_token INTO fencing_token;
+    INSERT INTO dlm_shared_holds AS s
+        (resource, token, owner_id, fencing_token, acquired_at, ttl_ms,
+         expires_at, holder_host, holder_pid, holder_ip)
+      VALUES (v_target, p_token, p_owner, fencing_token, v_now, p_ttl_ms,
+              v_now + p_ttl_ms * interval '1 millisecond', p_host, p_pid,
+              inet_client_addr());
+  END;
+END
+$$;
+
+-- dlm_acquire (10 arguments, what schema-5 callers use): dlm_try_acquire
+-- as a set of one row.
+CREATE OR REPLACE FUNCTION dlm_acquire(
+    p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text,
+    p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint,
+    p_shared boolean)
+  RETURNS TABLE (acquired boolean, fencing_token bigint, acquired_at_ms bigint,
+                 expires_at_ms bigint, blocked_by text, queued boolean)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT a.acquired, a.fencing_token, a.acquired_at_ms, a.expires_at_ms,
+           a.blocked_by, a.queued
+      FROM dlm_try_acquire(p_keys, p_crcs, p_desc_begin, p_desc_end, p_owner,
+                           p_token, p_ttl_ms, p_host, p_pid, p_shared) a;
 END
 $$;
 
@@ -483,18 +584,15 @@ BEGIN
 END
 $$;
 
--- dlm_release: frees the row if p_token still holds it (expired but not taken
--- included). True when freed, or already freed by this same token (a retried
--- release); false when another acquisition took the row since (or a purge
--- deleted it, long after its lease ended). When it freed the row it wakes
--- the waiters (dlm_notify_waiters); p_ancestors and [p_desc_begin,
--- p_desc_end) are the key's hierarchy as for dlm_acquire.
---
--- Lazy release: the transaction commits with synchronous_commit = off (local
--- to this transaction only), so a release does not wait for a WAL flush. A
--- release lost in a server crash leaves the lock HELD until its expires_at,
--- which is safe: nobody else held it in between. Acquires keep the durable
--- default, because a lost acquire could let two holders in.
+-- dlm_release: frees the row if p_token still holds it (expired but not
+-- taken included). True when freed, or already freed by this same token (a
+-- retried release); false when another acquisition took the row since (or
+-- a purge deleted it). When it freed the row and someone waits for the key,
+-- one of its ancestors or a key in its descendant range (p_ancestors,
+-- [p_desc_begin, p_desc_end), as for dlm_acquire), it NOTIFYs dlm_release
+-- with the key; nobody waiting, no NOTIFY (a NOTIFY takes a database-wide
+-- lock at commit). Lazy commit (synchronous_commit off for this transaction
+-- only): a release lost in a crash leaves the lock HELD until its expiry.
 CREATE OR REPLACE FUNCTION dlm_release(
     p_key text, p_token text, p_ancestors text[], p_desc_begin text,
     p_desc_end text)
@@ -502,31 +600,38 @@ CREATE OR REPLACE FUNCTION dlm_release(
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_wake boolean;
+  v_void text;
 BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
-   WHERE resource = p_key AND token = p_token AND status = 'HELD';
+  v_void := set_config('synchronous_commit', 'off', true);
+  UPDATE dlm_locks l
+     SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+   WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+  RETURNING EXISTS (
+      SELECT 1 FROM dlm_lock_requests r
+       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
+              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+         AND r.expires_at > clock_timestamp())
+    INTO v_wake;
   IF FOUND THEN
-    PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+    IF v_wake THEN
+      PERFORM pg_notify('dlm_release', p_key);
+    END IF;
     RETURN true;
   END IF;
   -- Not HELD by this token: a retried release (the token is still on the
   -- FREE row) answers true without writing anything.
-  RETURN EXISTS (SELECT 1 FROM dlm_locks
-                  WHERE resource = p_key AND token = p_token);
+  RETURN EXISTS (SELECT 1 FROM dlm_locks l
+                  WHERE l.resource = p_key AND l.token = p_token);
 END
 $$;
 
 -- dlm_release_within: frees the row inside the CALLER'S open transaction
--- (commitLock): the release, and its NOTIFY, take effect only if that
--- transaction commits. Called schema-qualified from the application's
--- connection, whose search_path need not name this schema (the function
--- carries its own). It leaves synchronous_commit alone: the durability of
--- the application's transaction is the application's choice.
---
--- When p_token no longer holds the row (released, force-released, or expired
--- and taken over) it raises SQLSTATE DLM01, which aborts the caller's
--- transaction: work done without the lock cannot commit.
+-- (commitLock), waking waiters as dlm_release does; the release and its
+-- NOTIFY take effect only if that transaction commits. Leaves
+-- synchronous_commit alone. SQLSTATE DLM01 when p_token no longer holds the
+-- row, which aborts the caller's transaction.
 CREATE OR REPLACE FUNCTION dlm_release_within(
     p_key text, p_token text, p_ancestors text[], p_desc_begin text,
     p_desc_end text)
@@ -534,14 +639,25 @@ CREATE OR REPLACE FUNCTION dlm_release_within(
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_wake boolean;
 BEGIN
-  UPDATE dlm_locks SET status = 'FREE', expires_at = least(expires_at, clock_timestamp())
-   WHERE resource = p_key AND token = p_token AND status = 'HELD';
+  UPDATE dlm_locks l
+     SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+   WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+  RETURNING EXISTS (
+      SELECT 1 FROM dlm_lock_requests r
+       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
+              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+         AND r.expires_at > clock_timestamp())
+    INTO v_wake;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
       USING ERRCODE = 'DLM01';
   END IF;
-  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+  IF v_wake THEN
+    PERFORM pg_notify('dlm_release', p_key);
+  END IF;
 END
 $$;
 
@@ -1208,6 +1324,11 @@ COMMENT ON FUNCTION dlm_purge(bigint, integer, boolean) IS
 -- functions new in V5. Those V5 replaced (dlm_acquire, dlm_register_wait,
 -- dlm_unregister_wait, dlm_force_release, dlm_purge) stand above in their
 -- final form, with the 10- and 7-argument forms beside them.
+--
+-- V6 (migrations/postgres/V6__faster_acquire_and_release.sql) added
+-- dlm_try_acquire, made the 10-argument dlm_acquire its wrapper, rewrote the
+-- four release functions and dropped dlm_locks' CHECK constraints; they too
+-- stand in their final form in this file.
 
 
 CREATE TABLE IF NOT EXISTS dlm_shared_holds (
@@ -1243,8 +1364,7 @@ $$;
 
 -- dlm_release_shared: deletes the SHARED hold p_token has on p_key (expired
 -- but not taken over included). True when it was there; then wakes the
--- waiters (dlm_notify_waiters; hierarchy arguments as dlm_release). Lazy
--- commit, like dlm_release.
+-- waiters as dlm_release does. Lazy commit, like dlm_release.
 CREATE OR REPLACE FUNCTION dlm_release_shared(
     p_key text, p_token text, p_ancestors text[], p_desc_begin text,
     p_desc_end text)
@@ -1252,20 +1372,30 @@ CREATE OR REPLACE FUNCTION dlm_release_shared(
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_wake boolean;
+  v_void text;
 BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  DELETE FROM dlm_shared_holds WHERE resource = p_key AND token = p_token;
+  v_void := set_config('synchronous_commit', 'off', true);
+  DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
+  RETURNING EXISTS (
+      SELECT 1 FROM dlm_lock_requests r
+       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
+              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+         AND r.expires_at > clock_timestamp())
+    INTO v_wake;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
-  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+  IF v_wake THEN
+    PERFORM pg_notify('dlm_release', p_key);
+  END IF;
   RETURN true;
 END
 $$;
 
 -- dlm_release_shared_within: the same inside the CALLER'S open transaction
--- (commitLock); SQLSTATE DLM01 when the hold is gone (see
--- dlm_release_within).
+-- (commitLock); SQLSTATE DLM01 when the hold is gone.
 CREATE OR REPLACE FUNCTION dlm_release_shared_within(
     p_key text, p_token text, p_ancestors text[], p_desc_begin text,
     p_desc_end text)
@@ -1273,13 +1403,23 @@ CREATE OR REPLACE FUNCTION dlm_release_shared_within(
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_wake boolean;
 BEGIN
-  DELETE FROM dlm_shared_holds WHERE resource = p_key AND token = p_token;
+  DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
+  RETURNING EXISTS (
+      SELECT 1 FROM dlm_lock_requests r
+       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
+              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+         AND r.expires_at > clock_timestamp())
+    INTO v_wake;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
       USING ERRCODE = 'DLM01';
   END IF;
-  PERFORM dlm_notify_waiters(p_key, p_ancestors, p_desc_begin, p_desc_end);
+  IF v_wake THEN
+    PERFORM pg_notify('dlm_release', p_key);
+  END IF;
 END
 $$;
 
@@ -1491,6 +1631,7 @@ BEGIN
     EXECUTE format(
       'REVOKE ALL ON FUNCTION '
       '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean), '
+      '%1$I.dlm_try_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean), '
       '%1$I.dlm_release_shared(text, text, text[], text, text), '
       '%1$I.dlm_release_shared_within(text, text, text[], text, text), '
       '%1$I.dlm_extend_shared(text, text, bigint), '
@@ -1503,6 +1644,7 @@ BEGIN
   EXECUTE format(
     'GRANT EXECUTE ON FUNCTION '
     '%1$I.dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean), '
+    '%1$I.dlm_try_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean), '
     '%1$I.dlm_release_shared(text, text, text[], text, text), '
     '%1$I.dlm_release_shared_within(text, text, text[], text, text), '
     '%1$I.dlm_extend_shared(text, text, bigint), '
@@ -1539,8 +1681,10 @@ COMMENT ON COLUMN dlm_shared_holds.holder_ip IS
 COMMENT ON COLUMN dlm_lock_requests.mode IS
   'EXCLUSIVE or SHARED: the mode waited for (which holds and requests conflict).';
 
+COMMENT ON FUNCTION dlm_try_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean) IS
+  'dlm (client): one attempt to take a lock in either mode, hierarchy protocol and fair queueing, one transaction; one row of OUT parameters.';
 COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean) IS
-  'dlm (client): one attempt to take a lock in either mode, hierarchy protocol and fair queueing, one transaction.';
+  'dlm (client, schema 5 callers): dlm_try_acquire as a set of one row.';
 COMMENT ON FUNCTION dlm_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint) IS
   'dlm (client, schema 4 callers): an EXCLUSIVE dlm_acquire.';
 COMMENT ON FUNCTION dlm_release_shared(text, text, text[], text, text) IS
@@ -1566,4 +1710,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
   VALUES (1, 'create lock tables', NULL), (2, 'wait graph and release notify', NULL),
          (3, 'least privilege purge and compatibility', 2),
          (4, 'revoke table rights', 2),
-         (5, 'shared locks and fair queueing', 4);
+         (5, 'shared locks and fair queueing', 4),
+         (6, 'faster acquire and release', 4);
