@@ -53,7 +53,7 @@ std::vector<T> numberList(const std::string& s) {
   --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend
                       (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
-                                  a (raw dlm_acquire/dlm_release), b (client-side BEGIN; SELECT
+                                  a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT
                                   FOR UPDATE; UPDATE; COMMIT), c (advisory locks),
                                   d (INSERT .. ON CONFLICT + UPDATE), e (ShedLock's steady-state
                                   statements: conditional UPDATE to lock, UPDATE by owner to
@@ -329,10 +329,11 @@ void Report::add(Result r) {
   results_.push_back(std::move(r));
 }
 
-void Report::addTarget(const std::string& text, bool met) {
+void Report::addTarget(const std::string& text, bool met,
+                       const std::string& issue) {
   std::cout << "TARGET " << (met ? "met   " : "MISSED") << "  " << text
             << std::endl;
-  targets_.emplace_back(text, met);
+  targets_.push_back(Target{issue, text, met});
 }
 
 const Result* Report::find(const std::string& workload,
@@ -443,9 +444,19 @@ void writeMarkdown(const std::string& path, const Flags& flags,
                        fmtDouble(r.opsPerSec, 0), fmtDouble(r.p50Ms, 3),
                        fmtDouble(r.p99Ms, 3), mdCell(r.ratio), mdCell(r.extra));
   }
-  out << "\n## Targets (issue 4)\n\n";
-  for (const auto& [text, met] : report.targets()) {
-    out << fmt::format("- {} {}\n", met ? "met:" : "**MISSED:**", text);
+  // One section per issue, in the order their first target came.
+  std::vector<std::string> issues;
+  for (const auto& t : report.targets()) {
+    if (std::find(issues.begin(), issues.end(), t.issue) == issues.end()) {
+      issues.push_back(t.issue);
+    }
+  }
+  for (const auto& issue : issues) {
+    out << fmt::format("\n## Targets ({})\n\n", issue);
+    for (const auto& t : report.targets()) {
+      if (t.issue != issue) continue;
+      out << fmt::format("- {} {}\n", t.met ? "met:" : "**MISSED:**", t.text);
+    }
   }
 }
 
@@ -483,8 +494,9 @@ void writeJson(const std::string& path, const Flags& flags, const Machine& m,
   out << "  ],\n  \"targets\": [\n";
   const auto& ts = report.targets();
   for (std::size_t i = 0; i < ts.size(); ++i) {
-    out << fmt::format("    {{\"target\": {}, \"met\": {}}}{}\n",
-                       jsonString(ts[i].first), ts[i].second ? "true" : "false",
+    out << fmt::format("    {{\"issue\": {}, \"target\": {}, \"met\": {}}}{}\n",
+                       jsonString(ts[i].issue), jsonString(ts[i].text),
+                       ts[i].met ? "true" : "false",
                        i + 1 < ts.size() ? "," : "");
   }
   out << "  ]\n}\n";

@@ -140,16 +140,21 @@ class Report {
  public:
   void add(Result r);  // prints the line at once
   const std::vector<Result>& allResults() const { return results_; }
-  void addTarget(const std::string& text, bool met);
-  const std::vector<std::pair<std::string, bool>>& targets() const {
-    return targets_;
-  }
+  // A target line, under the heading of the issue that set it.
+  struct Target {
+    std::string issue;
+    std::string text;
+    bool met = false;
+  };
+  void addTarget(const std::string& text, bool met,
+                 const std::string& issue = "issue 4");
+  const std::vector<Target>& targets() const { return targets_; }
   const Result* find(const std::string& workload,
                      const std::string& config) const;
 
  private:
   std::vector<Result> results_;
-  std::vector<std::pair<std::string, bool>> targets_;
+  std::vector<Target> targets_;
 };
 
 // Machine and software facts for latest.md.

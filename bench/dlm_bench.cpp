@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bench_util.h"
+#include "speed_targets.h"
 #include "workloads.h"
 
 namespace {
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     rc = 1;
   }
   machine.loadEnd = loadAverage();
+  addSpeedTargets(report);
   if (!flags.resultsDir.empty()) {
     writeMarkdown(flags.resultsDir + "/latest.md", flags, machine, report);
     writeJson(flags.resultsDir + "/latest.json", flags, machine, report);

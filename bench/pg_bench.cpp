@@ -78,9 +78,12 @@ class RawFunctions {
  public:
   RawFunctions(const std::string& conninfo, std::uint64_t seed)
       : conn_(conninfo), rng_(seed), owner_(randomHex(rng_, 32)) {
+    // The session setting the store makes (pg_session.cpp): generic plans
+    // inside the functions, or each call re-plans its statements.
+    conn_.exec("SET plan_cache_mode = force_generic_plan");
     conn_.prepare("acq",
                   "SELECT acquired, fencing_token, acquired_at_ms, "
-                  "expires_at_ms, blocked_by, queued FROM dlm_acquire("
+                  "expires_at_ms, blocked_by, queued FROM dlm_try_acquire("
                   "$1::text[], $2::bigint[], $3, $4, $5, $6, $7, $8, $9, "
                   "false)");
     conn_.prepare("rel", "SELECT dlm_release($1, $2, $3::text[], $4, $5)");
@@ -460,7 +463,8 @@ void runCycle(const Ctx& ctx) {
     r.numbers["ratio_e"] = re;
     ctx.report.add(r);
     Result ra_ = fromStats("cycle.base_a", config, a);
-    ra_.extra = "raw libpq: dlm_acquire + dlm_release, prepared, autocommit";
+    ra_.extra =
+        "raw libpq: dlm_try_acquire + dlm_release, prepared, autocommit";
     ctx.report.add(ra_);
     Result rb_ = fromStats("cycle.base_b", config, b);
     rb_.extra =
@@ -502,6 +506,23 @@ void runCycle(const Ctx& ctx) {
       kCycleVariantNames,
       [&](int v, const std::string& conninfo, dlm::DistributedLockManager* m) {
         return cycleWorker(ctx, v, 0, conninfo, m);
+      });
+  // The same cycle on ids 8 segments deep (7 ancestors locked FOR SHARE,
+  // checked for holds, shared holds and requests).
+  const char* const depthName[1] = {"dlm depth=8"};
+  serverSlices(
+      ctx, "cycle.depth8", "per cycle (acquire + release), id depth 8", 1,
+      depthName, [&](int, const std::string&, dlm::DistributedLockManager* m) {
+        int i = 0;
+        return [m, i]() mutable -> int {
+          dlm::Lock lock = m->getLockInstance(
+              fmt::format("d8.a.b.c.d.e.f.k{}", i++ % 16), dlm::LockLevel::DC);
+          m->tryAcquireLock(lock);
+          if (!m->releaseLock(lock)) {
+            throw std::runtime_error("releaseLock returned false");
+          }
+          return 0;
+        };
       });
 }
 

@@ -1,0 +1,101 @@
+#include "speed_targets.h"
+
+#include <fmt/format.h>
+
+namespace dlm_bench {
+namespace {
+
+const char* const kIssue = "issue 12";
+
+const Result* find(const Report& report, const std::string& store,
+                   const std::string& workload, const std::string& config) {
+  for (const auto& r : report.allResults()) {
+    if (r.store == store && r.workload == workload && r.config == config) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+double number(const Result& r, const std::string& name) {
+  const auto it = r.numbers.find(name);
+  return it == r.numbers.end() ? -1 : it->second;
+}
+
+// "ratio_e >= goal" of a result, when it ran.
+void ratioTarget(Report& report, const std::string& store,
+                 const std::string& workload, const std::string& config,
+                 const std::string& ratioName, const std::string& what,
+                 double goal) {
+  const Result* r = find(report, store, workload, config);
+  if (r == nullptr) return;
+  const double ratio = number(*r, ratioName);
+  report.addTarget(fmt::format("{} {}: >= {:.2f}x {}: {:.2f}x", workload,
+                               config, goal, what, ratio),
+                   ratio >= goal, kIssue);
+}
+
+void clientCpuTarget(Report& report, const std::string& config) {
+  const Result* lib = find(report, "postgres", "cycle", config);
+  const Result* raw = find(report, "postgres", "cycle.base_a", config);
+  if (lib == nullptr || raw == nullptr) return;
+  const double a = number(*lib, "client_cpu_us_per_op");
+  const double b = number(*raw, "client_cpu_us_per_op");
+  const double ratio = b > 0 ? a / b : -1;
+  report.addTarget(
+      fmt::format("client CPU per cycle {}: <= 1.1x raw libpq calling the "
+                  "same functions (a): {:.2f}x ({:.0f} vs {:.0f} us)",
+                  config, ratio, a, b),
+      ratio > 0 && ratio <= 1.1, kIssue);
+}
+
+void serverTargets(Report& report) {
+  const Result* d1 = find(report, "postgres", "cycle.server", "dlm threads=1");
+  if (d1 == nullptr) return;
+  const double us1 = number(*d1, "server_us_per_op");
+  if (us1 < 0) return;  // pg_stat_statements not loaded
+  report.addTarget(
+      fmt::format("server execution time per cycle, depth 1: <= 90 us: "
+                  "{:.1f} us",
+                  us1),
+      us1 <= 90, kIssue);
+  const Result* d8 =
+      find(report, "postgres", "cycle.depth8.server", "dlm depth=8 threads=1");
+  if (d8 == nullptr) return;
+  const double us8 = number(*d8, "server_us_per_op");
+  report.addTarget(
+      fmt::format("server execution time per cycle, depth 8: <= 1.5x depth "
+                  "1: {:.2f}x ({:.1f} vs {:.1f} us)",
+                  us8 / us1, us8, us1),
+      us8 <= 1.5 * us1, kIssue);
+}
+
+void handoffTarget(Report& report) {
+  const Result* r =
+      find(report, "postgres", "handoff", "waiters=1 one manager+store each");
+  if (r == nullptr) return;
+  report.addTarget(
+      fmt::format("PostgreSQL handoff p50 with 1 waiter: <= 1 ms: {:.3f} ms",
+                  r->p50Ms),
+      r->p50Ms <= 1.0, kIssue);
+}
+
+}  // namespace
+
+void addSpeedTargets(Report& report) {
+  const std::string e = "(e) ShedLock's statements";
+  ratioTarget(report, "postgres", "cycle", "threads=1", "ratio_e", e, 1.35);
+  ratioTarget(report, "postgres", "cycle", "threads=4", "ratio_e", e, 1.3);
+  ratioTarget(report, "postgres", "contended", "threads=4 one key", "ratio_e",
+              e + " (acquired/s)", 2.0);
+  serverTargets(report);
+  clientCpuTarget(report, "threads=1");
+  clientCpuTarget(report, "threads=4");
+  ratioTarget(report, "postgres", "extend", "threads=1 held lock", "ratio_e",
+              "(e)'s extend statement", 1.2);
+  handoffTarget(report);
+  ratioTarget(report, "sqlite", "cycle", "threads=1", "ratio_raw",
+              "raw sqlite3 doing the same transactions", 0.95);
+}
+
+}  // namespace dlm_bench
