@@ -297,6 +297,18 @@ BEGIN
   -- Every check below is its own statement (a fresh snapshot under READ
   -- COMMITTED): it sees what committed while we waited for the row locks.
 
+  -- Held by a live EXCLUSIVE holder (the row we locked is its newest
+  -- version), not this token's: refused in both modes, as the general path
+  -- would (most attempts on a busy key end here).
+  IF v_row.status = 'HELD' AND v_row.token IS DISTINCT FROM p_token
+     AND v_row.expires_at > clock_timestamp() THEN
+    v_void := set_config('synchronous_commit', 'off', true);
+    acquired := false;
+    blocked_by := v_target;
+    queued := false;
+    RETURN;
+  END IF;
+
   -- Fast path (see the header): an EXCLUSIVE attempt whose key row is free
   -- or expired (and not this token's: a retry is answered below) is
   -- granted in one statement when nothing else is in the way. Liveness is

@@ -16,6 +16,9 @@
 --   commit before we do. When the UPDATE matches nothing, the general path
 --   below runs the separate checks to name the blocker (a refusal still
 --   queues on the row lock first, which keeps contended throughput).
+-- - An attempt on a key whose own row a live EXCLUSIVE holder (another
+--   token) has is refused right after the row lock, with the answer the
+--   general path's first check gives, skipping the rest.
 -- - dlm_acquire (10 arguments) becomes a wrapper of dlm_try_acquire, for
 --   the previous release.
 -- - dlm_release, dlm_release_within, dlm_release_shared and
@@ -123,6 +126,18 @@ BEGIN
 
   -- Every check below is its own statement (a fresh snapshot under READ
   -- COMMITTED): it sees what committed while we waited for the row locks.
+
+  -- Held by a live EXCLUSIVE holder (the row we locked is its newest
+  -- version), not this token's: refused in both modes, as the general path
+  -- would (most attempts on a busy key end here).
+  IF v_row.status = 'HELD' AND v_row.token IS DISTINCT FROM p_token
+     AND v_row.expires_at > clock_timestamp() THEN
+    v_void := set_config('synchronous_commit', 'off', true);
+    acquired := false;
+    blocked_by := v_target;
+    queued := false;
+    RETURN;
+  END IF;
 
   -- Fast path (see the header): an EXCLUSIVE attempt whose key row is free
   -- or expired (and not this token's: a retry is answered below) is
