@@ -6,12 +6,14 @@
 // key order.
 #include "sqlite/conflicts.h"
 
+#include "sqlite/cycle_sql.h"
+
 namespace dlm::internal::sqlite {
 
 std::string ancestorsJson(Connection& c, const std::vector<std::string>& keys) {
   std::string json = "[]";
   for (const auto& key : keys) {
-    Statement append = c.statement("SELECT json_insert(?1, '$[#]', ?2)");
+    Statement append = c.statement(sql::kJsonAppend);
     append.bind(1, json).bind(2, key);
     if (!append.step()) c.fail(SQLITE_INTERNAL, "building the ancestors list");
     json = append.text(0);
@@ -40,35 +42,10 @@ void bindPath(Statement& s, const PathKey& path, LockMode mode,
 
 }  // namespace
 
-// ?1 key, ?2 now, ?3 ancestors (JSON), ?4/?5 descendant range, ?6 wanted
-// mode is EXCLUSIVE, ?7 limit. Within a key, holds oldest (lowest fencing
-// token) first.
-#define DLM_LIVE_EXCLUSIVE " AND status = 'HELD' AND expires_at_ms > ?2 "
-#define DLM_LIVE_SHARED " AND ?6 AND expires_at_ms > ?2 "
-#define DLM_HOLD_COLUMNS " resource, owner_id, fencing_token "
-static const char kConflictingHolds[] =
-    "SELECT resource, owner_id FROM ("
-    "SELECT 0 AS grp," DLM_HOLD_COLUMNS
-    "FROM dlm_locks WHERE resource = ?1" DLM_LIVE_EXCLUSIVE
-    "UNION ALL SELECT 0," DLM_HOLD_COLUMNS
-    "FROM dlm_shared_holds WHERE resource = ?1" DLM_LIVE_SHARED
-    "UNION ALL SELECT 1," DLM_HOLD_COLUMNS
-    "FROM dlm_locks WHERE resource IN (SELECT value FROM "
-    "json_each(?3))" DLM_LIVE_EXCLUSIVE "UNION ALL SELECT 1," DLM_HOLD_COLUMNS
-    "FROM dlm_shared_holds WHERE resource IN (SELECT value FROM "
-    "json_each(?3))" DLM_LIVE_SHARED "UNION ALL SELECT 2," DLM_HOLD_COLUMNS
-    "FROM dlm_locks WHERE resource >= ?4 AND resource < ?5" DLM_LIVE_EXCLUSIVE
-    "UNION ALL SELECT 2," DLM_HOLD_COLUMNS
-    "FROM dlm_shared_holds WHERE resource >= ?4 AND resource < "
-    "?5" DLM_LIVE_SHARED ") ORDER BY grp, resource, fencing_token LIMIT ?7";
-#undef DLM_LIVE_EXCLUSIVE
-#undef DLM_LIVE_SHARED
-#undef DLM_HOLD_COLUMNS
-
 std::vector<Conflict> conflictingHolds(Connection& c, const PathKey& path,
                                        LockMode mode, std::int64_t now,
                                        std::int64_t limit) {
-  Statement rows = c.statement(kConflictingHolds);
+  Statement rows = c.statement(sql::kConflictingHolds);
   bindPath(rows, path, mode, now);
   rows.bind(7, limit);
   std::vector<Conflict> out;
@@ -76,34 +53,11 @@ std::vector<Conflict> conflictingHolds(Connection& c, const PathKey& path,
   return out;
 }
 
-// ?1..?6 as above, ?7 the asking owner, ?8/?9 its place in the queue (?8
-// NULL: none, every conflicting request is older), ?10 limit. A request
-// conflicts when either side is EXCLUSIVE.
-#define DLM_OLDER_CONFLICTING                   \
-  " AND expires_at_ms > ?2 AND owner_id <> ?7 " \
-  "AND (?6 OR mode = 'EXCLUSIVE') "             \
-  "AND (?8 IS NULL OR requested_at_ms < ?8 "    \
-  "     OR (requested_at_ms = ?8 AND owner_id < ?9)) "
-#define DLM_REQUEST_COLUMNS " resource, owner_id, requested_at_ms "
-static const char kOlderConflictingRequests[] =
-    "SELECT resource, owner_id FROM ("
-    "SELECT 0 AS grp," DLM_REQUEST_COLUMNS
-    "FROM dlm_lock_requests WHERE resource = ?1" DLM_OLDER_CONFLICTING
-    "UNION ALL SELECT 1," DLM_REQUEST_COLUMNS
-    "FROM dlm_lock_requests WHERE resource IN (SELECT value FROM "
-    "json_each(?3))" DLM_OLDER_CONFLICTING
-    "UNION ALL SELECT 2," DLM_REQUEST_COLUMNS
-    "FROM dlm_lock_requests WHERE resource >= ?4 AND resource < "
-    "?5" DLM_OLDER_CONFLICTING
-    ") ORDER BY grp, resource, requested_at_ms, owner_id LIMIT ?10";
-#undef DLM_OLDER_CONFLICTING
-#undef DLM_REQUEST_COLUMNS
-
 std::vector<Conflict> olderConflictingRequests(
     Connection& c, const PathKey& path, LockMode mode, std::string_view owner,
     const std::optional<QueuePlace>& place, std::int64_t now,
     std::int64_t limit) {
-  Statement rows = c.statement(kOlderConflictingRequests);
+  Statement rows = c.statement(sql::kOlderConflictingRequests);
   bindPath(rows, path, mode, now);
   rows.bind(7, owner);
   if (place) {
@@ -120,9 +74,7 @@ std::vector<Conflict> olderConflictingRequests(
 std::optional<QueuePlace> requestPlace(Connection& c, std::string_view key,
                                        std::string_view owner,
                                        std::int64_t now) {
-  Statement row = c.statement(
-      "SELECT requested_at_ms FROM dlm_lock_requests "
-      "WHERE resource = ?1 AND owner_id = ?2 AND expires_at_ms > ?3");
+  Statement row = c.statement(sql::kRequestPlace);
   row.bind(1, key).bind(2, owner).bind(3, now);
   if (!row.step()) return std::nullopt;
   return QueuePlace{row.integer(0), std::string(owner)};

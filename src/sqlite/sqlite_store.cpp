@@ -44,6 +44,7 @@
 #include "schema_compat.h"
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
+#include "sqlite/cycle_sql.h"
 #include "sqlite/release_bus.h"
 #include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_connection.h"
@@ -428,9 +429,7 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
     const bool deleted =
         impl_->withConnection("releasing a shared hold", [&](Connection& c) {
           Transaction tx(c, Durability::kLazy);
-          c.statement(
-               "DELETE FROM dlm_shared_holds "
-               "WHERE resource = ?1 AND token = ?2")
+          c.statement(internal::sqlite::sql::kReleaseShared)
               .bind(1, key)
               .bind(2, token)
               .run();
@@ -449,10 +448,7 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
         // Conditional on the acquisition's token: a holder whose lock expired
         // and was taken over cannot free the new holder's lock.
         // The lease ends now (purge judges idleness from it).
-        c.statement(
-             "UPDATE dlm_locks SET status = 'FREE', "
-             "expires_at_ms = min(expires_at_ms, ?3) "
-             "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
+        c.statement(internal::sqlite::sql::kReleaseExclusive)
             .bind(1, key)
             .bind(2, token)
             .bind(3, nowMs())
@@ -463,8 +459,7 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
           // The token stays on the row after a release, so a retried release of
           // the same acquisition (its reply was lost) is true again; it frees
           // nothing, so wakes no one.
-          Statement row = c.statement(
-              "SELECT 1 FROM dlm_locks WHERE resource = ?1 AND token = ?2");
+          Statement row = c.statement(internal::sqlite::sql::kReleasedAlready);
           row.bind(1, key).bind(2, token);
           already = row.step();
         }
