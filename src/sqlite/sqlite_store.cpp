@@ -201,6 +201,11 @@ class SqliteStore::Impl {
         const std::string file =
             internal::sqlite::canonicalFile(connection_->handle());
         channel_ = file.empty() ? ReleaseBus::privateChannel() : file;
+        // File channels are canonical paths; ":memory:" ones have no file.
+        if (channel_.front() == '/') {
+          wakePath_ = internal::sqlite::wakeFilePath(channel_);
+        }
+        channelSet_.store(true, std::memory_order_release);
       }
     }
     connection_->limitCall(callLimit);
@@ -259,6 +264,7 @@ class SqliteStore::Impl {
   // The channel if a connection was ever opened, else empty. Takes only the
   // channel's own mutex, never the connection's.
   std::string knownChannel() {
+    if (channelSet_.load(std::memory_order_acquire)) return channel_;
     std::lock_guard<std::mutex> guard(channelMutex_);
     return channel_;
   }
@@ -267,14 +273,15 @@ class SqliteStore::Impl {
   // without the connection mutex: listeners never wait for a store call.
   // Also signals the waiters of other processes through the wake file
   // (never creating it; a failure to signal only leaves them polling).
+  //
+  // Once per release: reads the channel and the wake file's name without a
+  // mutex or a copy (both are fixed once channelSet_ is).
   void announce(std::string_view key) {
-    const std::string channel = knownChannel();
-    if (channel.empty()) return;
-    // File channels are canonical paths; ":memory:" ones have no file.
-    if (options_.wakeOtherProcesses && channel.front() == '/') {
-      internal::sqlite::signalWake(channel);
+    if (!channelSet_.load(std::memory_order_acquire)) return;
+    if (options_.wakeOtherProcesses && !wakePath_.empty()) {
+      internal::sqlite::signalWakeFile(wakePath_);
     }
-    bus_->publish(channel, key);
+    bus_->publish(channel_, key);
   }
 
   bool wakeOtherProcesses() const { return options_.wakeOtherProcesses; }
@@ -302,8 +309,14 @@ class SqliteStore::Impl {
   std::unique_ptr<Connection> connection_;
   // Set once, when the first connection opens; guarded apart from mutex_ so
   // unsubscribing and announcing never wait for a transaction.
+  // channel_ and wakePath_ are written once, under channelMutex_, before
+  // channelSet_ turns true, and never change after: readers that see
+  // channelSet_ read them without the mutex.
   std::mutex channelMutex_;
   std::string channel_;
+  // The wake file of a file channel, empty for a private one.
+  std::string wakePath_;
+  std::atomic<bool> channelSet_{false};
 };
 
 namespace {
