@@ -137,10 +137,20 @@ class RawSqlite {
     bind(place_, 1, k);
     bind(place_, 2, owner_);
     sqlite3_bind_int64(place_, 3, now);
-    const bool queued = rows(place_);
+    // The owner's place in the queue, if it has a request (the bench's
+    // owners never do; bound as the store binds it all the same).
+    const int placed = sqlite3_step(place_);
+    if (placed != SQLITE_ROW && placed != SQLITE_DONE) fail("the queue place");
+    const bool queued = placed == SQLITE_ROW;
     bind(requests_, 7, owner_);
-    sqlite3_bind_null(requests_, 8);
-    sqlite3_bind_null(requests_, 9);
+    if (queued) {
+      sqlite3_bind_int64(requests_, 8, sqlite3_column_int64(place_, 0));
+      bind(requests_, 9, owner_);
+    } else {
+      sqlite3_bind_null(requests_, 8);
+      sqlite3_bind_null(requests_, 9);
+    }
+    sqlite3_reset(place_);
     sqlite3_bind_int64(requests_, 10, 1);
     if (rows(requests_)) {
       step(commit_);
