@@ -129,7 +129,6 @@ class RawSqlite {
       bind(s, 5, descEnd);
       sqlite3_bind_int64(s, 6, 1);
     }
-    sqlite3_bind_int64(holds_, 7, 1);
     if (rows(holds_)) {
       step(commit_);
       return false;
@@ -151,7 +150,6 @@ class RawSqlite {
       sqlite3_bind_null(requests_, 9);
     }
     sqlite3_reset(place_);
-    sqlite3_bind_int64(requests_, 10, 1);
     if (rows(requests_)) {
       step(commit_);
       return false;

@@ -1,10 +1,13 @@
 // Conflict checks of the SQLite store: each is one statement of primary-key
-// lookups and range scans (the key, each ancestor through IN over the JSON
-// array, the descendant range), tagged with the group the blocking key falls
-// in so that the order is the key, the ancestors root first (an ancestor is
-// a prefix of the next one, so key order is root first), the descendants in
-// key order.
+// lookups and range scans (the key, each ancestor through a join with the
+// JSON array, the descendant range), tagged with the group the blocking key
+// falls in; sorted here so that the order is the key, the ancestors root
+// first (an ancestor is a prefix of the next one, so key order is root
+// first), the descendants in key order.
 #include "sqlite/conflicts.h"
+
+#include <algorithm>
+#include <tuple>
 
 #include "sqlite/cycle_sql.h"
 
@@ -42,15 +45,50 @@ void bindPath(Statement& s, const PathKey& path, LockMode mode,
 
 }  // namespace
 
+namespace {
+
+// A row of either statement: its group (0 the key, 1 an ancestor, 2 a
+// descendant), key, owner and rank within the key (fencing token of a hold,
+// time of a request).
+struct Found {
+  std::int64_t group;
+  std::string key;
+  std::string owner;
+  std::int64_t rank;
+};
+
+// The rows of `rows` in group, key, rank, owner order (key order is byte
+// order, as SQLite's BINARY collation), at most `limit` of them (all when
+// negative, as SQL's LIMIT).
+std::vector<Conflict> sorted(Statement& rows, std::int64_t limit) {
+  std::vector<Found> found;
+  while (rows.step()) {
+    found.push_back(
+        Found{rows.integer(0), rows.text(1), rows.text(2), rows.integer(3)});
+  }
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return std::tie(a.group, a.key, a.rank, a.owner) <
+           std::tie(b.group, b.key, b.rank, b.owner);
+  });
+  if (limit >= 0 && found.size() > static_cast<std::uint64_t>(limit)) {
+    found.resize(static_cast<std::size_t>(limit));
+  }
+  std::vector<Conflict> out;
+  out.reserve(found.size());
+  for (auto& f : found) {
+    out.push_back(Conflict{std::move(f.owner), std::move(f.key)});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Conflict> conflictingHolds(Connection& c, const PathKey& path,
                                        LockMode mode, std::int64_t now,
                                        std::int64_t limit) {
   Statement rows = c.statement(sql::kConflictingHolds);
   bindPath(rows, path, mode, now);
-  rows.bind(7, limit);
-  std::vector<Conflict> out;
-  while (rows.step()) out.push_back(Conflict{rows.text(1), rows.text(0)});
-  return out;
+  return sorted(rows, limit);
 }
 
 std::vector<Conflict> olderConflictingRequests(
@@ -65,10 +103,7 @@ std::vector<Conflict> olderConflictingRequests(
   } else {
     rows.bindNull(8).bindNull(9);
   }
-  rows.bind(10, limit);
-  std::vector<Conflict> out;
-  while (rows.step()) out.push_back(Conflict{rows.text(1), rows.text(0)});
-  return out;
+  return sorted(rows, limit);
 }
 
 std::optional<QueuePlace> requestPlace(Connection& c, std::string_view key,

@@ -25,18 +25,18 @@ inline constexpr char kFindRetriedExclusive[] =
 inline constexpr char kJsonAppend[] = "SELECT json_insert(?1, '$[#]', ?2)";
 
 // ?1 key, ?2 now, ?3 ancestors (JSON), ?4/?5 descendant range, ?6 wanted
-// mode is EXCLUSIVE, ?7 limit. Within a key, holds oldest (lowest fencing
-// token) first. Groups: 0 the key, 1 the ancestors, 2 the descendants.
-// The ancestors are a join that drives primary-key lookups from json_each
-// (the ancestors are distinct, so it yields what IN would): unlike
-// `IN (SELECT value FROM json_each(?3))` it needs no temporary b-tree, each
-// of which costs SQLite a fresh page-cache allocation (~80 KiB) per run.
+// mode is EXCLUSIVE. Rows: group (0 the key, 1 an ancestor, 2 a
+// descendant), key, owner, fencing token; unordered (conflicts.cpp sorts
+// them). No ORDER BY and no IN (SELECT ...): either would make SQLite build
+// a temporary b-tree on every run, each a fresh page-cache allocation
+// (~80 KiB, faulted in again whenever malloc has returned it to the system).
+// The ancestors are a join driving primary-key lookups from json_each
+// instead (they are distinct, so it yields what IN would).
 #define DLM_LIVE_EXCLUSIVE " AND status = 'HELD' AND expires_at_ms > ?2 "
 #define DLM_LIVE_SHARED " AND ?6 AND expires_at_ms > ?2 "
 #define DLM_HOLD_COLUMNS " resource, owner_id, fencing_token "
 inline constexpr char kConflictingHolds[] =
-    "SELECT resource, owner_id FROM ("
-    "SELECT 0 AS grp," DLM_HOLD_COLUMNS
+    "SELECT 0," DLM_HOLD_COLUMNS
     "FROM dlm_locks WHERE resource = ?1" DLM_LIVE_EXCLUSIVE
     "UNION ALL SELECT 0," DLM_HOLD_COLUMNS
     "FROM dlm_shared_holds WHERE resource = ?1" DLM_LIVE_SHARED
@@ -50,14 +50,15 @@ inline constexpr char kConflictingHolds[] =
     "FROM dlm_locks WHERE resource >= ?4 AND resource < ?5" DLM_LIVE_EXCLUSIVE
     "UNION ALL SELECT 2," DLM_HOLD_COLUMNS
     "FROM dlm_shared_holds WHERE resource >= ?4 AND resource < "
-    "?5" DLM_LIVE_SHARED ") ORDER BY grp, resource, fencing_token LIMIT ?7";
+    "?5" DLM_LIVE_SHARED;
 #undef DLM_LIVE_EXCLUSIVE
 #undef DLM_LIVE_SHARED
 #undef DLM_HOLD_COLUMNS
 
 // ?1..?6 as above, ?7 the asking owner, ?8/?9 its place in the queue (?8
-// NULL: none, every conflicting request is older), ?10 limit. A request
-// conflicts when either side is EXCLUSIVE.
+// NULL: none, every conflicting request is older). A request conflicts when
+// either side is EXCLUSIVE. Rows: group, key, owner, request time;
+// unordered, as above.
 #define DLM_OLDER_CONFLICTING                   \
   " AND expires_at_ms > ?2 AND owner_id <> ?7 " \
   "AND (?6 OR mode = 'EXCLUSIVE') "             \
@@ -65,16 +66,14 @@ inline constexpr char kConflictingHolds[] =
   "     OR (requested_at_ms = ?8 AND owner_id < ?9)) "
 #define DLM_REQUEST_COLUMNS " resource, owner_id, requested_at_ms "
 inline constexpr char kOlderConflictingRequests[] =
-    "SELECT resource, owner_id FROM ("
-    "SELECT 0 AS grp," DLM_REQUEST_COLUMNS
+    "SELECT 0," DLM_REQUEST_COLUMNS
     "FROM dlm_lock_requests WHERE resource = ?1" DLM_OLDER_CONFLICTING
     "UNION ALL SELECT 1," DLM_REQUEST_COLUMNS
     "FROM json_each(?3) AS a CROSS JOIN dlm_lock_requests "
     "WHERE resource = a.value" DLM_OLDER_CONFLICTING
     "UNION ALL SELECT 2," DLM_REQUEST_COLUMNS
     "FROM dlm_lock_requests WHERE resource >= ?4 AND resource < "
-    "?5" DLM_OLDER_CONFLICTING
-    ") ORDER BY grp, resource, requested_at_ms, owner_id LIMIT ?10";
+    "?5" DLM_OLDER_CONFLICTING;
 #undef DLM_OLDER_CONFLICTING
 #undef DLM_REQUEST_COLUMNS
 
