@@ -4,6 +4,7 @@
 
 #include "crc32.h"
 #include "sqlite/conflicts.h"
+#include "sqlite/cycle_sql.h"
 #include "sqlite/store_time.h"
 
 namespace dlm::internal::sqlite {
@@ -14,9 +15,7 @@ namespace {
 // keep the table the same as PostgreSQL's (where they are row-locked). An
 // existing row is left untouched and costs no write.
 void ensureRow(Connection& c, const std::string& resource) {
-  c.statement(
-       "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
-       "VALUES (?1, ?2)")
+  c.statement(sql::kEnsureRow)
       .bind(1, resource)
       .bind(2, static_cast<std::int64_t>(internal::crc32(resource)))
       .run();
@@ -27,15 +26,9 @@ void ensureRow(Connection& c, const std::string& resource) {
 // taken over counts, as for release.
 bool findRetried(Connection& c, const AcquireRequest& request,
                  AcquireResult& result) {
-  Statement row =
-      request.mode == LockMode::SHARED
-          ? c.statement(
-                "SELECT fencing_token, acquired_at_ms, expires_at_ms "
-                "FROM dlm_shared_holds WHERE resource = ?1 AND token = ?2")
-          : c.statement(
-                "SELECT fencing_token, acquired_at_ms, expires_at_ms "
-                "FROM dlm_locks "
-                "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'");
+  Statement row = c.statement(request.mode == LockMode::SHARED
+                                  ? sql::kFindRetriedShared
+                                  : sql::kFindRetriedExclusive);
   row.bind(1, request.key.key).bind(2, request.token);
   if (!row.step()) return false;
   result.acquired = true;
@@ -49,10 +42,7 @@ bool findRetried(Connection& c, const AcquireRequest& request,
 // token a purged row issued (the floor; a row created since the purge starts
 // at the floor anyway, this also covers rows that existed before it).
 std::int64_t nextFencingToken(Connection& c, const std::string& key) {
-  Statement row = c.statement(
-      "SELECT max(l.fencing_token, coalesce((SELECT fencing_token FROM "
-      "dlm_fencing_floor WHERE id = 1), 0)) "
-      "FROM dlm_locks AS l WHERE l.resource = ?1");
+  Statement row = c.statement(sql::kLastFencingToken);
   row.bind(1, key);
   if (!row.step()) c.fail(SQLITE_INTERNAL, "reading the inserted row");
   return row.integer(0) + 1;
@@ -61,12 +51,7 @@ std::int64_t nextFencingToken(Connection& c, const std::string& key) {
 void grantExclusive(Connection& c, const AcquireRequest& request,
                     std::int64_t fencing, std::int64_t now,
                     std::int64_t expires) {
-  c.statement(
-       "UPDATE dlm_locks SET status = 'HELD', owner_id = ?2, token = ?3, "
-       "fencing_token = ?4, acquired_at_ms = ?5, ttl_ms = ?6, "
-       "expires_at_ms = ?7, holder_host = ?8, holder_pid = ?9, "
-       "holder_ip = NULL "
-       "WHERE resource = ?1")
+  c.statement(sql::kGrantExclusive)
       .bind(1, request.key.key)
       .bind(2, request.owner)
       .bind(3, request.token)
@@ -79,9 +64,7 @@ void grantExclusive(Connection& c, const AcquireRequest& request,
       .run();
   // The key's SHARED holds are all expired (a live one would have blocked
   // this attempt): taken over, so their extensions and releases fail.
-  c.statement("DELETE FROM dlm_shared_holds WHERE resource = ?1")
-      .bind(1, request.key.key)
-      .run();
+  c.statement(sql::kDeleteSharedHolds).bind(1, request.key.key).run();
 }
 
 void grantShared(Connection& c, const AcquireRequest& request,
@@ -90,22 +73,12 @@ void grantShared(Connection& c, const AcquireRequest& request,
   // blocked this attempt) is taken over: the row becomes FREE without its
   // token, so that holder's release is false and its extension fails, and
   // its lease ends now at the latest (purge judges idleness from it).
-  c.statement(
-       "UPDATE dlm_locks SET fencing_token = ?2, "
-       "token = CASE WHEN status = 'HELD' THEN NULL ELSE token END, "
-       "expires_at_ms = CASE WHEN status = 'HELD' "
-       "THEN min(expires_at_ms, ?3) ELSE expires_at_ms END, "
-       "status = 'FREE' "
-       "WHERE resource = ?1")
+  c.statement(sql::kGrantSharedKeyRow)
       .bind(1, request.key.key)
       .bind(2, fencing)
       .bind(3, now)
       .run();
-  c.statement(
-       "INSERT INTO dlm_shared_holds (resource, token, owner_id, "
-       "fencing_token, acquired_at_ms, ttl_ms, expires_at_ms, holder_host, "
-       "holder_pid, holder_ip) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)")
+  c.statement(sql::kInsertSharedHold)
       .bind(1, request.key.key)
       .bind(2, request.token)
       .bind(3, request.owner)
@@ -164,8 +137,7 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
   // unregister call would queue others behind itself, and the wait-for graph
   // would see its old request wait for the newer requests it blocks.
   if (place) {
-    c.statement(
-         "DELETE FROM dlm_lock_requests WHERE resource = ?1 AND owner_id = ?2")
+    c.statement(sql::kDeleteOwnRequest)
         .bind(1, key.key)
         .bind(2, request.owner)
         .run();

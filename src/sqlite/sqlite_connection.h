@@ -63,6 +63,8 @@ std::string canonicalFile(sqlite3* db);
 
 // A cached prepared statement in use. Resets the statement when destroyed,
 // so a cached statement never keeps a read transaction open between calls.
+// The parameters keep the values of the previous use (cheaper than clearing
+// them): every use binds each of its statement's parameters, NULL included.
 class Statement {
  public:
   Statement(Connection& connection, sqlite3_stmt* stmt)

@@ -44,6 +44,7 @@
 #include "schema_compat.h"
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
+#include "sqlite/cycle_sql.h"
 #include "sqlite/release_bus.h"
 #include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_connection.h"
@@ -200,6 +201,11 @@ class SqliteStore::Impl {
         const std::string file =
             internal::sqlite::canonicalFile(connection_->handle());
         channel_ = file.empty() ? ReleaseBus::privateChannel() : file;
+        // File channels are canonical paths; ":memory:" ones have no file.
+        if (channel_.front() == '/') {
+          wakePath_ = internal::sqlite::wakeFilePath(channel_);
+        }
+        channelSet_.store(true, std::memory_order_release);
       }
     }
     connection_->limitCall(callLimit);
@@ -258,6 +264,7 @@ class SqliteStore::Impl {
   // The channel if a connection was ever opened, else empty. Takes only the
   // channel's own mutex, never the connection's.
   std::string knownChannel() {
+    if (channelSet_.load(std::memory_order_acquire)) return channel_;
     std::lock_guard<std::mutex> guard(channelMutex_);
     return channel_;
   }
@@ -266,14 +273,15 @@ class SqliteStore::Impl {
   // without the connection mutex: listeners never wait for a store call.
   // Also signals the waiters of other processes through the wake file
   // (never creating it; a failure to signal only leaves them polling).
+  //
+  // Once per release: reads the channel and the wake file's name without a
+  // mutex or a copy (both are fixed once channelSet_ is).
   void announce(std::string_view key) {
-    const std::string channel = knownChannel();
-    if (channel.empty()) return;
-    // File channels are canonical paths; ":memory:" ones have no file.
-    if (options_.wakeOtherProcesses && channel.front() == '/') {
-      internal::sqlite::signalWake(channel);
+    if (!channelSet_.load(std::memory_order_acquire)) return;
+    if (options_.wakeOtherProcesses && !wakePath_.empty()) {
+      internal::sqlite::signalWakeFile(wakePath_);
     }
-    bus_->publish(channel, key);
+    bus_->publish(channel_, key);
   }
 
   bool wakeOtherProcesses() const { return options_.wakeOtherProcesses; }
@@ -301,8 +309,14 @@ class SqliteStore::Impl {
   std::unique_ptr<Connection> connection_;
   // Set once, when the first connection opens; guarded apart from mutex_ so
   // unsubscribing and announcing never wait for a transaction.
+  // channel_ and wakePath_ are written once, under channelMutex_, before
+  // channelSet_ turns true, and never change after: readers that see
+  // channelSet_ read them without the mutex.
   std::mutex channelMutex_;
   std::string channel_;
+  // The wake file of a file channel, empty for a private one.
+  std::string wakePath_;
+  std::atomic<bool> channelSet_{false};
 };
 
 namespace {
@@ -428,9 +442,7 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
     const bool deleted =
         impl_->withConnection("releasing a shared hold", [&](Connection& c) {
           Transaction tx(c, Durability::kLazy);
-          c.statement(
-               "DELETE FROM dlm_shared_holds "
-               "WHERE resource = ?1 AND token = ?2")
+          c.statement(internal::sqlite::sql::kReleaseShared)
               .bind(1, key)
               .bind(2, token)
               .run();
@@ -449,10 +461,7 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
         // Conditional on the acquisition's token: a holder whose lock expired
         // and was taken over cannot free the new holder's lock.
         // The lease ends now (purge judges idleness from it).
-        c.statement(
-             "UPDATE dlm_locks SET status = 'FREE', "
-             "expires_at_ms = min(expires_at_ms, ?3) "
-             "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'")
+        c.statement(internal::sqlite::sql::kReleaseExclusive)
             .bind(1, key)
             .bind(2, token)
             .bind(3, nowMs())
@@ -463,8 +472,7 @@ bool SqliteStore::release(const StoreKey& storeKey, std::string_view token,
           // The token stays on the row after a release, so a retried release of
           // the same acquisition (its reply was lost) is true again; it frees
           // nothing, so wakes no one.
-          Statement row = c.statement(
-              "SELECT 1 FROM dlm_locks WHERE resource = ?1 AND token = ?2");
+          Statement row = c.statement(internal::sqlite::sql::kReleasedAlready);
           row.bind(1, key).bind(2, token);
           already = row.step();
         }

@@ -23,22 +23,25 @@ std::string wakeFilePath(const std::string& databaseFile) {
 
 void signalWake(const std::string& databaseFile) noexcept {
   try {
-    const std::string path = wakeFilePath(databaseFile);
-    // No O_CREAT: a missing file means no process watches it. O_NONBLOCK so
-    // that a FIFO someone put in its place cannot hold the release up.
-    const int fd =
-        ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return;
-    // Any content will do; a counter makes a hexdump show activity.
-    static std::atomic<std::uint64_t> sequence{0};
-    const std::uint64_t value = ++sequence;
-    // One write at offset 0: the file never grows. A short or failed write
-    // only loses the wake-up (the watchers' waiters poll).
-    (void)::pwrite(fd, &value, sizeof value, 0);
-    ::close(fd);
+    signalWakeFile(wakeFilePath(databaseFile));
   } catch (...) {
     // Building the path can only fail for lack of memory: a lost wake-up.
   }
+}
+
+void signalWakeFile(const std::string& wakePath) noexcept {
+  // No O_CREAT: a missing file means no process watches it. O_NONBLOCK so
+  // that a FIFO someone put in its place cannot hold the release up.
+  const int fd =
+      ::open(wakePath.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return;
+  // Any content will do; a counter makes a hexdump show activity.
+  static std::atomic<std::uint64_t> sequence{0};
+  const std::uint64_t value = ++sequence;
+  // One write at offset 0: the file never grows. A short or failed write
+  // only loses the wake-up (the watchers' waiters poll).
+  (void)::pwrite(fd, &value, sizeof value, 0);
+  ::close(fd);
 }
 
 #ifdef __linux__

@@ -57,6 +57,8 @@ std::string wakeFilePath(const std::string& databaseFile);
 // file. Never creates the file, never throws, never waits for a lock; does
 // nothing when the file is missing or cannot be written.
 void signalWake(const std::string& databaseFile) noexcept;
+// The same, given the wake file's name (wakeFilePath) already.
+void signalWakeFile(const std::string& wakePath) noexcept;
 
 // One thread watching one database file's wake file, calling `onWake` after
 // each batch of writes to it (from this process too). Destroying it stops the

@@ -140,6 +140,16 @@ TEST_F(SqliteSharedTest, SharedHoldsCoexistAndConflictAlongThePath) {
                                             key("a.b.c"), key("a.x")}));
 }
 
+TEST_F(SqliteSharedTest, FirstBlockerIsInKeyOrderAcrossBothKindsOfHold) {
+  // Descendants held both ways: the EXCLUSIVE one ("p.b") lives in another
+  // table than the SHARED one ("p.a"), yet the first in key order is named.
+  ASSERT_TRUE(take("p.b", LockMode::EXCLUSIVE, seconds(30)).acquired);
+  ASSERT_TRUE(take("p.a", LockMode::SHARED, seconds(30)).acquired);
+  const AcquireResult root = take("p", LockMode::EXCLUSIVE, seconds(30));
+  EXPECT_FALSE(root.acquired);
+  EXPECT_EQ(root.blockedBy, key("p.a"));
+}
+
 TEST_F(SqliteSharedTest, FencingTokensGrowAcrossModes) {
   std::int64_t last = 0;
   auto expectNext = [&](const AcquireResult& r) {
