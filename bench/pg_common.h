@@ -1,0 +1,78 @@
+// What the PostgreSQL workloads of dlm_bench share: the run's context, how
+// they build the measured manager, key names, result rows and the notes of
+// baseline (e). One file per workload (pg_cycle.cpp, pg_contention.cpp,
+// pg_roundtrips.cpp, pg_scale.cpp); pg_bench.cpp runs them.
+#pragma once
+
+#include <dlm/dlm.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "pg_raw.h"
+
+namespace dlm_bench::pg {
+
+inline constexpr const char* kFarm = "bench";
+
+struct Ctx {
+  const Flags& flags;
+  Report& report;
+  std::string conninfo;    // the bench database
+  std::string rtConninfo;  // the round-trip database (nothing else uses it)
+  std::string rtDb;
+  PgConn& admin;  // outside the bench database (statistics)
+};
+
+dlm::LockConfiguration cycleConfiguration(const Flags& flags);
+
+// Drops and creates database `db`.
+void createDatabase(PgConn& admin, const std::string& db);
+// The dlm schema (through the library's migration opt-in) and the peer
+// tables of baselines d and e.
+void createSchema(const std::string& conninfo, const Flags& f);
+
+// A manager on its own PostgresStore (pool of `pool` connections).
+std::unique_ptr<dlm::DistributedLockManager> makeManager(
+    const std::string& conninfo, std::size_t pool, const std::string& client,
+    const dlm::LockConfiguration& config, bool migrate = false,
+    const std::string& schema = "");
+
+// The scoped key the library builds for `id` of `client` (DC level).
+std::string key(const std::string& client, const std::string& id);
+// Thread t's i-th cycle id.
+std::string cycleId(int t, int i);
+Result fromStats(const std::string& workload, const std::string& config,
+                 const RunStats& s);
+
+inline constexpr const char* kShedLockCycleNote =
+    "raw libpq (ShedLock's statements): UPDATE .. WHERE name = $1 AND "
+    "lock_until <= now(); UPDATE .. SET lock_until = now() WHERE name = $1 "
+    "AND locked_by = $2; prepared, autocommit, rows exist";
+inline constexpr const char* kShedLockExtendNote =
+    "raw libpq (ShedLock's statement): UPDATE .. SET lock_until = now() + ttl "
+    "WHERE name = $1 AND locked_by = $2 AND lock_until > now(); prepared, "
+    "autocommit";
+
+// Server time and WAL per operation of each variant (1 thread); lines
+// "<workload>.server". makeOp gets the variant, the measured session's
+// connection string and (variant 0) a manager connected through it.
+void serverSlices(
+    const Ctx& ctx, const std::string& workload, const std::string& what,
+    int variants, const char* const* names,
+    const std::function<Operation(int variant, const std::string& conninfo,
+                                  dlm::DistributedLockManager*)>& makeOp);
+
+void runCycle(const Ctx& ctx);
+void runExtend(const Ctx& ctx);
+void runRoundTrips(const Ctx& ctx, PgConn& admin);
+void runContended(const Ctx& ctx);
+void runHandoffPg(const Ctx& ctx);
+// Fills the .dat lines of the scale plots.
+void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
+              std::vector<std::string>* depthDat);
+
+}  // namespace dlm_bench::pg
