@@ -9,7 +9,9 @@
 # 2. builds everything with warnings as errors (build/ci);
 # 3. starts a throwaway PostgreSQL cluster (scripts/pg-cluster.sh, a temp
 #    directory, a free loopback port), exports its PG* variables and its
-#    directory as DLM_TEST_PG_DIR, and stops it on exit whatever happens;
+#    directory as DLM_TEST_PG_DIR, starts PgBouncer in front of it
+#    (scripts/pgbouncer.sh, transaction pooling; DLM_TEST_PGBOUNCER_*), and
+#    stops both on exit whatever happens;
 # 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
 #    both stores; the fault tests among them (tests/faults, label "faults",
 #    about a minute) restart this cluster, terminate its backends and stall
@@ -38,7 +40,7 @@ done
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
-  postgresql-15 sqlite3 jq)
+  postgresql-15 pgbouncer sqlite3 jq)
 
 started=$SECONDS
 summary=()
@@ -120,7 +122,13 @@ demo_postgres() {
 }
 
 pg_dir=""
+pgb_dir=""
 stop_pg() {
+  if [[ -n "$pgb_dir" ]]; then
+    "$root/scripts/pgbouncer.sh" stop "$pgb_dir" >/dev/null 2>&1 ||
+      echo "test.sh: could not stop PgBouncer in $pgb_dir" >&2
+    pgb_dir=""
+  fi
   if [[ -n "$pg_dir" ]]; then
     "$root/scripts/pg-cluster.sh" stop "$pg_dir" >/dev/null 2>&1 ||
       echo "test.sh: could not stop the PostgreSQL cluster in $pg_dir" >&2
@@ -139,6 +147,13 @@ start_pg() {
   # scripts/pg-cluster.sh restart "$DLM_TEST_PG_DIR" fast|immediate.
   export DLM_TEST_PG_DIR=$pg_dir
   echo "PostgreSQL at $PGHOST:$PGPORT (cluster in $pg_dir)"
+  # PgBouncer in front of it (transaction pooling), for conformance_pgbouncer.
+  pgb_dir=$(mktemp -d /tmp/dlm-test-pgbouncer.XXXXXX) || return 1
+  "$root/scripts/pgbouncer.sh" start "$pgb_dir" "$pg_dir" || return 1
+  # shellcheck disable=SC1091
+  . "$pgb_dir/env"
+  export DLM_TEST_PGBOUNCER_PORT DLM_TEST_PGBOUNCER_AUTH_FILE
+  echo "PgBouncer at 127.0.0.1:$DLM_TEST_PGBOUNCER_PORT"
 }
 
 trap 'stop_pg' EXIT
@@ -149,7 +164,7 @@ if ! stage "install missing packages" install_missing "${packages[@]}"; then
   exit 1
 fi
 
-stage "PostgreSQL: start a throwaway cluster" start_pg
+stage "PostgreSQL: start a throwaway cluster and PgBouncer" start_pg
 
 if stage "build (warnings as errors) -> build/ci" build "$root/build/ci"; then
   stage "ctest (all tests, SQLite and PostgreSQL)" run_ctest "$root/build/ci"
@@ -180,8 +195,10 @@ if ((sanitizers)); then
     build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -- \
     dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
     dlm_unit_tests dlm_conformance_tests; then
+    # Not conformance_pgbouncer: the same threads as conformance_postgres.
     stage "concurrency tests under thread sanitizer" \
-      run_ctest "$root/build/tsan" -R '^(contention_|unit$|conformance_)'
+      run_ctest "$root/build/tsan" -R '^(contention_|unit$|conformance_)' \
+      -E '^conformance_pgbouncer$'
   else
     skip "concurrency tests under thread sanitizer" "build failed"
   fi

@@ -67,6 +67,20 @@ struct PostgresStoreOptions {
   // outside printable ASCII become '?'. An application_name in
   // `connection` (or PGAPPNAME) takes precedence.
   std::string applicationName = "dlm";
+  // Pooler-safe mode, for `connection` going through a connection pooler in
+  // transaction pooling mode (PgBouncer): no named prepared statements and
+  // no session settings. Each call sends its settings (search_path,
+  // lock_timeout, statement_timeout, plan_cache_mode) in the same
+  // transaction as its statement, still one round trip. Releases are heard
+  // on `listenConnection` when it is set; otherwise subscribeReleases
+  // answers false and waiters poll every sleepBetweenRetries. Migrations
+  // (initialize(true), `dlmctl migrate`) must use a direct connection.
+  bool poolerSafe = false;
+  // Where the store LISTENs for releases: a connection string straight to
+  // the server (LISTEN needs a session of its own, which transaction
+  // pooling does not give). Empty: `connection`, except in pooler-safe
+  // mode, where nothing listens.
+  std::string listenConnection;
 };
 
 // Thread-safe: a pool of connections, each used by one thread at a time.

@@ -196,6 +196,27 @@ void PgConn::waitFor(short events, Deadline deadline, Deadline::duration budget,
   }
 }
 
+// Push the whole query out; a full socket buffer means waiting for the
+// server to read (and reading what it sends meanwhile).
+void PgConn::flushAll(Deadline deadline, Deadline::duration budget) {
+  PGconn* c = conn_.get();
+  for (;;) {
+    const int rc = PQflush(c);
+    if (rc < 0) fail("sending");
+    if (rc == 0) return;
+    waitFor(POLLIN | POLLOUT, deadline, budget, "sending");
+    if (PQconsumeInput(c) == 0) fail("sending");
+  }
+}
+
+PgError PgConn::errorOf(PGconn* c, const PGresult* r) {
+  const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  const bool lost = PQstatus(c) == CONNECTION_BAD;
+  return PgError(state ? state : (lost ? "08006" : ""),
+                 oneLine(primary ? primary : PQresultErrorMessage(r)), lost);
+}
+
 template <typename Send>
 PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
   if (!conn_) {
@@ -204,15 +225,7 @@ PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
   const auto budget = deadline - std::chrono::steady_clock::now();
   PGconn* c = conn_.get();
   if (!send(c)) fail("sending");
-  // Push the whole query out; a full socket buffer means waiting for the
-  // server to read (and reading what it sends meanwhile).
-  for (;;) {
-    const int rc = PQflush(c);
-    if (rc < 0) fail("sending");
-    if (rc == 0) break;
-    waitFor(POLLIN | POLLOUT, deadline, budget, "sending");
-    if (PQconsumeInput(c) == 0) fail("sending");
-  }
+  flushAll(deadline, budget);
   PgResult kept;
   std::optional<PgError> error;
   for (;;) {
@@ -226,14 +239,7 @@ PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
       const ExecStatusType status = PQresultStatus(r);
       if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR ||
           status == PGRES_BAD_RESPONSE) {
-        if (!error) {
-          const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-          const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-          const bool lost = PQstatus(c) == CONNECTION_BAD;
-          error.emplace(state ? state : (lost ? "08006" : ""),
-                        oneLine(primary ? primary : PQresultErrorMessage(r)),
-                        lost);
-        }
+        if (!error) error.emplace(errorOf(c, r));
       } else {
         kept = std::move(result);
       }
@@ -275,9 +281,78 @@ PgResult PgConn::execParams(const std::string& sql,
       deadline);
 }
 
+void PgConn::sendSettingsWithEachCall(std::string sql,
+                                      std::vector<std::string> values) {
+  settingsSql_ = std::move(sql);
+  settingValues_ = std::move(values);
+}
+
+PgResult PgConn::pipelined(const std::string& sql,
+                           const std::vector<const char*>& params,
+                           Deadline deadline) {
+  if (!conn_) {
+    throw PgError("08003", "the connection was closed earlier", true);
+  }
+  const auto budget = deadline - std::chrono::steady_clock::now();
+  PGconn* c = conn_.get();
+  std::vector<const char*> values;
+  values.reserve(settingValues_.size());
+  for (const auto& v : settingValues_) values.push_back(v.c_str());
+  if (PQenterPipelineMode(c) != 1 ||
+      PQsendQueryParams(c, settingsSql_.c_str(),
+                        static_cast<int>(values.size()), nullptr, values.data(),
+                        nullptr, nullptr, 0) != 1 ||
+      PQsendQueryParams(c, sql.c_str(), static_cast<int>(params.size()),
+                        nullptr, params.data(), nullptr, nullptr, 0) != 1 ||
+      PQpipelineSync(c) != 1) {
+    fail("sending");
+  }
+  flushAll(deadline, budget);
+  // Results come per query, each followed by a null; then the Sync's.
+  int query = 0;
+  PgResult kept;
+  std::optional<PgError> error;
+  for (;;) {
+    while (PQisBusy(c) == 0) {
+      PGresult* r = PQgetResult(c);
+      if (r == nullptr) {
+        if (++query > 2) fail("reading the answer");  // cannot happen
+        continue;
+      }
+      PgResult result(r);
+      const ExecStatusType status = PQresultStatus(r);
+      if (status == PGRES_PIPELINE_SYNC) {
+        if (PQexitPipelineMode(c) != 1) fail("leaving pipeline mode");
+        if (error) throw *error;
+        return kept;
+      }
+      if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR ||
+          status == PGRES_BAD_RESPONSE) {
+        if (!error) error.emplace(errorOf(c, r));
+      } else if (query == 1 && status != PGRES_PIPELINE_ABORTED) {
+        kept = std::move(result);
+      }
+      if (PQstatus(c) == CONNECTION_BAD) {
+        conn_.reset();
+        if (error) throw PgError(error->sqlstate(), error->what(), true);
+        throw PgError("08006", "connection lost", true);
+      }
+    }
+    waitFor(POLLIN, deadline, budget, "waiting for the answer");
+    if (PQconsumeInput(c) == 0) {
+      if (error && PQstatus(c) == CONNECTION_BAD) {
+        conn_.reset();
+        throw PgError(error->sqlstate(), error->what(), true);
+      }
+      fail("reading the answer");
+    }
+  }
+}
+
 PgResult PgConn::execPrepared(const PreparedStatement& statement,
                               const std::vector<const char*>& params,
                               Deadline deadline) {
+  if (!settingsSql_.empty()) return pipelined(statement.sql, params, deadline);
   if (prepared_.count(statement.name) == 0) {
     // Parameter types are left to the server, as the SQL's casts say.
     roundTrip(

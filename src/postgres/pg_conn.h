@@ -132,6 +132,16 @@ class PgConn {
                         const std::vector<const char*>& params,
                         Deadline deadline);
 
+  // Pooler-safe mode (PgBouncer in transaction pooling): from now on
+  // execPrepared sends `sql` with `values` and then its statement, both
+  // unnamed, in one pipeline closed by one Sync. The two run in one implicit
+  // transaction on whichever server connection the pooler lends, so
+  // settings made with set_config(..., true) in `sql` hold for that
+  // statement only, and no named statement or session setting is left on
+  // the server connection. Still one round trip.
+  void sendSettingsWithEachCall(std::string sql,
+                                std::vector<std::string> values);
+
   // Reads what the socket has without waiting; false when the connection
   // broke. Then nextNotification() hands out what arrived.
   bool consumeInput();
@@ -159,6 +169,14 @@ class PgConn {
  private:
   template <typename Send>
   PgResult roundTrip(Send&& send, Deadline deadline);
+  // The settings statement and `sql` in one pipeline (see
+  // sendSettingsWithEachCall); the result of `sql`.
+  PgResult pipelined(const std::string& sql,
+                     const std::vector<const char*>& params, Deadline deadline);
+  // PQflush until everything is sent (reading meanwhile).
+  void flushAll(Deadline deadline, Deadline::duration budget);
+  // The first error result of a call, as PgError.
+  static PgError errorOf(PGconn* c, const PGresult* r);
   // Waits for `events` on the socket; throws on timeout or wake-up.
   void waitFor(short events, Deadline deadline, Deadline::duration budget,
                const char* what);
@@ -167,6 +185,8 @@ class PgConn {
   Handle conn_;
   int wakeFd_;
   std::set<std::string> prepared_;
+  std::string settingsSql_;  // empty: named prepared statements
+  std::vector<std::string> settingValues_;
 };
 
 }  // namespace dlm::internal

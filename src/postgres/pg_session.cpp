@@ -125,6 +125,24 @@ std::unique_ptr<PgConn> PgSessions::open(Deadline deadline, int wakeFd) const {
 
 std::unique_ptr<PgConn> PgSessions::openForStore(Deadline deadline) const {
   std::unique_ptr<PgConn> conn = open(deadline);
+  if (options_.poolerSafe) {
+    // The same settings, sent with every call instead (pg_conn.h).
+    std::string sql =
+        "SELECT set_config('lock_timeout', $1, true), "
+        "set_config('statement_timeout', $2, true)";
+    std::vector<std::string> values{
+        std::to_string(options_.rowLockWait.count()),
+        std::to_string(options_.operationTimeout.count())};
+    if (conn->serverVersion() >= 120000) {
+      sql += ", set_config('plan_cache_mode', 'force_generic_plan', true)";
+    }
+    if (!options_.schema.empty()) {
+      sql += ", set_config('search_path', $3, true)";
+      values.push_back(conn->quoteIdentifier(options_.schema));
+    }
+    conn->sendSettingsWithEachCall(std::move(sql), std::move(values));
+    return conn;
+  }
   std::string sql;
   if (!options_.schema.empty()) {
     sql += fmt::format("SET search_path = {};",

@@ -107,6 +107,15 @@ struct Hierarchy {
 // SQLSTATE lock_not_available: lock_timeout (rowLockWait) expired.
 constexpr const char* kLockNotAvailable = "55P03";
 
+// The options of the listening connection: listenConnection's server, the
+// rest as configured.
+PostgresStoreOptions listenOptions(PostgresStoreOptions options) {
+  if (!options.listenConnection.empty()) {
+    options.connection = options.listenConnection;
+  }
+  return options;
+}
+
 }  // namespace
 
 class PostgresStore::Impl {
@@ -114,13 +123,19 @@ class PostgresStore::Impl {
   explicit Impl(PostgresStoreOptions options)
       : options_(std::move(options)),
         sessions_(options_),
+        listenSessions_(listenOptions(options_)),
         pool_(options_.poolSize, options_.poolWait,
               [this](Deadline d) { return sessions_.openForStore(d); }),
-        releases_([this](Deadline d,
-                         int wakeFd) { return sessions_.open(d, wakeFd); },
-                  options_.operationTimeout) {}
+        releases_(
+            [this](Deadline d, int wakeFd) {
+              return listenSessions_.open(d, wakeFd);
+            },
+            options_.operationTimeout) {}
 
-  void addClient(std::string_view clientId) { sessions_.addClient(clientId); }
+  void addClient(std::string_view clientId) {
+    sessions_.addClient(clientId);
+    listenSessions_.addClient(clientId);
+  }
 
   void initialize(bool applyMigrations) {
     const auto& migrations = internal::postgresMigrations();
@@ -332,6 +347,11 @@ class PostgresStore::Impl {
   }
 
   bool subscribeReleases(ReleaseListener* listener) {
+    // Through a transaction pooler with no direct URL: nobody listens, and
+    // waiters poll.
+    if (options_.poolerSafe && options_.listenConnection.empty()) {
+      return false;
+    }
     return releases_.subscribe(listener);
   }
 
@@ -567,6 +587,7 @@ class PostgresStore::Impl {
 
   const PostgresStoreOptions options_;
   internal::PgSessions sessions_;
+  internal::PgSessions listenSessions_;  // listenConnection, or connection
   ConnectionPool pool_;
   internal::ReleaseChannel releases_;
   std::mutex schemaMu_;

@@ -194,7 +194,7 @@ TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, AcquireRelease,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -128,7 +128,7 @@ TEST_P(ExpiryAndWait, WaiterTakesALockWhoseHolderCrashedOnceItExpires) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ExpiryAndWait,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -39,7 +39,7 @@ TEST_P(FairQueueing, QueueEdgeClosesADeadlock) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, FairQueueing,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

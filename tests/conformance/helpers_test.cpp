@@ -232,7 +232,7 @@ TEST_P(Helpers, ClusteredLockServiceCommitsAndRollsBackWithTheApplication) {
             ErrorCode::LOCK_NOT_HELD);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, Helpers, ::testing::ValuesIn(compiledStores()),
+INSTANTIATE_TEST_SUITE_P(Stores, Helpers, ::testing::ValuesIn(conformanceStores()),
                          storeParamName);
 
 }  // namespace

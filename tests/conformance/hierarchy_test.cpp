@@ -131,7 +131,7 @@ TEST_P(Hierarchy, FlatManagersTreatDotsAsPlainBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Hierarchy,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

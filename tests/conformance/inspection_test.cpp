@@ -215,7 +215,7 @@ TEST_P(Inspection, HolderIpIsTheClientAddressOverTcpAndEmptyOnSqlite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Inspection,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -42,7 +42,7 @@ TEST_P(Schema, ApplyMigrationsOptInCreatesTheSchemaOnce) {
   EXPECT_EQ(lock.fencingToken(), 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, Schema, ::testing::ValuesIn(compiledStores()),
+INSTANTIATE_TEST_SUITE_P(Stores, Schema, ::testing::ValuesIn(conformanceStores()),
                          storeParamName);
 
 }  // namespace

@@ -36,7 +36,7 @@ TEST_P(SharedLocks, InspectionShowsEveryHolderAndWaiterWithItsMode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, SharedLocks,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -218,7 +218,7 @@ TEST_P(TransactionalRelease, ExtendAfterTakeoverIsLockNotHeld) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, TransactionalRelease,
-                         ::testing::ValuesIn(compiledStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()), storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -222,7 +222,7 @@ TEST_P(Waiting, ReleasingADescendantWakesAWaiterForItsAncestor) {
   EXPECT_LT(steady_clock::now() - released, std::chrono::seconds(10));
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, Waiting, ::testing::ValuesIn(compiledStores()),
+INSTANTIATE_TEST_SUITE_P(Stores, Waiting, ::testing::ValuesIn(conformanceStores()),
                          storeParamName);
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "dlm/postgres_store.h"
 #include "support/forwarding_store.h"
 #include "support/pg_test_support.h"
+#include "support/pgbouncer_support.h"
 #endif
 #ifdef DLM_WITH_SQLITE
 #include <sqlite3.h>
@@ -171,18 +172,27 @@ class ClientStoreWithAdmin final : public ForwardingStore {
 // through a login role that has only dlm_client: a privilege the library
 // needs but the schema does not grant fails the suite. Only the operator
 // calls go through a dlm_admin login.
+//
+// Pooled: the stores connect through PgBouncer (transaction pooling) in
+// pooler-safe mode and listen for releases on a direct connection.
 class PostgresEnvironment final : public StoreEnvironment {
  public:
-  PostgresEnvironment()
-      : role_(migrated(schema_).admin()), adminRole_(schema_.admin()) {}
+  explicit PostgresEnvironment(bool pooled)
+      : pooled_(pooled),
+        role_(migrated(schema_).admin()),
+        adminRole_(schema_.admin()) {
+    if (pooled_) {
+      allowThroughPgbouncer(role_.name());
+      allowThroughPgbouncer(adminRole_.name());
+    }
+  }
 
   std::string name() const override { return "postgres"; }
   std::shared_ptr<LockStore> newStore() override {
-    auto store = std::make_shared<PostgresStore>(
-        schema_.options(fmt::format("user={}", role_.name())));
+    auto store = std::make_shared<PostgresStore>(storeOptions(role_.name()));
     store->initialize(/*applyMigrations=*/false);
-    auto admin = std::make_shared<PostgresStore>(
-        schema_.options(fmt::format("user={}", adminRole_.name())));
+    auto admin =
+        std::make_shared<PostgresStore>(storeOptions(adminRole_.name()));
     return std::make_shared<ClientStoreWithAdmin>(std::move(store),
                                                   std::move(admin));
   }
@@ -221,11 +231,21 @@ class PostgresEnvironment final : public StoreEnvironment {
   }
   bool appTableMade_ = false;
 
+  PostgresStoreOptions storeOptions(const std::string& user) const {
+    const std::string direct = fmt::format("user={}", user);
+    if (!pooled_) return schema_.options(direct);
+    PostgresStoreOptions o = schema_.options(pgbouncerConninfo(user));
+    o.poolerSafe = true;
+    o.listenConnection = direct;
+    return o;
+  }
+
   static FreshSchema& migrated(FreshSchema& schema) {
     PostgresStore(schema.options()).initialize(/*applyMigrations=*/true);
     return schema;
   }
 
+  const bool pooled_;
   FreshSchema schema_;
   ClientRole role_;      // needs dlm_client, which the migration creates
   AdminRole adminRole_;  // needs dlm_admin, likewise
@@ -251,7 +271,7 @@ std::unique_ptr<StoreEnvironment> makeSqliteEnvironment() {
 std::unique_ptr<StoreEnvironment> makePostgresEnvironment() {
 #ifdef DLM_WITH_POSTGRES
   // Throws when the server named by PG* cannot be reached (adminConnection).
-  return std::make_unique<PostgresEnvironment>();
+  return std::make_unique<PostgresEnvironment>(/*pooled=*/false);
 #else
   throw std::runtime_error("built without the PostgreSQL store");
 #endif
@@ -260,6 +280,11 @@ std::unique_ptr<StoreEnvironment> makePostgresEnvironment() {
 std::unique_ptr<StoreEnvironment> makeEnvironment(const std::string& name) {
   if (name == "sqlite") return makeSqliteEnvironment();
   if (name == "postgres") return makePostgresEnvironment();
+#ifdef DLM_WITH_POSTGRES
+  if (name == "pgbouncer") {
+    return std::make_unique<PostgresEnvironment>(/*pooled=*/true);
+  }
+#endif
   throw std::invalid_argument("unknown store " + name);
 }
 
@@ -270,6 +295,14 @@ std::vector<std::string> compiledStores() {
 #endif
 #ifdef DLM_WITH_POSTGRES
   names.push_back("postgres");
+#endif
+  return names;
+}
+
+std::vector<std::string> conformanceStores() {
+  std::vector<std::string> names = compiledStores();
+#ifdef DLM_WITH_POSTGRES
+  names.push_back("pgbouncer");
 #endif
   return names;
 }

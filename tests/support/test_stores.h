@@ -59,10 +59,14 @@ std::unique_ptr<StoreEnvironment> makeSqliteEnvironment();
 // A fresh PostgreSQL schema. Throws (failing the test) when the server named
 // by the PG* variables cannot be reached: PostgreSQL tests never skip.
 std::unique_ptr<StoreEnvironment> makePostgresEnvironment();
-// "sqlite" or "postgres".
+// "sqlite", "postgres" or "pgbouncer" (see conformanceStores).
 std::unique_ptr<StoreEnvironment> makeEnvironment(const std::string& name);
 
 // The store names compiled in, for INSTANTIATE_TEST_SUITE_P.
 std::vector<std::string> compiledStores();
+// compiledStores(), plus "pgbouncer" (PostgreSQL through PgBouncer in
+// transaction pooling, pooler-safe store) when PostgreSQL is compiled in:
+// what the conformance suite runs on.
+std::vector<std::string> conformanceStores();
 
 }  // namespace dlm::test
