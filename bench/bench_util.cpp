@@ -50,7 +50,7 @@ std::vector<T> numberList(const std::string& s) {
   std::cerr <<
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
-  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend
+  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler
                       (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT
@@ -90,6 +90,10 @@ std::vector<T> numberList(const std::string& s) {
   --pg=CONNINFO       admin connection (default: libpq PG* variables)
   --pg_after_schema=SQL  run after the migrations in each benchmark schema
                       (to measure a proposed schema change)
+  --pg_pooler=CONNINFO  PgBouncer (transaction pooling) in front of the same
+                      server: the pooler workload runs the cycle through it
+                      (poolerSafe store) against the cycle straight to the
+                      server, 1 and 4 threads; without it, pooler is skipped
   --db_name=NAME      database created (dropped first) for the run (default dlm_bench)
   --sqlite_dir=DIR    where SQLite files go (default ./dlm_bench_sqlite; use a real disk)
   --results_dir=DIR   write latest.md, latest.json and plot data there
@@ -160,6 +164,8 @@ Flags parseFlags(int argc, char** argv) {
         f.pgConnection = v;
       } else if (name == "pg_after_schema") {
         f.pgAfterSchema = v;
+      } else if (name == "pg_pooler") {
+        f.pgPooler = v;
       } else if (name == "db_name") {
         f.dbName = v;
       } else if (name == "sqlite_dir") {

@@ -24,7 +24,7 @@ std::int64_t nowNs();
 struct Flags {
   std::vector<std::string> benchmarks{"cycle",     "roundtrips", "handoff",
                                       "contended", "scale",      "procs",
-                                      "readers",   "extend"};
+                                      "readers",   "extend",     "pooler"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
   double seconds = 4;
@@ -50,6 +50,9 @@ struct Flags {
   // SQL run in every benchmark schema after the migrations (to try a
   // proposed schema change without editing schema/ or migrations/).
   std::string pgAfterSchema;
+  // PgBouncer (transaction pooling) in front of the same server, for the
+  // pooler workload; empty: that workload does not run.
+  std::string pgPooler;
   std::string sqliteDir = "dlm_bench_sqlite";
   std::string resultsDir;  // empty: print only
   std::string command;     // the command line to quote in latest.md

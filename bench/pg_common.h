@@ -71,6 +71,8 @@ void runExtend(const Ctx& ctx);
 void runRoundTrips(const Ctx& ctx, PgConn& admin);
 void runContended(const Ctx& ctx);
 void runHandoffPg(const Ctx& ctx);
+// The cycle through flags.pgPooler (pg_pooler.cpp).
+void runPooler(const Ctx& ctx);
 // Fills the .dat lines of the scale plots.
 void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
               std::vector<std::string>* depthDat);
