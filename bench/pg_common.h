@@ -6,6 +6,7 @@
 
 #include <dlm/dlm.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +48,10 @@ std::string key(const std::string& client, const std::string& id);
 std::string cycleId(int t, int i);
 Result fromStats(const std::string& workload, const std::string& config,
                  const RunStats& s);
+// One uncontended cycle of thread t through m: tryAcquireLock + releaseLock
+// of a random id of its pool of `keys` (random sequence from seed + t).
+Operation libraryCycle(dlm::DistributedLockManager* m, int t, int keys,
+                       std::uint64_t seed);
 
 inline constexpr const char* kShedLockCycleNote =
     "raw libpq (ShedLock's statements): UPDATE .. WHERE name = $1 AND "

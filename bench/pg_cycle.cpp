@@ -64,18 +64,8 @@ Operation cycleWorker(const Ctx& ctx, int variant, int t,
   const int ttl = ctx.flags.ttlMs;
   const int keys = ctx.flags.keys;
   switch (variant) {
-    case 0: {  // the library
-      std::mt19937_64 rng(1000 + t);
-      return [m, t, keys, rng]() mutable {
-        dlm::Lock lock = m->getLockInstance(
-            cycleId(t, static_cast<int>(rng() % keys)), dlm::LockLevel::DC);
-        m->tryAcquireLock(lock);
-        if (!m->releaseLock(lock)) {
-          throw std::runtime_error("releaseLock returned false");
-        }
-        return 0;
-      };
-    }
+    case 0:  // the library
+      return libraryCycle(m, t, keys, 1000);
     case 1: {
       auto raw = std::make_shared<RawFunctions>(conninfo, 2000 + t);
       std::mt19937_64 rng(3000 + t);
@@ -369,6 +359,20 @@ void runExtend(const Ctx& ctx) {
       [&](int v, const std::string& conninfo, dlm::DistributedLockManager* m) {
         return extendWorker(ctx, v, conninfo, m);
       });
+}
+
+Operation libraryCycle(dlm::DistributedLockManager* m, int t, int keys,
+                       std::uint64_t seed) {
+  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(t));
+  return [m, t, keys, rng]() mutable {
+    dlm::Lock lock = m->getLockInstance(
+        cycleId(t, static_cast<int>(rng() % keys)), dlm::LockLevel::DC);
+    m->tryAcquireLock(lock);
+    if (!m->releaseLock(lock)) {
+      throw std::runtime_error("releaseLock returned false");
+    }
+    return 0;
+  };
 }
 
 }  // namespace dlm_bench::pg

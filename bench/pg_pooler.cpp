@@ -32,19 +32,6 @@ std::unique_ptr<dlm::DistributedLockManager> pooledManager(
   return m;
 }
 
-Operation cycleOn(dlm::DistributedLockManager* m, int t, int keys) {
-  std::mt19937_64 rng(7000 + t);
-  return [m, t, keys, rng]() mutable {
-    dlm::Lock lock = m->getLockInstance(
-        cycleId(t, static_cast<int>(rng() % keys)), dlm::LockLevel::DC);
-    m->tryAcquireLock(lock);
-    if (!m->releaseLock(lock)) {
-      throw std::runtime_error("releaseLock returned false");
-    }
-    return 0;
-  };
-}
-
 }  // namespace
 
 void runPooler(const Ctx& ctx) {
@@ -57,15 +44,16 @@ void runPooler(const Ctx& ctx) {
     auto viaPooler = pooledManager(pooled, n, f);
     // The mode's own cost: pooler-safe calls straight to the server.
     auto safeDirect = pooledManager(ctx.conninfo, n, f);
-    const std::vector<RunStats> runs = interleaved(
-        3, f.rounds, f.seconds, f.warmup,
-        [&](int variant, double seconds, double warmup) {
-          auto* m = variant == 0   ? viaPooler.get()
-                    : variant == 1 ? direct.get()
-                                   : safeDirect.get();
-          return timedRun(threads, seconds, warmup,
-                          [&](int t) { return cycleOn(m, t, f.keys); });
-        });
+    const std::vector<RunStats> runs =
+        interleaved(3, f.rounds, f.seconds, f.warmup,
+                    [&](int variant, double seconds, double warmup) {
+                      auto* m = variant == 0   ? viaPooler.get()
+                                : variant == 1 ? direct.get()
+                                               : safeDirect.get();
+                      return timedRun(threads, seconds, warmup, [&](int t) {
+                        return libraryCycle(m, t, f.keys, 7000);
+                      });
+                    });
     viaPooler->destroy();
     direct->destroy();
     safeDirect->destroy();

@@ -226,42 +226,7 @@ PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
   PGconn* c = conn_.get();
   if (!send(c)) fail("sending");
   flushAll(deadline, budget);
-  PgResult kept;
-  std::optional<PgError> error;
-  for (;;) {
-    while (PQisBusy(c) == 0) {
-      PGresult* r = PQgetResult(c);
-      if (r == nullptr) {
-        if (error) throw *error;
-        return kept;
-      }
-      PgResult result(r);
-      const ExecStatusType status = PQresultStatus(r);
-      if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR ||
-          status == PGRES_BAD_RESPONSE) {
-        if (!error) error.emplace(errorOf(c, r));
-      } else {
-        kept = std::move(result);
-      }
-      if (PQstatus(c) == CONNECTION_BAD) {
-        // libpq hands out the error result of a lost connection, then
-        // nothing more.
-        conn_.reset();
-        if (error) throw PgError(error->sqlstate(), error->what(), true);
-        throw PgError("08006", "connection lost", true);
-      }
-    }
-    waitFor(POLLIN, deadline, budget, "waiting for the answer");
-    if (PQconsumeInput(c) == 0) {
-      // A terminated backend says why (57P01) before it hangs up: report
-      // that rather than the hang-up.
-      if (error && PQstatus(c) == CONNECTION_BAD) {
-        conn_.reset();
-        throw PgError(error->sqlstate(), error->what(), true);
-      }
-      fail("reading the answer");
-    }
-  }
+  return readAnswer(deadline, budget, 0);
 }
 
 PgResult PgConn::exec(const std::string& sql, Deadline deadline) {
@@ -308,15 +273,25 @@ PgResult PgConn::pipelined(const std::string& sql,
     fail("sending");
   }
   flushAll(deadline, budget);
-  // Results come per query, each followed by a null; then the Sync's.
-  int query = 0;
+  return readAnswer(deadline, budget, 2);
+}
+
+PgResult PgConn::readAnswer(Deadline deadline, Deadline::duration budget,
+                            int pipelined) {
+  PGconn* c = conn_.get();
+  int query = 0;  // pipelined: the query whose results come now
   PgResult kept;
   std::optional<PgError> error;
   for (;;) {
     while (PQisBusy(c) == 0) {
       PGresult* r = PQgetResult(c);
       if (r == nullptr) {
-        if (++query > 2) fail("reading the answer");  // cannot happen
+        if (pipelined == 0) {
+          if (error) throw *error;
+          return kept;
+        }
+        // A pipeline: the end of one query's results; the Sync's comes last.
+        if (++query > pipelined) fail("reading the answer");
         continue;
       }
       PgResult result(r);
@@ -329,10 +304,13 @@ PgResult PgConn::pipelined(const std::string& sql,
       if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR ||
           status == PGRES_BAD_RESPONSE) {
         if (!error) error.emplace(errorOf(c, r));
-      } else if (query == 1 && status != PGRES_PIPELINE_ABORTED) {
+      } else if (status != PGRES_PIPELINE_ABORTED &&
+                 (pipelined == 0 || query == pipelined - 1)) {
         kept = std::move(result);
       }
       if (PQstatus(c) == CONNECTION_BAD) {
+        // libpq hands out the error result of a lost connection, then
+        // nothing more.
         conn_.reset();
         if (error) throw PgError(error->sqlstate(), error->what(), true);
         throw PgError("08006", "connection lost", true);
@@ -340,6 +318,8 @@ PgResult PgConn::pipelined(const std::string& sql,
     }
     waitFor(POLLIN, deadline, budget, "waiting for the answer");
     if (PQconsumeInput(c) == 0) {
+      // A terminated backend says why (57P01) before it hangs up: report
+      // that rather than the hang-up.
       if (error && PQstatus(c) == CONNECTION_BAD) {
         conn_.reset();
         throw PgError(error->sqlstate(), error->what(), true);

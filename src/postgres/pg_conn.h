@@ -173,6 +173,11 @@ class PgConn {
   // sendSettingsWithEachCall); the result of `sql`.
   PgResult pipelined(const std::string& sql,
                      const std::vector<const char*>& params, Deadline deadline);
+  // Reads the answer to what was sent: a plain query's (its last result),
+  // or a pipeline of `pipelined` queries closed by a Sync (the last query's
+  // result). The first error is thrown once everything was read.
+  PgResult readAnswer(Deadline deadline, Deadline::duration budget,
+                      int pipelined);
   // PQflush until everything is sent (reading meanwhile).
   void flushAll(Deadline deadline, Deadline::duration budget);
   // The first error result of a call, as PgError.

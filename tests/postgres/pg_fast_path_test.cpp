@@ -37,22 +37,20 @@ class PgFastPathTest : public ::testing::Test {
         stores_.table("dlm_locks")));
   }
 
-  long long sharedHoldsOf(const StoreKey& k) {
+  // Rows of `table` for the key.
+  long long rowsOf(const std::string& table, const StoreKey& k) {
     pqxx::work quote(stores_.admin());
     const std::string sql =
         fmt::format("SELECT count(*) FROM {} WHERE resource = {}",
-                    stores_.table("dlm_shared_holds"), quote.quote(k.key));
+                    stores_.table(table), quote.quote(k.key));
     quote.abort();
     return count(sql);
   }
-
+  long long sharedHoldsOf(const StoreKey& k) {
+    return rowsOf("dlm_shared_holds", k);
+  }
   long long requestsOf(const StoreKey& k) {
-    pqxx::work quote(stores_.admin());
-    const std::string sql =
-        fmt::format("SELECT count(*) FROM {} WHERE resource = {}",
-                    stores_.table("dlm_lock_requests"), quote.quote(k.key));
-    quote.abort();
-    return count(sql);
+    return rowsOf("dlm_lock_requests", k);
   }
 
   AcquireResult acquire(const StoreKey& k, const std::string& owner,
