@@ -25,11 +25,12 @@ dlm::LockConfiguration cycleConfiguration(const Flags& flags) {
 std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
     const dlm::LockConfiguration& config, bool migrate,
-    const std::string& schema) {
+    const std::string& schema, bool poolerSafe) {
   dlm::PostgresStoreOptions o;
   o.connection = conninfo;
   o.poolSize = pool;
   o.schema = schema;
+  o.poolerSafe = poolerSafe;
   auto store = std::make_shared<dlm::PostgresStore>(o);
   auto m = dlm::DistributedLockManager::builder()
                .clientId(client)

@@ -36,11 +36,12 @@ void createDatabase(PgConn& admin, const std::string& db);
 // tables of baselines d and e.
 void createSchema(const std::string& conninfo, const Flags& f);
 
-// A manager on its own PostgresStore (pool of `pool` connections).
+// A manager on its own PostgresStore (pool of `pool` connections;
+// poolerSafe: PostgresStoreOptions::poolerSafe).
 std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
     const dlm::LockConfiguration& config, bool migrate = false,
-    const std::string& schema = "");
+    const std::string& schema = "", bool poolerSafe = false);
 
 // The scoped key the library builds for `id` of `client` (DC level).
 std::string key(const std::string& client, const std::string& id);

@@ -14,26 +14,6 @@
 #include "workloads.h"
 
 namespace dlm_bench::pg {
-namespace {
-
-std::unique_ptr<dlm::DistributedLockManager> pooledManager(
-    const std::string& conninfo, std::size_t pool, const Flags& f) {
-  dlm::PostgresStoreOptions o;
-  o.connection = conninfo;
-  o.poolSize = pool;
-  o.poolerSafe = true;
-  auto m = dlm::DistributedLockManager::builder()
-               .clientId("lib")
-               .farmId(kFarm)
-               .store(std::make_shared<dlm::PostgresStore>(o))
-               .configuration(cycleConfiguration(f))
-               .build();
-  m->initialize();
-  return m;
-}
-
-}  // namespace
-
 void runPooler(const Ctx& ctx) {
   const Flags& f = ctx.flags;
   const std::string pooled = withDatabase(f.pgPooler, f.dbName);
@@ -41,9 +21,11 @@ void runPooler(const Ctx& ctx) {
     const std::string config = fmt::format("threads={}", threads);
     const auto n = static_cast<std::size_t>(threads);
     auto direct = makeManager(ctx.conninfo, n, "lib", cycleConfiguration(f));
-    auto viaPooler = pooledManager(pooled, n, f);
+    auto viaPooler = makeManager(pooled, n, "lib", cycleConfiguration(f), false,
+                                 "", /*poolerSafe=*/true);
     // The mode's own cost: pooler-safe calls straight to the server.
-    auto safeDirect = pooledManager(ctx.conninfo, n, f);
+    auto safeDirect = makeManager(ctx.conninfo, n, "lib", cycleConfiguration(f),
+                                  false, "", /*poolerSafe=*/true);
     const std::vector<RunStats> runs =
         interleaved(3, f.rounds, f.seconds, f.warmup,
                     [&](int variant, double seconds, double warmup) {

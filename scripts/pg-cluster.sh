@@ -82,22 +82,8 @@ ensure_run_user() {
   fi
 }
 
-# True when something accepts connections on 127.0.0.1:$1.
-port_in_use() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-pick_port() {
-  local port tries
-  for tries in $(seq 1 200); do
-    port=$((20000 + RANDOM % 40000))
-    if ! port_in_use "$port"; then
-      echo "$port"
-      return
-    fi
-  done
-  die "no free port found"
-}
+# shellcheck source=scripts/free-port.sh
+source "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
 is_running() {
   [[ -f "$data/postmaster.pid" ]] && as_owner "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1

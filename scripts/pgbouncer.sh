@@ -25,21 +25,8 @@ usage() {
   exit 2
 }
 
-port_in_use() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-pick_port() {
-  local port
-  for _ in $(seq 1 200); do
-    port=$((20000 + RANDOM % 40000))
-    if ! port_in_use "$port"; then
-      echo "$port"
-      return
-    fi
-  done
-  die "no free port found"
-}
+# shellcheck source=scripts/free-port.sh
+source "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
 start() {
   local dir=$1 cluster=$2
