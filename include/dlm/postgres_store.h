@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dlm/lock_store.h"
+#include "dlm/synchronous_replication.h"
 
 namespace pqxx {
 class transaction_base;
@@ -81,6 +82,14 @@ struct PostgresStoreOptions {
   // pooling does not give). Empty: `connection`, except in pooler-safe
   // mode, where nothing listens.
   std::string listenConnection;
+  // Whether initialize() checks that acquires wait for a synchronous
+  // standby (dlm/synchronous_replication.h): it reads the sessions'
+  // synchronous_commit and the server's synchronous_standby_names. Checked
+  // once, at initialize(): an HA engine may later turn synchronous
+  // replication off (pg_auto_failover does while its standby is down, and
+  // then does not fail over to that standby until it has caught up).
+  SynchronousReplication synchronousReplication =
+      SynchronousReplication::NOT_CHECKED;
 };
 
 // Thread-safe: a pool of connections, each used by one thread at a time.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dlm/lock_store.h"
+#include "dlm/synchronous_replication.h"
 
 namespace dlm {
 
@@ -20,13 +21,34 @@ namespace dlm {
 //   "" (empty)  the default, see defaultStoreUrl().
 // Anything else (a bare file name, "mysql://...") is refused: a mistyped
 // URL must not silently become a SQLite file of that name.
+//
+// A PostgreSQL URL may carry dlm's own parameters, taken out before libpq
+// reads the rest: in a URI's query
+//   "postgresql://app@pgbouncer:6432/orders?dlm_pooler_safe=true&dlm_listen_port=5432"
+// or as keywords of a keyword string
+//   "host=pgbouncer port=6432 dbname=orders dlm_pooler_safe=true
+//   dlm_listen_port=5432". dlm_pooler_safe=true|false
+//   PostgresStoreOptions::poolerSafe (also
+//       1/0, on/off, yes/no);
+//   dlm_listen_host=H, dlm_listen_port=P  PostgresStoreOptions::
+//       listenConnection: the same string with its host and/or port
+//       replaced (the server behind the pooler, for LISTEN);
+//   dlm_synchronous_replication=not_checked|warn|required
+//       PostgresStoreOptions::synchronousReplication.
+// Any other dlm_* keyword, or a value not listed, is refused.
 enum class StoreKind { POSTGRES, SQLITE };
 
 struct ParsedStoreUrl {
   StoreKind kind = StoreKind::SQLITE;
-  // POSTGRES: the libpq connection string (the URL as given, "" for the
-  // PG* variables). SQLITE: the file path, or ":memory:".
+  // POSTGRES: the libpq connection string (the URL as given less dlm's own
+  // parameters, "" for the PG* variables). SQLITE: the file path, or
+  // ":memory:".
   std::string location;
+  // POSTGRES only, from dlm's parameters (defaults when absent).
+  bool poolerSafe = false;
+  std::string listenConnection;  // "" = none given
+  SynchronousReplication synchronousReplication =
+      SynchronousReplication::NOT_CHECKED;
 };
 
 // Which form `url` is. Opens nothing, touches no file. Throws
@@ -34,7 +56,8 @@ struct ParsedStoreUrl {
 // and never a password, for: a form not listed above, a connection string
 // libpq cannot parse, "sqlite:" without a path, a NUL byte anywhere (it
 // would silently cut the path or string short), a PostgreSQL URL or
-// keyword string in a build without the PostgreSQL store.
+// keyword string in a build without the PostgreSQL store, an unknown dlm_*
+// parameter or value.
 ParsedStoreUrl parseStoreUrl(const std::string& url);
 
 // The database of a program that names none, and why it is that one.

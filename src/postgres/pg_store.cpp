@@ -24,6 +24,7 @@
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_migrate.h"
+#include "postgres/pg_replication.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
 #include "postgres/release_channel.h"
@@ -168,6 +169,14 @@ class PostgresStore::Impl {
             ? std::string("the PostgreSQL search_path's schema")
             : fmt::format("PostgreSQL schema \"{}\"", options_.schema),
         "or run `dlmctl migrate`");
+    if (options_.synchronousReplication !=
+        SynchronousReplication::NOT_CHECKED) {
+      internal::enforceSynchronousReplication(
+          options_.synchronousReplication,
+          run("initialize", "", [](PgConn& c, Deadline d) {
+            return internal::readReplicationSettings(c, d);
+          }));
+    }
   }
 
   void close() {

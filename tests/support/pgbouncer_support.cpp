@@ -30,6 +30,15 @@ std::string pgbouncerConninfo(const std::string& user) {
                      variable("DLM_TEST_PGBOUNCER_PORT"), user);
 }
 
+std::string pgbouncerUrl(const std::string& user) {
+  const char* host = std::getenv("PGHOST");
+  return fmt::format(
+      "postgresql://{}@127.0.0.1:{}?dlm_pooler_safe=true&dlm_listen_host={}&"
+      "dlm_listen_port={}",
+      user, variable("DLM_TEST_PGBOUNCER_PORT"),
+      host != nullptr ? host : "127.0.0.1", variable("PGPORT"));
+}
+
 void allowThroughPgbouncer(const std::string& role) {
   static std::mutex mu;  // one writer of the file per process
   std::lock_guard<std::mutex> lock(mu);

@@ -13,6 +13,10 @@ namespace dlm::test {
 // a test that needs PgBouncer fails without it, it does not skip.
 std::string pgbouncerConninfo(const std::string& user);
 
+// The same as a dlm URL for openStore: pooler-safe, listening for releases
+// on the server of the PG* variables.
+std::string pgbouncerUrl(const std::string& user);
+
 // Lets `role` log in through PgBouncer: adds it to the auth file and makes
 // PgBouncer reload it (admin console, as PGUSER).
 void allowThroughPgbouncer(const std::string& role);

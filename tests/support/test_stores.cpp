@@ -201,8 +201,11 @@ class PostgresEnvironment final : public StoreEnvironment {
     return std::make_shared<PostgresStore>(empty_.back()->options());
   }
   // libpq fills what the URI leaves out (host, port, database) from PG*.
+  // Pooled: PgBouncer's address with dlm's parameters for pooler-safe mode
+  // and a direct LISTEN connection (the PG* server).
   std::string url() const override {
-    return fmt::format("postgresql://{}@", role_.name());
+    if (!pooled_) return fmt::format("postgresql://{}@", role_.name());
+    return pgbouncerUrl(role_.name());
   }
   std::string postgresSchema() const override { return schema_.name(); }
   std::unique_ptr<AppSession> beginAppTransaction() override {
