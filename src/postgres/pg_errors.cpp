@@ -47,9 +47,13 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
       fmt::format("{}: {} (SQLSTATE {})", context, trimmed(message),
                   state.empty() ? std::string("unknown") : state));
   // 57014: the session's statement_timeout (the store's operationTimeout)
-  // cut the call short, a server that does not answer in time.
+  // cut the call short, a server that does not answer in time. 25006: the
+  // server is read-only, a standby or a primary being demoted in a
+  // failover; the connection is dropped and the next one goes to the host
+  // that is now the primary (target_session_attrs=read-write).
   if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" ||
-      state == "57P03" || state == "53300" || state == "57014") {
+      state == "57P03" || state == "53300" || state == "57014" ||
+      state == "25006") {
     return DLMException(ErrorCode::CONNECTION_ERROR, text, true);
   }
   if (state.rfind("40", 0) == 0 || state == "55P03") {

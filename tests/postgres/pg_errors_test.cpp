@@ -38,7 +38,7 @@ TEST(TranslatePgError, LostConnectionsAreTransientConnectionErrors) {
   expectClass(translated(pqxx::too_many_connections("too many clients")),
               ErrorCode::CONNECTION_ERROR, true, "too many");
   for (const char* state :
-       {"08006", "08001", "57P01", "57P02", "57P03", "53300"}) {
+       {"08006", "08001", "57P01", "57P02", "57P03", "53300", "25006"}) {
     expectClass(translated(pqxx::sql_error("gone", "SELECT 1", state)),
                 ErrorCode::CONNECTION_ERROR, true, state);
   }

@@ -1,0 +1,318 @@
+// Failover of a real pg_auto_failover formation (a monitor, a primary and a
+// synchronous standby: scripts/pg-auto-failover.sh, started by
+// scripts/ha-test.sh) in the middle of a multi-process contention run that
+// reaches it through the multi-host URL with target_session_attrs=read-write:
+// once by a planned failover (pg_autoctl perform failover), once by SIGKILL
+// of the primary's postmaster. Across each: no two holds of conflicting
+// keys overlap, no key's fencing token goes backwards, the store has every
+// acquisition a caller was told of (none lost in the promotion), every
+// caller error is CONNECTION_ERROR / RETRIES_EXHAUSTED within its bound,
+// acquisitions resume soon after the new primary takes writes, and a store
+// made before the failover LISTENs on the new primary and wakes its waiter.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <future>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "cli/hold_log.h"
+#include "dlm/dlm.h"
+#include "dlm/postgres_store.h"
+#include "faults/fault_run.h"
+#include "faults/ha_formation.h"
+#include "support/test_stores.h"
+
+namespace dlm::test::faults {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kOperationTimeout = 2000ms;
+// From the instant a read-write connection first reaches the new primary.
+constexpr double kMaxFirstAcquireMs = 5000;
+constexpr double kMaxWakeUpMs = 2000;
+constexpr auto kListenFollows = 30s;
+constexpr const char* kProbeApp = "dlm-ha-probe";
+
+double msBetween(std::int64_t fromNs, std::int64_t toNs) {
+  return static_cast<double>(toNs - fromNs) / 1e6;
+}
+
+// A superuser connection to the primary (the URL's read-write host), tried
+// until `limit`.
+std::unique_ptr<pqxx::connection> connectPrimary(
+    std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    try {
+      return std::make_unique<pqxx::connection>(haUrl());
+    } catch (const std::exception&) {
+      if (std::chrono::steady_clock::now() >= until) throw;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+}
+
+// The longest time inside [fromNs, toNs] without a successful acquisition
+// ending, and where it began.
+struct Gap {
+  double ms = 0;
+  std::int64_t beginNs = 0;
+};
+
+Gap longestGap(const std::vector<WorkerLog>& logs, std::int64_t fromNs,
+               std::int64_t toNs) {
+  std::vector<std::int64_t> ends{fromNs, toNs};
+  for (const auto& log : logs) {
+    for (const auto& c : log.calls) {
+      if (c.kind != "release" && c.outcome == "OK" && c.endNs > fromNs &&
+          c.endNs < toNs) {
+        ends.push_back(c.endNs);
+      }
+    }
+  }
+  std::sort(ends.begin(), ends.end());
+  Gap gap;
+  for (std::size_t i = 1; i < ends.size(); ++i) {
+    const double ms = msBetween(ends[i - 1], ends[i]);
+    if (ms > gap.ms) gap = {ms, ends[i - 1]};
+  }
+  return gap;
+}
+
+// Two managers on the formation, made before the failover: one holds a key
+// after it, the other waits for that key sleeping 30 s between attempts,
+// so only a release heard on the LISTEN connection can wake it in time.
+class WakeProbe {
+ public:
+  explicit WakeProbe(const std::string& schema) {
+    LockConfiguration config;
+    config.operationTimeout = kOperationTimeout;
+    config.storeRetries = 8;
+    config.storeRetryBackoff = 50ms;
+    holder_ = make(schema, config);
+    config.sleepBetweenRetries = 30s;
+    waiter_ = make(schema, config);
+  }
+
+  // Whether a LISTEN session of the probe is on the server a read-write
+  // connection reaches, within `limit`.
+  bool listensOnPrimary(std::chrono::milliseconds limit) const {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      try {
+        auto admin = connectPrimary(1s);
+        pqxx::nontransaction tx(*admin);
+        const auto r = tx.exec_params(
+            "SELECT count(*) FROM pg_stat_activity WHERE "
+            "starts_with(application_name, $1) AND query LIKE 'LISTEN%'",
+            std::string(kProbeApp));
+        if (r[0][0].as<int>() > 0) return true;
+      } catch (const std::exception&) {
+        // not up yet
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    return false;
+  }
+
+  // The holder takes "wake", the waiter waits, the holder releases; how long
+  // after the release the waiter had the lock ("" outcome = acquired).
+  std::pair<std::string, double> handOff() {
+    Lock held = holder_->getLockInstance("wake", LockLevel::DC);
+    std::string outcome = acquireWithin(*holder_, held, 10s);
+    if (!outcome.empty()) return {"holder: " + outcome, -1};
+    auto waited = std::async(std::launch::async, [&] {
+      Lock lock = waiter_->getLockInstance("wake", LockLevel::DC);
+      std::string result;
+      try {
+        waiter_->acquireLock(lock, 30s, 10s);
+      } catch (const DLMException& e) {
+        result = std::string(toString(e.code())) + ": " + e.what();
+      }
+      const std::int64_t endNs = cli::steadyNowNs();
+      if (lock.isAcquired()) {
+        try {
+          waiter_->releaseLock(lock);
+        } catch (const DLMException&) {
+          // expires with its TTL
+        }
+      }
+      return std::make_pair(result, endNs);
+    });
+    std::this_thread::sleep_for(1s);  // the waiter asks and goes to sleep
+    const std::int64_t releaseNs = cli::steadyNowNs();
+    bool released = false;
+    try {
+      released = holder_->releaseLock(held);
+    } catch (const DLMException& e) {
+      outcome = std::string("release: ") + e.what();
+    }
+    const auto [result, endNs] = waited.get();  // bounded: 10 s + budget
+    if (!released) return {outcome.empty() ? "release: false" : outcome, -1};
+    return {result, msBetween(releaseNs, endNs)};
+  }
+
+ private:
+  std::unique_ptr<DistributedLockManager> make(const std::string& schema,
+                                               const LockConfiguration& c) {
+    PostgresStoreOptions o;
+    o.connection = haUrl();
+    o.schema = schema;
+    o.applicationName = kProbeApp;
+    // The formation replicates synchronously: initialize() must accept it.
+    o.synchronousReplication = SynchronousReplication::REQUIRED;
+    auto m = DistributedLockManager::builder()
+                 .clientId("probe")
+                 .farmId("farm1")
+                 .store(std::make_shared<PostgresStore>(o))
+                 .configuration(c)
+                 .build();
+    m->initialize();
+    return m;
+  }
+
+  // acquireLock, repeated on transient errors for up to `limit` (the first
+  // calls after a failover meet dead pooled connections).
+  static std::string acquireWithin(DistributedLockManager& m, Lock& lock,
+                                   std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    std::string last;
+    while (std::chrono::steady_clock::now() < until) {
+      try {
+        m.acquireLock(lock, 30s, 2s);
+        return "";
+      } catch (const DLMException& e) {
+        last = std::string(toString(e.code())) + ": " + e.what();
+        if (!e.transient()) return last;
+      }
+    }
+    return last;
+  }
+
+  std::unique_ptr<DistributedLockManager> holder_;
+  std::unique_ptr<DistributedLockManager> waiter_;
+};
+
+class Failover : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(haUrl().empty() || haDir().empty())
+        << "DLM_TEST_HA_URL and DLM_TEST_HA_DIR must name the formation "
+           "(scripts/ha-test.sh starts it)";
+    ASSERT_TRUE(runFormationScript("wait-healthy", "180"))
+        << "the formation has no primary and secondary";
+    const auto port = primaryPort(30s);
+    ASSERT_TRUE(port.has_value()) << "no primary reachable through the URL";
+    oldPrimary_ = *port;
+    schema_ = uniqueName("dlm_ha");
+    auto admin = connectPrimary(10s);
+    pqxx::nontransaction(*admin).exec("CREATE SCHEMA " +
+                                      admin->quote_name(schema_));
+    PostgresStoreOptions o;
+    o.connection = haUrl();
+    o.schema = schema_;
+    PostgresStore(o).initialize(/*applyMigrations=*/true);
+  }
+
+  void TearDown() override {
+    if (schema_.empty()) return;
+    // The next test (and the script's stop) want a healthy formation.
+    EXPECT_TRUE(runFormationScript("wait-healthy", "180"));
+    try {
+      auto admin = connectPrimary(30s);
+      pqxx::nontransaction(*admin).exec(
+          "DROP SCHEMA IF EXISTS " + admin->quote_name(schema_) + " CASCADE");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "could not drop schema %s: %s\n", schema_.c_str(),
+                   e.what());
+    }
+  }
+
+  // A contention run of `seconds` with `fault` made 3 s into it; checks and
+  // prints the figures of issue 13.
+  void runWithFault(const char* name, double seconds,
+                    const std::function<bool()>& fault) {
+    WakeProbe probe(schema_);
+    FleetOptions options;
+    options.url = haUrl();
+    options.schema = schema_;
+    options.seconds = seconds;
+    options.operationTimeout = kOperationTimeout;
+    WorkerFleet fleet(options);
+
+    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+        std::chrono::nanoseconds(fleet.startAtNs() + 3'000'000'000LL)));
+    const std::int64_t faultNs = cli::steadyNowNs();
+    auto faultDone = std::async(std::launch::async, fault);
+    const auto promotedNs = waitForNewPrimary(oldPrimary_, 90s);
+    const bool faultOk = faultDone.get();
+    const std::int64_t faultDoneNs = cli::steadyNowNs();
+
+    std::vector<std::string> problems;
+    const auto logs = fleet.collect(problems);
+    for (const auto& p : problems) ADD_FAILURE() << p;
+    RunFigures figures = summarise(logs, kOperationTimeout);
+    figures.storeAcquisitions =
+        storeAcquisitions(*connectPrimary(30s), schema_);
+    const Gap gap = longestGap(logs, fleet.startAtNs(), fleet.endAtNs());
+    const auto first =
+        promotedNs ? firstAcquireAfter(logs, *promotedNs) : std::nullopt;
+    const double firstMs = first ? msBetween(*promotedNs, *first) : -1;
+
+    const bool follows = probe.listensOnPrimary(kListenFollows);
+    const auto [wakeOutcome, wokenMs] =
+        follows ? probe.handOff() : std::make_pair(std::string("-"), -1.0);
+
+    std::printf(
+        "[ failover ] %s: script %s in %.1f s; new primary writable %.1f s "
+        "after the fault; first acquire %.0f ms after that (bound %.0f ms); "
+        "longest time without an acquisition %.1f s (from %.1f s after the "
+        "fault); LISTEN on the new primary: %s; waiter woken %.0f ms after "
+        "the release (%s); %s\n",
+        name, faultOk ? "succeeded" : "FAILED",
+        msBetween(faultNs, faultDoneNs) / 1e3,
+        promotedNs ? msBetween(faultNs, *promotedNs) / 1e3 : -1.0, firstMs,
+        kMaxFirstAcquireMs, gap.ms / 1e3, msBetween(faultNs, gap.beginNs) / 1e3,
+        follows ? "yes" : "no", wokenMs,
+        wakeOutcome.empty() ? "acquired" : wakeOutcome.c_str(),
+        figuresText(figures).c_str());
+    std::fflush(stdout);
+
+    EXPECT_TRUE(faultOk) << name << ": the formation script failed";
+    ASSERT_TRUE(promotedNs.has_value())
+        << "no other node became the primary within 90 s";
+    EXPECT_TRUE(first.has_value()) << "no acquire succeeded after promotion";
+    if (first) {
+      EXPECT_LE(firstMs, kMaxFirstAcquireMs);
+    }
+    expectSafeAndBounded(figures, 100);
+    EXPECT_TRUE(follows) << "no LISTEN session of the probe's stores on the "
+                            "new primary within 30 s";
+    EXPECT_EQ(wakeOutcome, "");
+    if (follows) {
+      EXPECT_LE(wokenMs, kMaxWakeUpMs) << "not woken by NOTIFY";
+    }
+  }
+
+  int oldPrimary_ = 0;
+  std::string schema_;
+};
+
+TEST_F(Failover, PlannedFailoverLosesNoLockAndNoFencingOrder) {
+  runWithFault("planned failover (pg_autoctl perform failover)", 20,
+               [] { return runFormationScript("failover"); });
+}
+
+TEST_F(Failover, PrimaryKilledLosesNoLockAndNoFencingOrder) {
+  runWithFault("SIGKILL of the primary's postmaster", 45,
+               [] { return runFormationScript("kill-primary"); });
+}
+
+}  // namespace
+}  // namespace dlm::test::faults
