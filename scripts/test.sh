@@ -15,9 +15,12 @@
 # 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
 #    both stores; the fault tests among them (tests/faults, label "faults",
 #    about a minute) restart this cluster, terminate its backends and stall
-#    it behind a proxy, one at a time, and leave it running;
+#    it behind a proxy, one at a time, and leave it running; then the
+#    failover tests (label "ha") on a pg_auto_failover formation of their
+#    own (scripts/ha-test.sh starts and stops it);
 # 5. an address+undefined sanitizer build (build/asan) runs every test again
-#    but the fairness runs;
+#    but the fairness runs, the contention runs through PgBouncer and the
+#    failover tests;
 # 6. a thread sanitizer build (build/tsan) runs the contention, unit and
 #    conformance tests (the ones with threads).
 # --no-sanitizers stops after step 4 (for a quick local run).
@@ -33,14 +36,15 @@ sanitizers=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitizers) sanitizers=0 ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
-  postgresql-15 pgbouncer sqlite3 jq)
+  postgresql-15 pgbouncer pg-auto-failover-cli postgresql-15-auto-failover
+  sqlite3 jq)
 
 started=$SECONDS
 summary=()
@@ -167,9 +171,12 @@ fi
 stage "PostgreSQL: start a throwaway cluster and PgBouncer" start_pg
 
 if stage "build (warnings as errors) -> build/ci" build "$root/build/ci"; then
-  stage "ctest (all tests, SQLite and PostgreSQL)" run_ctest "$root/build/ci"
+  stage "ctest (all tests, SQLite and PostgreSQL)" run_ctest "$root/build/ci" \
+    -LE '^ha$'
   stage "dlmctl demo on SQLite" demo_sqlite
   stage "dlmctl demo on PostgreSQL" demo_postgres
+  stage "failover tests on a pg_auto_failover formation" \
+    "$root/scripts/ha-test.sh" "$root/build/ci"
 else
   skip "ctest (all tests)" "build failed"
 fi
@@ -182,7 +189,8 @@ if ((sanitizers)); then
     # Less the fairness runs: they measure shares of holds (run above and
     # under the thread sanitizer); the same code runs here in contention_*.
     stage "ctest under address+undefined sanitizers" \
-      run_ctest "$root/build/asan" -E '^contention_fairness_'
+      run_ctest "$root/build/asan" \
+      -E '^(contention_fairness_.*|contention_pgbouncer)$' -LE '^ha$'
   else
     skip "ctest under address+undefined sanitizers" "build failed"
   fi
@@ -195,10 +203,10 @@ if ((sanitizers)); then
     build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -- \
     dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
     dlm_unit_tests dlm_conformance_tests; then
-    # Not conformance_pgbouncer: the same threads as conformance_postgres.
+    # Not the PgBouncer runs: the same threads as the direct ones.
     stage "concurrency tests under thread sanitizer" \
       run_ctest "$root/build/tsan" -R '^(contention_|unit$|conformance_)' \
-      -E '^conformance_pgbouncer$'
+      -E '^(conformance|contention)_pgbouncer$'
   else
     skip "concurrency tests under thread sanitizer" "build failed"
   fi

@@ -65,6 +65,45 @@ void InDoubtResolver::pruneLocked(SteadyTime now) {
   }
 }
 
+void InDoubtResolver::addStaleRequest(std::string key, std::string owner,
+                                      std::chrono::milliseconds lifetime) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (staleRequests_.size() >= kMaxRemembered) staleRequests_.pop_front();
+  staleRequests_.push_back({std::move(key), std::move(owner),
+                            std::chrono::steady_clock::now() + lifetime});
+}
+
+bool InDoubtResolver::removeStaleRequests(std::string_view owner) {
+  std::vector<StaleRequest> mine;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = staleRequests_.begin(); it != staleRequests_.end();) {
+      if (it->forgetAt <= now) {
+        it = staleRequests_.erase(it);
+      } else if (it->owner == owner) {
+        mine.push_back(std::move(*it));
+        it = staleRequests_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Outside the mutex: store calls. What fails goes back on the list.
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    try {
+      store_.unregisterWait(mine[i].key, mine[i].owner);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (std::size_t j = i; j < mine.size(); ++j) {
+        staleRequests_.push_back(std::move(mine[j]));
+      }
+      throw;
+    }
+  }
+  return !mine.empty();
+}
+
 bool InDoubtResolver::releaseLeftovers(std::string_view owner,
                                        std::string_view key, Match match) {
   const auto matches_ = [&](const Entry& e) {

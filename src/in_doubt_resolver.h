@@ -5,6 +5,9 @@
 //   or its reply was lost after the server committed). Its token is kept and
 //   released in the background as soon as the store answers again (release
 //   is conditional on the token, so this never frees someone else's lock).
+// - Stale request rows: a wait's request row that could not be deleted when
+//   the wait ended; deleted when the same owner's next wait meets it in a
+//   cycle, so that it is not reported as a deadlock.
 // - Recently released: a release that returned true but committed lazily
 //   (PostgreSQL: synchronous_commit off) and may be undone by a server crash.
 //   Kept for a while only so that, when the same owner then finds the key
@@ -65,6 +68,18 @@ class InDoubtResolver {
   bool releaseLeftovers(std::string_view owner, std::string_view key,
                         Match match = Match::kExact);
 
+  // A request row of `owner` on `key` (acquireLock's wait) that could not
+  // be deleted when its wait ended (the store failed or the call had no time
+  // left); it expires by itself after `lifetime`. Until then it still holds
+  // back newer requests, and its owner's next wait could see it close a
+  // false cycle in the wait-for graph. At most kMaxRemembered are kept.
+  void addStaleRequest(std::string key, std::string owner,
+                       std::chrono::milliseconds lifetime);
+  // Deletes every stale request row of `owner` under the caller's deadline;
+  // true when at least one was deleted (or found gone). Transient store
+  // errors propagate (the rows are kept).
+  bool removeStaleRequests(std::string_view owner);
+
   // In-doubt tokens not yet resolved (tests).
   std::size_t inDoubtCount();
 
@@ -88,6 +103,12 @@ class InDoubtResolver {
   std::condition_variable changed_;
   std::vector<Entry> inDoubt_;
   std::deque<Entry> released_;
+  struct StaleRequest {
+    std::string key;
+    std::string owner;
+    std::chrono::steady_clock::time_point forgetAt;
+  };
+  std::deque<StaleRequest> staleRequests_;
   bool stop_ = false;
   std::thread thread_;
 };

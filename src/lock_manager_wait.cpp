@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dlm/lock_manager.h"
+#include "in_doubt_resolver.h"
 #include "lock_manager_internal.h"
 #include "owner_id.h"
 #include "random_id.h"
@@ -26,9 +27,11 @@ namespace {
 // the waiter's deadline and is then ignored.
 class RequestRow {
  public:
-  RequestRow(LockStore& store, const std::string& key, std::string owner,
-             Deadline callEnd, milliseconds operationTimeout)
+  RequestRow(LockStore& store, internal::InDoubtResolver& resolver,
+             const std::string& key, std::string owner, Deadline callEnd,
+             milliseconds operationTimeout)
       : store_(store),
+        resolver_(resolver),
         key_(key),
         owner_(std::move(owner)),
         callEnd_(callEnd),
@@ -36,11 +39,22 @@ class RequestRow {
   ~RequestRow() {
     const Deadline deadline =
         std::min(callEnd_, deadlineAfter(operationTimeout_));
-    if (timeLeft(deadline) <= milliseconds::zero()) return;
     try {
-      const DeadlineScope scope(deadline);
-      store_.unregisterWait(key_, owner_);
+      if (timeLeft(deadline) > milliseconds::zero()) {
+        const DeadlineScope scope(deadline);
+        store_.unregisterWait(key_, owner_);
+        return;
+      }
     } catch (const DLMException&) {
+    }
+    // The row lives until the waiter's deadline + 1 s (maxWait).
+    try {
+      resolver_.addStaleRequest(
+          key_, owner_,
+          std::max(timeLeft(callEnd_), milliseconds::zero()) +
+              milliseconds(1000));
+    } catch (...) {
+      // Out of memory at worst: the row expires by itself.
     }
   }
   RequestRow(const RequestRow&) = delete;
@@ -48,6 +62,7 @@ class RequestRow {
 
  private:
   LockStore& store_;
+  internal::InDoubtResolver& resolver_;
   const std::string& key_;
   std::string owner_;
   Deadline callEnd_;
@@ -124,12 +139,23 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
                 WaitRequest{lock.key_, owner, maxWait(), lock.mode_});
           });
       if (registered.deadlockCycle.empty()) return false;
-      // The cycle closes at a lock of this owner's that blocks its last key.
-      if (round < 2 &&
-          releaseOwnLeftovers(owner, registered.deadlockCycle.back(),
-                              stepDeadline(), /*related=*/true)) {
-        if (attempt(lock, ttl, &refusal, stepDeadline())) return true;
-        continue;
+      // The cycle closes at a lock of this owner's that blocks its last key,
+      // or at one of its request rows that holds the last key's waiter
+      // back: a leftover of an earlier wait is no deadlock.
+      if (round < 2) {
+        if (releaseOwnLeftovers(owner, registered.deadlockCycle.back(),
+                                stepDeadline(), /*related=*/true)) {
+          if (attempt(lock, ttl, &refusal, stepDeadline())) return true;
+          continue;
+        }
+        bool removed = false;
+        try {
+          const DeadlineScope scope(stepDeadline());
+          removed = resolver_->removeStaleRequests(owner);
+        } catch (const DLMException&) {
+          // Kept for the next wait; this one reports the cycle.
+        }
+        if (removed) continue;
       }
       throw DLMException(
           ErrorCode::DEADLOCK_DETECTED,
@@ -138,7 +164,7 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
     }
   };
   if (registerRequest()) return;
-  RequestRow requestRow(*store_, lock.key_.key, owner, callEnd,
+  RequestRow requestRow(*store_, *resolver_, lock.key_.key, owner, callEnd,
                         config_.operationTimeout);
 
   for (;;) {
