@@ -61,6 +61,13 @@
 # postgresql-15-auto-failover.
 set -euo pipefail
 
+# The caller's PG* variables name another server (the test command exports
+# its throwaway cluster's PGHOST, PGPORT, PGUSER, ...): pg_autoctl and psql
+# here must not inherit them. PG_BINDIR is this script's own setting.
+for v in $(compgen -e); do
+  if [[ $v == PG* && $v != PG_BINDIR ]]; then unset "$v"; fi
+done
+
 readonly kRunUser=dlm-test
 readonly kMarker=.dlm-pg-auto-failover
 readonly kBinDir=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
