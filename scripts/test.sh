@@ -45,7 +45,7 @@ done
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
   postgresql-15 pgbouncer pg-auto-failover-cli postgresql-15-auto-failover
-  sqlite3 jq)
+  python3-prometheus-client sqlite3 jq)
 
 started=$SECONDS
 summary=()

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dlm/deadline.h"
+#include "telemetry.h"
 
 namespace dlm::internal {
 namespace {
@@ -38,14 +39,17 @@ KeepAlive::~KeepAlive() {
 
 std::shared_ptr<KeepAliveEntry> KeepAlive::add(
     StoreKey key, LockMode mode, std::string token, milliseconds ttl,
-    StoreTime expiresAt, SteadyTime leaseEnd, std::string lockName,
-    LostCallback onLost) {
+    StoreTime expiresAt, SteadyTime leaseEnd, std::string lockId,
+    std::int64_t fencingToken, LostCallback onLost) {
   auto entry = std::make_shared<KeepAliveEntry>();
   entry->key = std::move(key);
   entry->mode = mode;
   entry->token = std::move(token);
   entry->ttl = ttl;
-  entry->lockName = std::move(lockName);
+  entry->lockName = fmt::format("lock '{}'", lockId);
+  entry->lockId = std::move(lockId);
+  entry->fencingToken = fencingToken;
+  entry->acquiredAt = leaseEnd - ttl;
   entry->onLost = std::move(onLost);
   entry->expiresAt = expiresAt;
   entry->leaseEnd = leaseEnd;
@@ -73,7 +77,8 @@ void KeepAlive::remove(const std::shared_ptr<KeepAliveEntry>& entry) {
                  entries_.end());
 }
 
-bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline) {
+bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline, bool* renewed) {
+  *renewed = false;
   {
     std::lock_guard<std::mutex> lock(e.mutex);
     if (e.cancelled || e.lost) return false;
@@ -98,6 +103,7 @@ bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline) {
     std::lock_guard<std::mutex> lock(e.mutex);
     e.renewing = false;
     if (!failed && expires) {
+      *renewed = true;
       e.expiresAt = *expires;
       e.leaseEnd = started + e.ttl;
       e.nextRenewal = started + renewalPeriod(e.ttl);
@@ -115,13 +121,32 @@ bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline) {
   return lost;
 }
 
-void KeepAlive::reportLost(KeepAliveEntry& e) {
+void KeepAlive::emit(const KeepAliveEntry& e, LockEventKind kind) {
+  if (telemetry_ == nullptr) return;
+  if (kind == LockEventKind::LEASE_RENEWED) {
+    telemetry_->renewed();
+  } else {
+    telemetry_->leaseLost();
+  }
+  if (!telemetry_->reporting()) return;
+  LockEvent event;
+  event.kind = kind;
+  event.lockId = e.lockId;
+  event.key = e.key.key;
+  event.mode = e.mode;
+  event.fencingToken = e.fencingToken;
+  event.heldFor = std::chrono::duration_cast<milliseconds>(
+      std::chrono::steady_clock::now() - e.acquiredAt);
+  telemetry_->emit(event);
+}
+
+bool KeepAlive::reportLost(KeepAliveEntry& e) {
   std::lock_guard<std::mutex> dispatch(dispatchMutex_);
   {
     std::lock_guard<std::mutex> entryLock(e.mutex);
-    if (e.cancelled) return;
+    if (e.cancelled) return false;
   }
-  if (!e.onLost) return;
+  if (!e.onLost) return true;
   const DLMException why(
       ErrorCode::LOCK_NOT_HELD,
       fmt::format("{} was lost: its lease could not be renewed", e.lockName));
@@ -130,6 +155,7 @@ void KeepAlive::reportLost(KeepAliveEntry& e) {
   } catch (...) {
     // A callback's exception has nowhere to go on this thread.
   }
+  return true;
 }
 
 void KeepAlive::run() {
@@ -168,11 +194,20 @@ void KeepAlive::run() {
     // Store calls and callbacks without the list lock: add/remove stay
     // quick.
     lock.unlock();
-    for (const auto& e : expired) reportLost(*e);
+    // Events after the callbacks, with no lock held (reportLost holds the
+    // dispatch mutex while onLost runs).
+    for (const auto& e : expired) {
+      if (reportLost(*e)) emit(*e, LockEventKind::LEASE_LOST);
+    }
     for (const auto& e : due) {
       const SteadyTime deadline =
           std::min(deadlineAfter(operationTimeout_), earliestLoss);
-      if (renew(*e, deadline)) reportLost(*e);
+      bool renewed = false;
+      if (renew(*e, deadline, &renewed)) {
+        if (reportLost(*e)) emit(*e, LockEventKind::LEASE_LOST);
+      } else if (renewed) {
+        emit(*e, LockEventKind::LEASE_RENEWED);
+      }
     }
     lock.lock();
     // Lost entries need no more renewals.

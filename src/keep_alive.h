@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,9 +20,12 @@
 #include <vector>
 
 #include "dlm/error.h"
+#include "dlm/lock_events.h"
 #include "dlm/lock_store.h"
 
 namespace dlm::internal {
+
+class Telemetry;
 
 using LostCallback = std::function<void(const DLMException& why)>;
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -36,7 +40,10 @@ struct KeepAliveEntry {
   LockMode mode = LockMode::EXCLUSIVE;
   std::string token;
   std::chrono::milliseconds ttl{0};
+  std::string lockId;    // the application's name, for events
   std::string lockName;  // for messages
+  std::int64_t fencingToken = 0;
+  SteadyTime acquiredAt;  // steady clock, when the acquiring call began
   LostCallback onLost;
 
   // Guards the fields below; held only for a few instructions, never during
@@ -60,8 +67,13 @@ class KeepAlive {
  public:
   // `store` must outlive this object; renewals run under a deadline of at
   // most `operationTimeout`.
-  KeepAlive(LockStore& store, std::chrono::milliseconds operationTimeout)
-      : store_(store), operationTimeout_(operationTimeout) {}
+  // `telemetry` (may be null) counts renewals and losses and reports them
+  // as events, from the keep-alive thread with no lock held.
+  KeepAlive(LockStore& store, std::chrono::milliseconds operationTimeout,
+            Telemetry* telemetry = nullptr)
+      : store_(store),
+        operationTimeout_(operationTimeout),
+        telemetry_(telemetry) {}
   ~KeepAlive();
   KeepAlive(const KeepAlive&) = delete;
   KeepAlive& operator=(const KeepAlive&) = delete;
@@ -70,12 +82,10 @@ class KeepAlive {
   // at `expiresAt` by the store's clock and at `leaseEnd` by this process's
   // steady clock. `onLost` (may be empty) runs on the keep-alive thread once,
   // when a renewal finds the lock lost or the lease's loss time passes.
-  std::shared_ptr<KeepAliveEntry> add(StoreKey key, LockMode mode,
-                                      std::string token,
-                                      std::chrono::milliseconds ttl,
-                                      StoreTime expiresAt, SteadyTime leaseEnd,
-                                      std::string lockName,
-                                      LostCallback onLost);
+  std::shared_ptr<KeepAliveEntry> add(
+      StoreKey key, LockMode mode, std::string token,
+      std::chrono::milliseconds ttl, StoreTime expiresAt, SteadyTime leaseEnd,
+      std::string lockId, std::int64_t fencingToken, LostCallback onLost);
   // Stops renewing; once this returns, no renewal or onLost call for the
   // entry is running or will run. Waits for a renewal in progress (bounded
   // by its deadline).
@@ -84,11 +94,15 @@ class KeepAlive {
  private:
   void run();
   // Renews one entry under `deadline`; true when it was found lost.
-  bool renew(KeepAliveEntry& entry, SteadyTime deadline);
-  void reportLost(KeepAliveEntry& entry);
+  // True when the lease turned out lost; *renewed when it was extended.
+  bool renew(KeepAliveEntry& entry, SteadyTime deadline, bool* renewed);
+  // False when the entry was cancelled meanwhile (nothing reported).
+  bool reportLost(KeepAliveEntry& entry);
+  void emit(const KeepAliveEntry& entry, LockEventKind kind);
 
   LockStore& store_;
   const std::chrono::milliseconds operationTimeout_;
+  Telemetry* const telemetry_;
   std::mutex mutex_;  // guards entries_, stop_, thread_
   std::condition_variable changed_;
   std::vector<std::shared_ptr<KeepAliveEntry>> entries_;

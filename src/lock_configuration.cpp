@@ -19,6 +19,7 @@ void LockConfiguration::validate() const {
                        "storeRetryBackoff must be at most one minute");
   }
   internal::requirePositive("operationTimeout", operationTimeout);
+  internal::requirePositive("waitingReportInterval", waitingReportInterval);
   if (operationTimeout > kMaxOperationTimeout) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        "operationTimeout must be at most one hour");

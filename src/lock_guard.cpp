@@ -29,7 +29,7 @@ LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
         lock_.expiresAt() - lock_.acquiredAt());
     keepAlive_ = manager.keepAlive().add(
         lock_.key_, lock_.mode_, lock_.token_, ttl, lock_.expiresAt(),
-        lock_.leaseEnd_, fmt::format("lock '{}'", lock_.lockId()),
+        lock_.leaseEnd_, lock_.lockId(), lock_.fencingToken(),
         std::move(keepAlive.onLost));
   }
 }

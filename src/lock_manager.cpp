@@ -17,6 +17,7 @@
 #include "owner_id.h"
 #include "process_id.h"
 #include "random_id.h"
+#include "telemetry.h"
 #include "validation.h"
 #include "wait_hub.h"
 
@@ -114,6 +115,10 @@ Builder& Builder::clock(std::shared_ptr<Clock> clock) {
   clock_ = std::move(clock);
   return *this;
 }
+Builder& Builder::events(std::shared_ptr<LockEventHandler> handler) {
+  events_ = std::move(handler);
+  return *this;
+}
 
 std::unique_ptr<DistributedLockManager> Builder::build() {
   internal::validateScopeName("clientId", clientId_, /*required=*/true);
@@ -139,6 +144,8 @@ std::unique_ptr<DistributedLockManager> Builder::build() {
   m->store_ = store_;
   m->clock_ = clock_ ? clock_ : Clock::system();
   m->holder_.host = hostName();
+  m->telemetry_ = std::make_unique<internal::Telemetry>(clientId_, events_);
+  m->seenReconnections_ = m->store_->reconnections();
   m->resolver_ = std::make_unique<internal::InDoubtResolver>(
       *m->store_, m->config_.operationTimeout);
   m->store_->addClient(m->clientId_);
@@ -225,7 +232,7 @@ internal::KeepAlive& DistributedLockManager::keepAlive() {
   std::lock_guard<std::mutex> lock(keepAliveMutex_);
   if (!keepAlive_) {
     keepAlive_ = std::make_unique<internal::KeepAlive>(
-        *store_, config_.operationTimeout);
+        *store_, config_.operationTimeout, telemetry_.get());
   }
   return *keepAlive_;
 }
@@ -294,6 +301,7 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
     const AcquireRequest request{lock.key_, owner,  token,
                                  ttl,       holder, lock.mode_};
     const auto started = std::chrono::steady_clock::now();
+    ++refusal->attempts;
     AcquireResult result;
     try {
       result = withStoreRetries(&lock, deadline,
@@ -322,6 +330,7 @@ bool DistributedLockManager::attempt(Lock& lock, milliseconds ttl,
     if (round > 0 || result.queued ||
         !releaseOwnLeftovers(owner, refusal->blockedBy, deadline,
                              /*related=*/false)) {
+      telemetry_->refused();
       return false;
     }
   }
@@ -341,6 +350,94 @@ bool DistributedLockManager::releaseOwnLeftovers(const std::string& owner,
     // The background resolver keeps trying; this attempt stays refused.
     return false;
   }
+}
+
+LockMetrics DistributedLockManager::metrics() const {
+  return telemetry_->snapshot();
+}
+
+void DistributedLockManager::reportAcquired(
+    const Lock& lock, std::chrono::steady_clock::time_point callStart,
+    int attempts) {
+  const auto took = std::chrono::steady_clock::now() - callStart;
+  telemetry_->acquired(took);
+  if (!telemetry_->reporting()) return;
+  LockEvent event;
+  event.kind = LockEventKind::ACQUIRED;
+  event.lockId = lock.lockId();
+  event.key = lock.key_.key;
+  event.mode = lock.mode_;
+  event.fencingToken = lock.fencingToken_;
+  event.waited = std::chrono::duration_cast<milliseconds>(took);
+  event.attempts = attempts;
+  telemetry_->emit(event);
+}
+
+void DistributedLockManager::reportWaiting(const Lock& lock,
+                                           const Refusal& refusal,
+                                           Clock::TimePoint waitStart) {
+  if (!telemetry_->reporting()) return;
+  LockEvent event;
+  event.kind = LockEventKind::WAITING;
+  event.lockId = lock.lockId();
+  event.key = lock.key_.key;
+  event.mode = lock.mode_;
+  event.waited =
+      std::chrono::duration_cast<milliseconds>(clock_->now() - waitStart);
+  event.attempts = refusal.attempts;
+  if (!refusal.blockedBy.empty()) {
+    LockBlocker blocker;
+    blocker.key = refusal.blockedBy;
+    blocker.queued = refusal.queued;
+    if (!refusal.queued) {
+      // Who holds it: one more store call, made only for the report.
+      try {
+        const DeadlineScope scope(callDeadline());
+        if (const auto held = store_->describe(refusal.blockedBy)) {
+          blocker.owner = held->owner;
+          blocker.host = held->holder.host;
+          blocker.pid = held->holder.pid;
+          blocker.mode = held->mode;
+          blocker.since = held->acquiredAt;
+        }
+      } catch (const DLMException&) {
+        // The report goes out with the key alone.
+      }
+    }
+    event.blocker = std::move(blocker);
+  }
+  telemetry_->emit(event);
+}
+
+void DistributedLockManager::reportStoreError(const DLMException& e) {
+  telemetry_->storeError(e.code());
+  if (!telemetry_->reporting()) return;
+  LockEvent event;
+  event.kind = LockEventKind::STORE_ERROR;
+  event.code = e.code();
+  event.message = e.what();  // stores' messages carry no password
+  telemetry_->emit(event);
+}
+
+void DistributedLockManager::checkReconnections() noexcept try {
+  const std::uint64_t now = store_->reconnections();
+  std::uint64_t seen = seenReconnections_.load(std::memory_order_relaxed);
+  while (now > seen) {
+    if (!seenReconnections_.compare_exchange_weak(seen, now)) continue;
+    for (std::uint64_t i = seen; i < now; ++i) telemetry_->reconnected();
+    if (telemetry_->reporting()) {
+      LockEvent event;
+      event.kind = LockEventKind::STORE_RECONNECTED;
+      event.code = ErrorCode::CONNECTION_ERROR;
+      event.message = fmt::format(
+          "the {} store replaced {} dead connection(s) with working ones",
+          store_->name(), now - seen);
+      telemetry_->emit(event);
+    }
+    return;
+  }
+} catch (...) {
+  // Out of memory formatting the message: the count is kept.
 }
 
 void DistributedLockManager::abandon(Lock& lock) noexcept {
@@ -378,11 +475,13 @@ void DistributedLockManager::tryAcquireLock(Lock& lock, milliseconds ttl) {
   validateTtl(ttl);
   requireInitialized();
   if (lock.isAcquired()) throwAlreadyHeld(lock);
+  const auto callStart = std::chrono::steady_clock::now();
   Refusal refusal;
   if (!attempt(lock, ttl, &refusal, callDeadline())) {
     throw DLMException(ErrorCode::LOCK_UNAVAILABLE,
                        blockedMessage(lock, refusal.blockedBy, refusal.queued));
   }
+  reportAcquired(lock, callStart, refusal.attempts);
 }
 
 void DistributedLockManager::acquireLock(Lock& lock) {
@@ -414,15 +513,17 @@ void DistributedLockManager::acquireLock(Lock& lock, milliseconds ttl,
       timeout > milliseconds::max() - config_.operationTimeout
           ? Deadline::max()
           : deadlineAfter(timeout + config_.operationTimeout);
+  const auto callStart = std::chrono::steady_clock::now();
   Refusal refusal;
-  if (attempt(lock, ttl, &refusal, std::min(callEnd, callDeadline()))) {
-    return;
+  if (!attempt(lock, ttl, &refusal, std::min(callEnd, callDeadline()))) {
+    waitForLock(lock, ttl, deadline, callEnd, timeout, refusal);
   }
-  waitForLock(lock, ttl, deadline, callEnd, timeout, refusal);
+  reportAcquired(lock, callStart, refusal.attempts);
 }
 
 bool DistributedLockManager::releaseByToken(Lock& lock) {
   requireInitialized();
+  const auto callStart = std::chrono::steady_clock::now();
   const auto ttl = std::chrono::duration_cast<milliseconds>(lock.expiresAt_ -
                                                             lock.acquiredAt_);
   // Sent while the lease was still valid by this process's conservative
@@ -443,9 +544,21 @@ bool DistributedLockManager::releaseByToken(Lock& lock) {
   // since. The hold was intact until the release, which is what true means.
   if (!freed && mayHaveRun && sentInLease) freed = true;
   if (freed) {
+    const auto now = std::chrono::steady_clock::now();
+    telemetry_->released(now - callStart);
+    if (telemetry_->reporting()) {
+      LockEvent event;
+      event.kind = LockEventKind::RELEASED;
+      event.lockId = lock.lockId();
+      event.key = lock.key_.key;
+      event.mode = lock.mode_;
+      event.fencingToken = lock.fencingToken_;
+      // The lease began when the acquiring call did (leaseEnd_ - ttl).
+      event.heldFor = std::chrono::duration_cast<milliseconds>(
+          now - (lock.leaseEnd_ - ttl));
+      telemetry_->emit(event);
+    }
     // Committed lazily: remembered in case a server crash undoes it.
-    const auto ttl = std::chrono::duration_cast<milliseconds>(lock.expiresAt_ -
-                                                              lock.acquiredAt_);
     resolver_->addReleased(lock.key_, lock.mode_, std::move(lock.token_),
                            std::move(lock.owner_),
                            ttl > milliseconds::zero() ? ttl : config_.lockTtl);

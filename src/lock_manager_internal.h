@@ -41,6 +41,21 @@ inline std::string blockedMessage(const Lock& lock,
                      blockedBy);
 }
 
+// Whether `e`, thrown by a store call, is the store failing (counted and
+// reported as STORE_ERROR) rather than an answer about a lock.
+inline bool isStoreFailure(const DLMException& e) {
+  switch (e.code()) {
+    case ErrorCode::CONNECTION_ERROR:
+    case ErrorCode::RETRIES_EXHAUSTED:
+    case ErrorCode::INTERNAL_ERROR:
+    case ErrorCode::SCHEMA_MISMATCH:
+    case ErrorCode::TABLE_CREATION_ERROR:
+      return true;
+    default:
+      return e.transient();
+  }
+}
+
 }  // namespace dlm::internal
 
 namespace dlm {
@@ -57,11 +72,18 @@ auto DistributedLockManager::withStoreRetries(const Lock* lock,
   const std::chrono::milliseconds maxPause =
       std::max(config_.storeRetryBackoff, LockConfiguration::kMaxRetryPause);
   std::chrono::milliseconds backoff = config_.storeRetryBackoff;
+  // Reconnections the store made during the call are reported once it
+  // returns, whatever the outcome.
+  struct CheckReconnections {
+    DistributedLockManager& m;
+    ~CheckReconnections() { m.checkReconnections(); }
+  } check{*this};
   for (int retry = 0;; ++retry) {
     try {
       const DeadlineScope scope(deadline);
       return fn();
     } catch (const DLMException& e) {
+      if (internal::isStoreFailure(e)) reportStoreError(e);
       if (!e.transient()) throw;
       const std::chrono::milliseconds left = timeLeft(deadline);
       if (retry >= config_.storeRetries ||

@@ -11,6 +11,7 @@
 #include "lock_manager_internal.h"
 #include "owner_id.h"
 #include "random_id.h"
+#include "telemetry.h"
 #include "wait_hub.h"
 
 namespace dlm {
@@ -100,8 +101,25 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
         fmt::format("{} (waiting was stopped)",
                     blockedMessage(lock, refusal.blockedBy, refusal.queued)));
   };
-  if (clock_->now() >= deadline) throw timedOut();
+  // Counted as a wait from the first refusal on, whatever the outcome.
+  telemetry_->waitStarted();
+  const auto waitStart = std::chrono::steady_clock::now();
+  struct WaitTimer {
+    internal::Telemetry& telemetry;
+    std::chrono::steady_clock::time_point start;
+    ~WaitTimer() {
+      telemetry.waitEnded(std::chrono::steady_clock::now() - start);
+    }
+  } waitTimer{*telemetry_, waitStart};
+  if (clock_->now() >= deadline) {
+    telemetry_->timedOut();
+    throw timedOut();
+  }
   if (waitsStopped_.load()) throw stopped();
+  // Reports follow the manager's clock, as the waiting does.
+  const Clock::TimePoint reportStart = clock_->now();
+  reportWaiting(lock, refusal, reportStart);
+  auto nextReport = reportStart + config_.waitingReportInterval;
 
   // Listen for releases before the next attempt, so a release between that
   // attempt and the sleep still ends the sleep.
@@ -157,6 +175,16 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
         }
         if (removed) continue;
       }
+      telemetry_->deadlock();
+      if (telemetry_->reporting()) {
+        LockEvent event;
+        event.kind = LockEventKind::DEADLOCK;
+        event.lockId = lock.lockId();
+        event.key = lock.key_.key;
+        event.mode = lock.mode_;
+        event.cycle = registered.deadlockCycle;
+        telemetry_->emit(event);
+      }
       throw DLMException(
           ErrorCode::DEADLOCK_DETECTED,
           fmt::format("{}: waiting would deadlock: {}", lockName(lock),
@@ -174,7 +202,14 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
     // was lost), and with them this request row if a server crash undid it.
     if (waiter.missed.exchange(false) && registerRequest()) return;
     if (attempt(lock, ttl, &refusal, stepDeadline())) return;
-    if (clock_->now() >= deadline) throw timedOut();
+    if (clock_->now() >= deadline) {
+      telemetry_->timedOut();
+      throw timedOut();
+    }
+    if (clock_->now() >= nextReport) {
+      reportWaiting(lock, refusal, reportStart);
+      nextReport = clock_->now() + config_.waitingReportInterval;
+    }
     // Checked after the signal's reset: a stopWaiting() after this check
     // leaves the signal set, so the sleep below ends at once.
     if (waitsStopped_.load()) throw stopped();
@@ -183,6 +218,12 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
     if (config_.retryJitter > 0) {
       sleep -= std::chrono::duration_cast<milliseconds>(
           sleep * (config_.retryJitter * internal::randomFraction()));
+    }
+    if (telemetry_->reporting()) {
+      // Wake for the next report too.
+      sleep = std::min(
+          sleep, std::max(milliseconds(1), std::chrono::ceil<milliseconds>(
+                                               nextReport - clock_->now())));
     }
     checkAlive();
     const bool woken =

@@ -36,6 +36,9 @@ struct LockConfiguration {
   // (scheduling, closing a connection that did not answer). A store that
   // does not answer in time gives CONNECTION_ERROR. 1 ms to 1 hour.
   std::chrono::milliseconds operationTimeout{std::chrono::seconds(5)};
+  // How often a waiting acquireLock reports that it still waits (a WAITING
+  // event, dlm/lock_events.h), after the report when it starts. > 0.
+  std::chrono::milliseconds waitingReportInterval{std::chrono::seconds(10)};
 
   static constexpr int kMaxStoreRetries = 1000;
   static constexpr std::chrono::milliseconds kMaxRetryBackoff{

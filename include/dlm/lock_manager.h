@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,7 +17,9 @@
 #include "dlm/error.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"
+#include "dlm/lock_events.h"
 #include "dlm/lock_guard.h"
+#include "dlm/lock_metrics.h"
 #include "dlm/lock_store.h"
 
 namespace dlm {
@@ -24,6 +27,7 @@ namespace dlm {
 namespace internal {
 class InDoubtResolver;
 class KeepAlive;
+class Telemetry;
 class WaitHub;
 }  // namespace internal
 
@@ -192,6 +196,10 @@ class DistributedLockManager {
   bool tryWithLock(const std::string& id, LockLevel level, LockMode mode,
                    Fn&& fn);
 
+  // The counters and latency histograms of this manager so far (see
+  // dlm/lock_metrics.h; toPrometheusText renders them). Never blocks.
+  LockMetrics metrics() const;
+
   const std::string& clientId() const { return clientId_; }
   const std::string& farmId() const { return farmId_; }
   const LockConfiguration& configuration() const { return config_; }
@@ -217,6 +225,7 @@ class DistributedLockManager {
   struct Refusal {
     std::string blockedBy;
     bool queued = false;
+    int attempts = 0;  // store attempts made in this call so far
   };
   // Waits after a failed first attempt; see acquireLock.
   // `deadline`: the clock's end of the wait; `callEnd`: the steady instant
@@ -244,6 +253,15 @@ class DistributedLockManager {
   // its ancestors and descendants); true when the key may now be free.
   bool releaseOwnLeftovers(const std::string& owner, const std::string& key,
                            Deadline deadline, bool related);
+  // Events (when a handler was given) and counters.
+  void reportAcquired(const Lock& lock,
+                      std::chrono::steady_clock::time_point callStart,
+                      int attempts);
+  void reportWaiting(const Lock& lock, const Refusal& refusal,
+                     Clock::TimePoint waitStart);
+  void reportStoreError(const DLMException& e);
+  // A STORE_RECONNECTED event when the store's reconnections() grew.
+  void checkReconnections() noexcept;
 
   std::string clientId_;
   std::string farmId_;
@@ -255,6 +273,8 @@ class DistributedLockManager {
   std::shared_ptr<Clock> clock_;
   Holder holder_;
 
+  std::unique_ptr<internal::Telemetry> telemetry_;
+  std::atomic<std::uint64_t> seenReconnections_{0};
   std::unique_ptr<internal::WaitHub> hub_;
   std::unique_ptr<internal::InDoubtResolver> resolver_;
   std::mutex watchMutex_;  // guards watchState_
@@ -287,6 +307,8 @@ class DistributedLockManager::Builder {
   Builder& applyMigrations(bool apply);
   // For tests: the clock used for waiting (steady clock by default).
   Builder& clock(std::shared_ptr<Clock> clock);
+  // Receives the manager's events (dlm/lock_events.h); none by default.
+  Builder& events(std::shared_ptr<LockEventHandler> handler);
 
   // Validates everything above; throws INVALID_ARGUMENT naming the problem.
   std::unique_ptr<DistributedLockManager> build();
@@ -300,6 +322,7 @@ class DistributedLockManager::Builder {
   bool hierarchy_ = true;
   bool applyMigrations_ = false;
   std::shared_ptr<Clock> clock_;
+  std::shared_ptr<LockEventHandler> events_;
 };
 
 // --- templates ---------------------------------------------------------------

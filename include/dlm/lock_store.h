@@ -319,6 +319,13 @@ class LockStore {
     (void)listener;
   }
 
+  // How many times the store has replaced a connection that died (a server
+  // restart, a terminated backend, a failover) with a new one that works,
+  // pooled and listening connections alike. Only grows. Managers report an
+  // increase as a STORE_RECONNECTED event. A store without connections to
+  // lose (SQLite) answers 0.
+  virtual std::uint64_t reconnections() const { return 0; }
+
   // The store's clock: the database clock on PostgreSQL, the application
   // clock on SQLite.
   virtual StoreTime now() = 0;

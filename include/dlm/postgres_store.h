@@ -158,6 +158,7 @@ class PostgresStore final : public LockStore {
   void unregisterWait(std::string_view key, std::string_view owner) override;
   bool subscribeReleases(ReleaseListener* listener) override;
   void unsubscribeReleases(ReleaseListener* listener) override;
+  std::uint64_t reconnections() const override;
 
   class Impl;
 

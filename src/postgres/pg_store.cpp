@@ -7,6 +7,8 @@
 // (its own connection and thread).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
@@ -126,12 +128,24 @@ class PostgresStore::Impl {
         sessions_(options_),
         listenSessions_(listenOptions(options_)),
         pool_(options_.poolSize, options_.poolWait,
-              [this](Deadline d) { return sessions_.openForStore(d); }),
+              [this](Deadline d) {
+                auto conn = sessions_.openForStore(d);
+                // The first connection that works after one died.
+                if (connectionLost_.exchange(false)) {
+                  reconnections_.fetch_add(1, std::memory_order_relaxed);
+                }
+                return conn;
+              }),
         releases_(
             [this](Deadline d, int wakeFd) {
               return listenSessions_.open(d, wakeFd);
             },
             options_.operationTimeout) {}
+
+  std::uint64_t reconnections() const {
+    return reconnections_.load(std::memory_order_relaxed) +
+           releases_.reconnections();
+  }
 
   void addClient(std::string_view clientId) {
     sessions_.addClient(clientId);
@@ -577,7 +591,10 @@ class PostgresStore::Impl {
         return fn(**lease, deadline);
       } catch (...) {
         const bool lost = lease && !(*lease)->usable();
-        if (lost) lease->discard();
+        if (lost) {
+          lease->discard();
+          connectionLost_.store(true);
+        }
         if (lost && lease->reused() && attempt == 0 &&
             std::chrono::steady_clock::now() < deadline) {
           pool_.dropIdle(lease->generation());
@@ -595,6 +612,10 @@ class PostgresStore::Impl {
   }
 
   const PostgresStoreOptions options_;
+  // Set when a pooled connection is found dead; the next one opened counts
+  // as a reconnection.
+  std::atomic<bool> connectionLost_{false};
+  std::atomic<std::uint64_t> reconnections_{0};
   internal::PgSessions sessions_;
   internal::PgSessions listenSessions_;  // listenConnection, or connection
   ConnectionPool pool_;
@@ -635,6 +656,10 @@ void PostgresStore::addClient(std::string_view clientId) noexcept {
     // Out of memory: the label is a courtesy to DBAs, not worth failing for.
   }
 }
+std::uint64_t PostgresStore::reconnections() const {
+  return impl_->reconnections();
+}
+
 void PostgresStore::initialize(bool applyMigrations) {
   impl_->initialize(applyMigrations);
 }

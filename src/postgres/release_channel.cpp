@@ -94,6 +94,7 @@ class ReleaseChannel::Worker {
           continue;
         }
         pause = std::chrono::milliseconds(0);
+        channel_.reconnections_.fetch_add(1, std::memory_order_relaxed);
         // LISTEN is active again; whatever was released while it was not
         // went unheard.
         missed();

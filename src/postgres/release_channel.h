@@ -3,7 +3,9 @@
 // subscribed ReleaseListeners.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -76,12 +78,18 @@ class ReleaseChannel {
   // Whether the listening thread runs (tests).
   bool running() const;
 
+  // How many times the thread re-opened a listening connection that broke.
+  std::uint64_t reconnections() const {
+    return reconnections_.load(std::memory_order_relaxed);
+  }
+
  private:
   class Worker;
 
   void stopWorker() noexcept;  // needs lifecycleMu_
 
   const Connect connect_;
+  std::atomic<std::uint64_t> reconnections_{0};
   const std::chrono::milliseconds connectTimeout_;
 
   // Serialises subscribe / unsubscribe / close (starting and stopping the

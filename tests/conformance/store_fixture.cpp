@@ -40,6 +40,19 @@ std::unique_ptr<DistributedLockManager> StoreConformance::manager(
   return m;
 }
 
+std::unique_ptr<DistributedLockManager> StoreConformance::observedManager(
+    std::shared_ptr<LockEventHandler> events, LockConfiguration config) {
+  auto m = DistributedLockManager::builder()
+               .clientId(client())
+               .farmId("farm1")
+               .store(env().newStore())
+               .configuration(config)
+               .events(std::move(events))
+               .build();
+  m->initialize();
+  return m;
+}
+
 std::string StoreConformance::client(const std::string& suffix) const {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info->name();

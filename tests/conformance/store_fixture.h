@@ -26,6 +26,11 @@ class StoreConformance : public ::testing::TestWithParam<std::string> {
       const std::string& client = "", const std::string& farm = "farm1",
       LockConfiguration config = fastConfig());
 
+  // The same, reporting its events to `events`.
+  std::unique_ptr<DistributedLockManager> observedManager(
+      std::shared_ptr<LockEventHandler> events,
+      LockConfiguration config = fastConfig());
+
   // A clientId unique to this test.
   std::string client(const std::string& suffix = "") const;
 

@@ -65,6 +65,9 @@ class ForwardingStore : public LockStore {
   WaitRegistration registerWait(const WaitRequest& request) override {
     return target_->registerWait(request);
   }
+  std::uint64_t reconnections() const override {
+    return target_->reconnections();
+  }
   void unregisterWait(std::string_view key, std::string_view owner) override {
     target_->unregisterWait(key, owner);
   }
