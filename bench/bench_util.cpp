@@ -50,7 +50,8 @@ std::vector<T> numberList(const std::string& s) {
   std::cerr <<
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
-  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler
+  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler,
+                      events
                       (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT

@@ -25,7 +25,8 @@ dlm::LockConfiguration cycleConfiguration(const Flags& flags) {
 std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
     const dlm::LockConfiguration& config, bool migrate,
-    const std::string& schema, bool poolerSafe) {
+    const std::string& schema, bool poolerSafe,
+    std::shared_ptr<dlm::LockEventHandler> events) {
   dlm::PostgresStoreOptions o;
   o.connection = conninfo;
   o.poolSize = pool;
@@ -38,6 +39,7 @@ std::unique_ptr<dlm::DistributedLockManager> makeManager(
                .store(store)
                .configuration(config)
                .applyMigrations(migrate)
+               .events(std::move(events))
                .build();
   m->initialize();
   return m;
@@ -107,6 +109,7 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
   if (f.wants("extend")) runExtend(ctx);
   if (f.wants("handoff")) runHandoffPg(ctx);
   if (f.wants("pooler") && !f.pgPooler.empty()) runPooler(ctx);
+  if (f.wants("events")) runEvents(ctx);
   if (f.wants("readers")) {
     auto manager =
         makeManager(ctx.conninfo, static_cast<std::size_t>(f.readersThreads),

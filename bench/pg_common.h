@@ -41,7 +41,8 @@ void createSchema(const std::string& conninfo, const Flags& f);
 std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
     const dlm::LockConfiguration& config, bool migrate = false,
-    const std::string& schema = "", bool poolerSafe = false);
+    const std::string& schema = "", bool poolerSafe = false,
+    std::shared_ptr<dlm::LockEventHandler> events = nullptr);
 
 // The scoped key the library builds for `id` of `client` (DC level).
 std::string key(const std::string& client, const std::string& id);
@@ -79,6 +80,8 @@ void runContended(const Ctx& ctx);
 void runHandoffPg(const Ctx& ctx);
 // The cycle through flags.pgPooler (pg_pooler.cpp).
 void runPooler(const Ctx& ctx);
+// The cycle with and without an event handler (pg_events.cpp).
+void runEvents(const Ctx& ctx);
 // Fills the .dat lines of the scale plots.
 void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
               std::vector<std::string>* depthDat);

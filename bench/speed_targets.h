@@ -1,5 +1,5 @@
-// Issue 12's speed targets, judged from the results of one dlm_bench run:
-// one target line each in latest.md, for the workloads that ran.
+// The speed targets of issues 12 and 14, judged from the results of one
+// dlm_bench run: one target line each in latest.md, for the workloads that ran.
 #pragma once
 
 #include "bench_util.h"
