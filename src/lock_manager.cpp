@@ -393,12 +393,15 @@ void DistributedLockManager::reportWaiting(const Lock& lock,
       // Who holds it: one more store call, made only for the report.
       try {
         const DeadlineScope scope(callDeadline());
-        if (const auto held = store_->describe(refusal.blockedBy)) {
-          blocker.owner = held->owner;
-          blocker.host = held->holder.host;
-          blocker.pid = held->holder.pid;
-          blocker.mode = held->mode;
-          blocker.since = held->acquiredAt;
+        // The EXCLUSIVE holder, or the oldest SHARED one.
+        const auto holders = store_->holdersOf(refusal.blockedBy);
+        if (!holders.empty()) {
+          const LockRecord& held = holders.front();
+          blocker.owner = held.owner;
+          blocker.host = held.holder.host;
+          blocker.pid = held.holder.pid;
+          blocker.mode = held.mode;
+          blocker.since = held.acquiredAt;
         }
       } catch (const DLMException&) {
         // The report goes out with the key alone.

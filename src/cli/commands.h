@@ -48,9 +48,11 @@ std::shared_ptr<LockStore> openExistingStore(const GlobalOptions& global);
 
 // A manager for --client / --farm on `store`, initialized (after applying
 // migrations when `applyMigrations`).
+// `events` (may be null) receives the manager's events.
 std::unique_ptr<DistributedLockManager> openManager(
     const GlobalOptions& global, std::shared_ptr<LockStore> store,
-    bool applyMigrations, const LockConfiguration& config = {});
+    bool applyMigrations, const LockConfiguration& config = {},
+    std::shared_ptr<LockEventHandler> events = nullptr);
 
 // The StoreKey of lock id `id` in the scope of --client and --farm (XDC
 // with `xdc`). INVALID_ARGUMENT for an id the library would refuse.

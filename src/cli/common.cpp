@@ -68,13 +68,15 @@ std::shared_ptr<LockStore> openExistingStore(const GlobalOptions& global) {
 
 std::unique_ptr<DistributedLockManager> openManager(
     const GlobalOptions& global, std::shared_ptr<LockStore> store,
-    bool applyMigrations, const LockConfiguration& config) {
+    bool applyMigrations, const LockConfiguration& config,
+    std::shared_ptr<LockEventHandler> events) {
   auto manager = DistributedLockManager::builder()
                      .clientId(global.client)
                      .farmId(global.farm)
                      .store(std::move(store))
                      .configuration(config)
                      .applyMigrations(applyMigrations)
+                     .events(std::move(events))
                      .build();
   manager->initialize();
   return manager;

@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/output_text.h"
 #include "cli/signal_fd.h"
+#include "cli/wait_reporter.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_guard.h"
 #include "dlm/owner.h"
@@ -129,8 +130,6 @@ std::string lockText(const Lock& lock) {
 
 // "Until the lock is free" (flock's default) is a wait of a year.
 constexpr milliseconds kForever = std::chrono::hours(24 * 365);
-// --verbose says that it waits once a wait lasted this long.
-constexpr milliseconds kFirstReport{250};
 
 // Joins a thread that may be waiting in acquireLock: stops the wait first,
 // so that leaving acquire() early (an exception) cannot hang.
@@ -156,11 +155,13 @@ class AcquirerJoin {
 // thread of its own for the whole wait, so that its request row (and with
 // it the waiter's place and age, as `dlmctl waiters` shows them) lasts as
 // long as the wait; meanwhile this thread watches for stop signals (ending
-// the wait with stopWaiting) and, with --verbose, says who holds the lock.
+// the wait with stopWaiting). With --verbose, `reporter` (the manager's
+// event handler) has said who holds the lock while it waited.
 // Returns 0 once held, else the exit status: conflictExitCode when the wait
 // ran out, 128+N for signal N.
 int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
-            const ExecOptions& o, SignalFd& signals) {
+            const ExecOptions& o, SignalFd& signals,
+            const WaitReporter* reporter) {
   const auto started = Clock::now();
   const milliseconds wait = o.wait.value_or(kForever);
   WakePipe done;
@@ -183,17 +184,9 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
   AcquirerJoin joiner(manager, acquirer);
 
   int stopSignal = 0;
-  bool reported = false;
-  auto nextReport = started + kFirstReport;
   for (;;) {
-    int timeoutMs = -1;
-    if (o.verbose && stopSignal == 0) {
-      timeoutMs = static_cast<int>(std::max<std::int64_t>(
-          0,
-          std::chrono::ceil<milliseconds>(nextReport - Clock::now()).count()));
-    }
     pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {done.fd(), POLLIN, 0}};
-    if (::poll(fds, 2, timeoutMs) < 0 && errno != EINTR) {
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "poll");
     }
     if ((fds[1].revents & POLLIN) != 0) break;
@@ -201,17 +194,6 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
         sig != 0 && stopSignal == 0) {
       stopSignal = sig;
       manager.stopWaiting();
-    }
-    if (o.verbose && stopSignal == 0 && Clock::now() >= nextReport) {
-      fmt::print(stderr, "dlmctl: {} {}{}: {}\n",
-                 reported ? "still waiting for" : "waiting for lock",
-                 lockText(lock),
-                 reported ? fmt::format(" after {:.0f} s",
-                                        secondsOf(Clock::now() - started))
-                          : std::string(),
-                 blockerText(manager.store(), key, lock.lockMode(), owner));
-      reported = true;
-      nextReport = Clock::now() + o.progressEvery;
     }
   }
   joiner.join();
@@ -242,7 +224,7 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       return o.conflictExitCode;
     }
   }
-  if (o.verbose && reported) {
+  if (reporter != nullptr && reporter->reported()) {
     fmt::print(
         stderr, "dlmctl: acquired {} after {:.1f} s (fencing token {})\n",
         lockText(lock), secondsOf(Clock::now() - started), lock.fencingToken());
@@ -271,12 +253,20 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
   SignalFd signals;
   LockConfiguration config;
   config.lockTtl = o.ttl;
+  // --verbose: the manager's WAITING events (at the start of the wait, then
+  // every --progress seconds) name who holds the lock.
+  std::shared_ptr<WaitReporter> reporter;
+  if (o.verbose) {
+    reporter = std::make_shared<WaitReporter>();
+    config.waitingReportInterval = o.progressEvery;
+  }
   auto manager = openManager(global, openCliStore(global),
-                             /*applyMigrations=*/false, config);
+                             /*applyMigrations=*/false, config, reporter);
   Lock lock = manager->getLockInstance(
       o.id, o.xdc ? LockLevel::XDC : LockLevel::DC, o.mode);
   const StoreKey key = scopedKey(global, o.id, o.xdc);
-  if (const int status = acquire(*manager, lock, key, o, signals);
+  if (const int status =
+          acquire(*manager, lock, key, o, signals, reporter.get());
       status != 0) {
     return status;
   }
