@@ -33,7 +33,9 @@ std::string clip(const std::string& line, std::size_t width) {
 }  // namespace
 
 Terminal::Terminal() {
-  if (::isatty(STDIN_FILENO) == 1) {
+  // Only in the foreground: a background job changing the terminal's
+  // settings would be stopped (SIGTTOU).
+  if (::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
     if (::tcgetattr(STDIN_FILENO, &saved_) != 0) {
       throw std::system_error(errno, std::generic_category(), "tcgetattr");
     }

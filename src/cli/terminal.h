@@ -12,8 +12,9 @@ namespace dlm::cli {
 class Terminal {
  public:
   // Switches stdout (a terminal: isatty) to the alternate screen and hides
-  // the cursor; when stdin is a terminal too, turns off its line buffering
-  // and echo (signals from Ctrl-C stay on). Throws std::system_error when
+  // the cursor; when stdin is a terminal too and this process is in its
+  // foreground, turns off its line buffering and echo (signals from Ctrl-C
+  // stay on). Throws std::system_error when
   // the terminal cannot be set.
   Terminal();
   // Restores stdin's settings, the cursor and the normal screen.
