@@ -57,6 +57,21 @@ deadline): key waited for, mode asked for, owner GUID, since when and
 until when it waits. Older conflicting requests are served first.
 --json prints a JSON array.)";
 
+constexpr const char* kTopFooter = R"(
+A live view of the locks, redrawn every --interval seconds until q, Ctrl-C
+or SIGTERM: a header (database, the store's time, how many holds and
+waiting requests), the held locks (key, mode, holder owner, host and pid,
+fencing token, held since and for how long, time left) and the waiting
+requests (key, mode, owner, waiting since and for how long, and what blocks
+each: the conflicting hold of the same key, an ancestor or a descendant with
+its holder's host and pid, or an older conflicting request queued ahead of
+it). The screen is cleared and redrawn only when stdout is a terminal;
+otherwise each frame is printed after a blank line. --once prints one frame
+without terminal control codes and exits (for scripts); --once --json
+prints it as one JSON object {"database", "now", "held": [...],
+"waiters": [...]}, each waiter with its "blocked_by". --prefix filters the
+rows shown; blockers are found among all keys. Creates no database.)";
+
 constexpr const char* kReleaseFooter = R"(
 Frees the lock whoever holds it: the operator's override for a holder that
 is gone (the holder is not told; its next renewal or release finds the lock
@@ -132,6 +147,7 @@ struct Cli {
   double execWait = 0;
   double execKillAfter = 1;
   double execProgress = 10;
+  double topInterval = 1;
   bool execOnce = false;
   bool execShared = false;
   bool execExclusive = false;
@@ -259,6 +275,22 @@ struct Cli {
         ->add_option("--prefix", line.list.prefix, "only keys starting with P")
         ->type_name("P");
     waiters->add_flag("--json", line.list.json, "a JSON array");
+
+    CLI::App* top = command("top",
+                            "a live view of held locks and waiters, and who "
+                            "blocks each waiter");
+    top->footer(kTopFooter);
+    top->add_option("--prefix", line.top.prefix,
+                    "only store keys starting with P")
+        ->type_name("P");
+    top->add_option("--interval", topInterval,
+                    "seconds between redraws, fractional (default 1)")
+        ->type_name("S")
+        ->check(range(0.1, 3600.0));
+    top->add_flag("--once", line.top.once,
+                  "print one frame, without terminal control codes, and exit");
+    top->add_flag("--json", line.top.json,
+                  "with --once: the frame as a JSON object");
   }
 
   void addAdmin() {
@@ -582,6 +614,12 @@ ParseOutcome parseCommandLine(
             cli.purgeIdleFor + "'");
       }
       cli.line.purge.idleFor = *idle;
+    }
+    if (sub->get_name() == "top") {
+      cli.line.top.interval = fromSeconds(cli.topInterval);
+      if (cli.line.top.json && !cli.line.top.once) {
+        throw UsageError("--json prints one frame: use it with --once");
+      }
     }
     if (sub->get_name() == "release" && !cli.line.release.force) {
       throw UsageError(

@@ -18,7 +18,7 @@ constexpr int kUsageExitStatus = 2;
 struct CommandLine {
   GlobalOptions global;
   // "exec", "list", "show", "waiters", "release", "purge",
-  // "schema status", "migrate", "demo".
+  // "schema status", "migrate", "demo", "top".
   std::string command;
   ExecOptions exec;
   ListOptions list;  // list and waiters
@@ -27,6 +27,7 @@ struct CommandLine {
   MigrateOptions migrate;
   PurgeOptions purge;
   DemoOptions demo;
+  TopOptions top;
 };
 
 struct ParseOutcome {

@@ -23,6 +23,7 @@ int runPurge(const GlobalOptions& global, const PurgeOptions& options);
 int runSchemaStatus(const GlobalOptions& global);
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options);
 int runDemo(const GlobalOptions& global, const DemoOptions& options);
+int runTop(const GlobalOptions& global, const TopOptions& options);
 
 // `global` with its database settled: --db, else DLM_DATABASE_URL, else
 // PostgreSQL when PG* variables name a server, else ./dlm.sqlite
@@ -65,18 +66,43 @@ StoreKey scopedKey(const GlobalOptions& global, const std::string& id,
 std::string resolveStoreKey(const GlobalOptions& global,
                             const std::string& target, bool xdc);
 
-// A live hold that blocks taking `key` in `mode`: a hold of the key, an
-// ancestor or a descendant that conflicts with `mode` (a SHARED request is
-// blocked only by EXCLUSIVE holds, an EXCLUSIVE one by any); the key's own
-// holds first, then ancestors root first, then descendants. nullopt when
-// nothing does. Reads only.
+// How a key stands to another on the hierarchy path (keys share a prefix
+// ending at the separator '.').
+enum class KeyRelation { SAME, ANCESTOR, DESCENDANT, UNRELATED };
+
+// How `candidate` (a store key) stands to `key`.
+KeyRelation relationOf(const StoreKey& key, const std::string& candidate);
+
+// The StoreKey of a store key as list prints it ("DC#farm#client#id" or
+// "XDC#client#id"), its ancestors and descendants by the default hierarchy
+// rules (separator '.'). A key of no such form, or whose id has an empty
+// segment (a manager with hierarchy off wrote it), is related only to
+// itself.
+StoreKey parseStoreKey(const std::string& storeKey);
+
+// The hold among `holds` that blocks taking `key` in `mode`: a live hold of
+// the key, an ancestor or a descendant that conflicts with `mode` (a SHARED
+// request is blocked only by EXCLUSIVE holds, an EXCLUSIVE one by any); the
+// key's own holds first, then ancestors root first, then descendants (in
+// the order of `holds` within a level). nullopt when none does. No I/O.
+std::optional<LockRecord> firstBlocker(const std::vector<LockRecord>& holds,
+                                       const StoreKey& key, LockMode mode);
+
+// The oldest request among `requests` of an owner other than `self` that
+// conflicts with taking `key` in `mode` (same rule as firstBlocker), which
+// fair queueing serves first. nullopt when none. No I/O.
+std::optional<WaitRecord> oldestQueuedAhead(
+    const std::vector<WaitRecord>& requests, const StoreKey& key, LockMode mode,
+    const std::string& self);
+
+// firstBlocker among the store's holds: reads the key's holders, then each
+// ancestor's, then the descendants', stopping at the first level with a
+// blocker. nullopt when nothing blocks. Reads only.
 std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
                                       LockMode mode);
 
-// A live request of an owner other than `self` that conflicts with taking
-// `key` in `mode` (same rule as findBlocker, for request rows): the oldest
-// such request, which fair queueing serves first. nullopt when none. Reads
-// only.
+// oldestQueuedAhead among the store's live requests on `key`'s path.
+// Reads only.
 std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
                                           LockMode mode,
                                           const std::string& self);

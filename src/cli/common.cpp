@@ -108,54 +108,112 @@ bool conflicts(LockMode wanted, LockMode other) {
   return wanted == LockMode::EXCLUSIVE || other == LockMode::EXCLUSIVE;
 }
 
-// Whether `candidate` is `key` itself, an ancestor or a descendant of it.
-bool onPath(const StoreKey& key, const std::string& candidate) {
-  if (candidate == key.key) return true;
-  for (const std::string& a : key.ancestors) {
-    if (candidate == a) return true;
+// Where `candidate` stands on `key`'s path: 0 the key itself, 1.. its
+// ancestors root first, then its descendants; nullopt off the path.
+std::optional<std::size_t> pathRank(const StoreKey& key,
+                                    const std::string& candidate) {
+  if (candidate == key.key) return 0;
+  for (std::size_t i = 0; i < key.ancestors.size(); ++i) {
+    if (candidate == key.ancestors[i]) return i + 1;
   }
-  return !key.descendantsBegin.empty() && candidate >= key.descendantsBegin &&
-         candidate < key.descendantsEnd;
+  if (!key.descendantsBegin.empty() && candidate >= key.descendantsBegin &&
+      candidate < key.descendantsEnd) {
+    return key.ancestors.size() + 1;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
 
+KeyRelation relationOf(const StoreKey& key, const std::string& candidate) {
+  const std::optional<std::size_t> rank = pathRank(key, candidate);
+  if (!rank) return KeyRelation::UNRELATED;
+  if (*rank == 0) return KeyRelation::SAME;
+  return *rank <= key.ancestors.size() ? KeyRelation::ANCESTOR
+                                       : KeyRelation::DESCENDANT;
+}
+
+StoreKey parseStoreKey(const std::string& storeKey) {
+  StoreKey unrelated;
+  unrelated.key = storeKey;
+  // "DC#farm#client#id" or "XDC#client#id": scope names never contain '#'
+  // (validateScopeName), ids may.
+  const bool dc = storeKey.rfind("DC#", 0) == 0;
+  const std::size_t fields = dc ? 3 : storeKey.rfind("XDC#", 0) == 0 ? 2 : 0;
+  if (fields == 0) return unrelated;
+  std::vector<std::string> scope;  // level, [farm,] client
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < fields; ++i) {
+    const std::size_t hash = storeKey.find('#', at);
+    if (hash == std::string::npos) return unrelated;
+    scope.push_back(storeKey.substr(at, hash - at));
+    at = hash + 1;
+  }
+  if (at >= storeKey.size()) return unrelated;
+  internal::KeyScope keyScope;
+  if (dc) keyScope.farmId = scope[1];
+  keyScope.clientId = scope.back();
+  try {
+    return internal::buildStoreKey(dc ? LockLevel::DC : LockLevel::XDC,
+                                   keyScope, storeKey.substr(at));
+  } catch (const DLMException&) {
+    // An id with an empty segment: written by a manager with hierarchy off.
+    return unrelated;
+  }
+}
+
+std::optional<LockRecord> firstBlocker(const std::vector<LockRecord>& holds,
+                                       const StoreKey& key, LockMode mode) {
+  std::optional<std::size_t> best;
+  std::optional<std::size_t> bestRank;
+  for (std::size_t i = 0; i < holds.size(); ++i) {
+    const LockRecord& r = holds[i];
+    if (!r.held || !conflicts(mode, r.mode)) continue;
+    const std::optional<std::size_t> rank = pathRank(key, r.key);
+    if (rank && (!bestRank || *rank < *bestRank)) {
+      best = i;
+      bestRank = rank;
+    }
+  }
+  if (!best) return std::nullopt;
+  return holds[*best];
+}
+
+std::optional<WaitRecord> oldestQueuedAhead(
+    const std::vector<WaitRecord>& requests, const StoreKey& key, LockMode mode,
+    const std::string& self) {
+  std::optional<std::size_t> oldest;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const WaitRecord& w = requests[i];
+    if (w.owner == self || !conflicts(mode, w.mode) || !pathRank(key, w.key)) {
+      continue;
+    }
+    if (!oldest || w.requestedAt < requests[*oldest].requestedAt) oldest = i;
+  }
+  if (!oldest) return std::nullopt;
+  return requests[*oldest];
+}
+
 std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
                                       LockMode mode) {
-  auto firstConflicting =
-      [mode](std::vector<LockRecord> holds) -> std::optional<LockRecord> {
-    for (LockRecord& r : holds) {
-      if (r.held && conflicts(mode, r.mode)) return std::move(r);
-    }
-    return std::nullopt;
-  };
-  if (auto r = firstConflicting(store.holdersOf(key.key))) return r;
+  // Nearest first, each level read only when the one before has no blocker.
+  if (auto r = firstBlocker(store.holdersOf(key.key), key, mode)) return r;
   for (const std::string& ancestor : key.ancestors) {
-    if (auto r = firstConflicting(store.holdersOf(ancestor))) return r;
+    if (auto r = firstBlocker(store.holdersOf(ancestor), key, mode)) return r;
   }
   if (key.descendantsBegin.empty()) return std::nullopt;
   // Keys starting with key + separator are exactly the descendants.
-  return firstConflicting(store.listHeld(key.descendantsBegin));
+  return firstBlocker(store.listHeld(key.descendantsBegin), key, mode);
 }
 
 std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
                                           LockMode mode,
                                           const std::string& self) {
   // The root's key is a prefix of every key on the path (and of others,
-  // which onPath drops).
+  // which oldestQueuedAhead drops).
   const std::string& root =
       key.ancestors.empty() ? key.key : key.ancestors.front();
-  std::vector<WaitRecord> candidates;
-  for (WaitRecord& w : store.listWaiters(root)) {
-    if (w.owner != self && conflicts(mode, w.mode) && onPath(key, w.key)) {
-      candidates.push_back(std::move(w));
-    }
-  }
-  if (candidates.empty()) return std::nullopt;
-  return *std::min_element(candidates.begin(), candidates.end(),
-                           [](const WaitRecord& a, const WaitRecord& b) {
-                             return a.requestedAt < b.requestedAt;
-                           });
+  return oldestQueuedAhead(store.listWaiters(root), key, mode, self);
 }
 
 }  // namespace dlm::cli

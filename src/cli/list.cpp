@@ -17,19 +17,10 @@
 namespace dlm::cli {
 namespace {
 
-using std::chrono::milliseconds;
-
 // The whole of a read-only command, connecting included, runs within one
 // operation timeout.
 DeadlineScope commandDeadline() {
   return DeadlineScope(deadlineAfter(LockConfiguration{}.operationTimeout));
-}
-
-std::string remainingText(const LockRecord& r, StoreTime now) {
-  if (!r.held) return "EXPIRED";
-  return formatDuration(
-      std::max(milliseconds(0),
-               std::chrono::duration_cast<milliseconds>(r.expiresAt - now)));
 }
 
 std::map<std::string, std::vector<WaitRecord>> byKey(
@@ -53,10 +44,7 @@ std::string waitersTable(const std::vector<WaitRecord>& waiters,
       {"KEY", "MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"});
   for (const WaitRecord& w : waiters) {
     table.add({printable(w.key), lockModeName(w.mode), printable(w.owner),
-               formatUtc(w.requestedAt),
-               formatDuration(std::max(milliseconds(0),
-                                       std::chrono::duration_cast<milliseconds>(
-                                           now - w.requestedAt))),
+               formatUtc(w.requestedAt), formatElapsed(w.requestedAt, now),
                formatUtc(w.expiresAt)});
   }
   return table.render();
@@ -72,7 +60,7 @@ std::string holdersTable(const std::vector<LockRecord>& holders,
                printable(r.holder.host), std::to_string(r.holder.pid),
                r.holderIp.empty() ? "-" : printable(r.holderIp),
                std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-               formatUtc(r.expiresAt), remainingText(r, now)});
+               formatUtc(r.expiresAt), formatRemaining(r, now)});
   }
   return table.render();
 }
@@ -111,7 +99,7 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                printable(r.holder.host), std::to_string(r.holder.pid),
                r.holderIp.empty() ? "-" : printable(r.holderIp),
                std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-               formatUtc(r.expiresAt), remainingText(r, now),
+               formatUtc(r.expiresAt), formatRemaining(r, now),
                std::to_string(waitersOf(waiters, r.key).size())});
   }
   fmt::print("{}", table.render());
@@ -203,7 +191,7 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
     table.add({"acquired (UTC)", formatUtc(r.acquiredAt)});
     table.add({"expires (UTC)", formatUtc(r.expiresAt)});
     table.add({"ttl", formatDuration(r.ttl)});
-    if (r.statusHeld) table.add({"remaining", remainingText(r, now)});
+    if (r.statusHeld) table.add({"remaining", formatRemaining(r, now)});
   }
   table.add({"waiters", std::to_string(waiters.size())});
   // The header row is for the tables below; this one reads as a list.

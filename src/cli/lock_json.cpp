@@ -5,15 +5,12 @@
 #include "cli/output_text.h"
 
 namespace dlm::cli {
-namespace {
 
 std::int64_t millisBetween(StoreTime from, StoreTime to) {
   return std::max<std::int64_t>(
       0,
       std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
 }
-
-}  // namespace
 
 nlohmann::json holdJson(const LockRecord& r, StoreTime now) {
   const char* state = r.held ? "held" : r.statusHeld ? "expired" : "free";

@@ -2,6 +2,7 @@
 // names are part of dlmctl's interface (README): add, never rename.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -21,6 +22,9 @@ nlohmann::json lockJson(const LockRecord& record, StoreTime now,
 
 // {"key", "mode", "owner", "requested_at", "deadline", "waited_ms"}.
 nlohmann::json waiterJson(const WaitRecord& waiter, StoreTime now);
+
+// Milliseconds from `from` to `to`, never negative (the "_ms" fields).
+std::int64_t millisBetween(StoreTime from, StoreTime to);
 
 // The text of `value`, indented for people; strings that are not valid
 // UTF-8 get U+FFFD for the bad bytes rather than failing.

@@ -29,6 +29,7 @@ int dispatch(const CommandLine& line) {
   if (c == "schema status") return dlm::cli::runSchemaStatus(global);
   if (c == "migrate") return dlm::cli::runMigrate(global, line.migrate);
   if (c == "demo") return dlm::cli::runDemo(global, line.demo);
+  if (c == "top") return dlm::cli::runTop(global, line.top);
   throw std::logic_error("dlmctl: no runner for command '" + c + "'");
 }
 

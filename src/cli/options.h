@@ -53,6 +53,16 @@ struct ListOptions {
   bool json = false;
 };
 
+struct TopOptions {
+  std::string prefix;
+  // Between frames of the live view.
+  std::chrono::milliseconds interval{1000};
+  // One frame without terminal control codes, then exit.
+  bool once = false;
+  // With once: the frame as one JSON object.
+  bool json = false;
+};
+
 struct ShowOptions {
   std::string key;  // a store key or a lock id
   bool xdc = false;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
 
 namespace dlm::cli {
@@ -65,6 +66,17 @@ std::string formatDuration(std::chrono::milliseconds d) {
     return fmt::format("{} min {} s", ms / 60'000, (ms % 60'000) / 1000);
   }
   return fmt::format("{} h {} min", ms / 3'600'000, (ms % 3'600'000) / 60'000);
+}
+
+std::string formatElapsed(StoreTime from, StoreTime to) {
+  return formatDuration(std::max(
+      std::chrono::milliseconds(0),
+      std::chrono::duration_cast<std::chrono::milliseconds>(to - from)));
+}
+
+std::string formatRemaining(const LockRecord& record, StoreTime now) {
+  if (!record.held) return "EXPIRED";
+  return formatElapsed(now, record.expiresAt);
 }
 
 }  // namespace dlm::cli

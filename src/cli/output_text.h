@@ -24,4 +24,12 @@ std::string printable(std::string_view text);
 // "850 ms", "12.5 s", "3 min 20 s", "2 h 5 min".
 std::string formatDuration(std::chrono::milliseconds d);
 
+// How long from `from` to `to` (formatDuration), never negative: how long a
+// lock has been held or a request has waited.
+std::string formatElapsed(StoreTime from, StoreTime to);
+
+// A hold's time left at `now` (formatDuration), or "EXPIRED" when the store
+// no longer counts it as held.
+std::string formatRemaining(const LockRecord& record, StoreTime now);
+
 }  // namespace dlm::cli

@@ -194,6 +194,24 @@ TEST(CommandLine, PurgeTakesADuration) {
       << badDuration.err;
 }
 
+TEST(CommandLine, TopRedrawsEverySecondUnlessToldOtherwise) {
+  const CommandLine live = run({"top"});
+  EXPECT_EQ(live.command, "top");
+  EXPECT_EQ(live.top.interval, milliseconds(1000));
+  EXPECT_FALSE(live.top.once);
+  const CommandLine once =
+      run({"top", "--once", "--json", "--prefix", "DC#", "--interval", "0.5"});
+  EXPECT_TRUE(once.top.once);
+  EXPECT_TRUE(once.top.json);
+  EXPECT_EQ(once.top.prefix, "DC#");
+  EXPECT_EQ(once.top.interval, milliseconds(500));
+  // --json is one frame: without --once it is a mistake.
+  const ParseOutcome json = parse({"top", "--json"});
+  EXPECT_EQ(json.exitStatus, kUsageExitStatus);
+  EXPECT_NE(json.err.find("--once"), std::string::npos) << json.err;
+  EXPECT_EQ(parse({"top", "--interval", "0"}).exitStatus, kUsageExitStatus);
+}
+
 TEST(CommandLine, DatabaseFromTheEnvironmentUnlessGiven) {
   ParseOutcome env = parse({"list"}, std::string("sqlite:/tmp/x.sqlite"));
   ASSERT_TRUE(env.run);
