@@ -362,12 +362,7 @@ void DistributedLockManager::reportAcquired(
   const auto took = std::chrono::steady_clock::now() - callStart;
   telemetry_->acquired(took);
   if (!telemetry_->reporting()) return;
-  LockEvent event;
-  event.kind = LockEventKind::ACQUIRED;
-  event.lockId = lock.lockId();
-  event.key = lock.key_.key;
-  event.mode = lock.mode_;
-  event.fencingToken = lock.fencingToken_;
+  LockEvent event = internal::lockEvent(LockEventKind::ACQUIRED, lock);
   event.waited = std::chrono::duration_cast<milliseconds>(took);
   event.attempts = attempts;
   telemetry_->emit(event);
@@ -377,11 +372,7 @@ void DistributedLockManager::reportWaiting(const Lock& lock,
                                            const Refusal& refusal,
                                            Clock::TimePoint waitStart) {
   if (!telemetry_->reporting()) return;
-  LockEvent event;
-  event.kind = LockEventKind::WAITING;
-  event.lockId = lock.lockId();
-  event.key = lock.key_.key;
-  event.mode = lock.mode_;
+  LockEvent event = internal::lockEvent(LockEventKind::WAITING, lock);
   event.waited =
       std::chrono::duration_cast<milliseconds>(clock_->now() - waitStart);
   event.attempts = refusal.attempts;
@@ -550,12 +541,7 @@ bool DistributedLockManager::releaseByToken(Lock& lock) {
     const auto now = std::chrono::steady_clock::now();
     telemetry_->released(now - callStart);
     if (telemetry_->reporting()) {
-      LockEvent event;
-      event.kind = LockEventKind::RELEASED;
-      event.lockId = lock.lockId();
-      event.key = lock.key_.key;
-      event.mode = lock.mode_;
-      event.fencingToken = lock.fencingToken_;
+      LockEvent event = internal::lockEvent(LockEventKind::RELEASED, lock);
       // The lease began when the acquiring call did (leaseEnd_ - ttl).
       event.heldFor = std::chrono::duration_cast<milliseconds>(
           now - (lock.leaseEnd_ - ttl));

@@ -41,6 +41,17 @@ inline std::string blockedMessage(const Lock& lock,
                      blockedBy);
 }
 
+// An event of `kind` about `lock`: its names, mode and fencing token.
+inline LockEvent lockEvent(LockEventKind kind, const Lock& lock) {
+  LockEvent event;
+  event.kind = kind;
+  event.lockId = lock.lockId();
+  event.key = lock.storeKey();
+  event.mode = lock.lockMode();
+  event.fencingToken = lock.fencingToken();
+  return event;
+}
+
 // Whether `e`, thrown by a store call, is the store failing (counted and
 // reported as STORE_ERROR) rather than an answer about a lock.
 inline bool isStoreFailure(const DLMException& e) {

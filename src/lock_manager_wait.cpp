@@ -177,11 +177,7 @@ void DistributedLockManager::waitForLock(Lock& lock, milliseconds ttl,
       }
       telemetry_->deadlock();
       if (telemetry_->reporting()) {
-        LockEvent event;
-        event.kind = LockEventKind::DEADLOCK;
-        event.lockId = lock.lockId();
-        event.key = lock.key_.key;
-        event.mode = lock.mode_;
+        LockEvent event = internal::lockEvent(LockEventKind::DEADLOCK, lock);
         event.cycle = registered.deadlockCycle;
         telemetry_->emit(event);
       }
