@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bench_util.h"
-#include "crc32.h"
+#include "common/crc32.h"
 #include "pg_raw.h"
 
 namespace dlm_bench::pg {

@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "sqlite/cycle_sql.h"
 #include "workloads.h"
 

@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "dlm/error.h"
 #include "dlm/store_url.h"
-#include "key_builder.h"
-#include "validation.h"
+#include "keys/key_builder.h"
+#include "keys/validation.h"
 
 namespace dlm::cli {
 

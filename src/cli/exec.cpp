@@ -30,7 +30,7 @@
 #include "dlm/deadline.h"
 #include "dlm/lock_guard.h"
 #include "dlm/owner.h"
-#include "keep_alive.h"
+#include "manager/keep_alive.h"
 
 extern char** environ;
 

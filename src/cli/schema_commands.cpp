@@ -9,8 +9,8 @@
 #include "dlm/lock_configuration.h"
 #include "dlm/store_url.h"
 #include "dlm/version.h"
-#include "migration.h"
-#include "schema_compat.h"
+#include "schema/migration.h"
+#include "schema/schema_compat.h"
 
 namespace dlm::cli {
 namespace {

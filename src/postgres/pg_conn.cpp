@@ -10,7 +10,7 @@
 
 #include "dlm/error.h"
 #include "postgres/pg_errors.h"
-#include "redact.h"
+#include "common/redact.h"
 
 namespace dlm::internal {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "postgres/pg_conn.h"
 #include "postgres/pg_session.h"
-#include "redact.h"
+#include "common/redact.h"
 
 namespace dlm::internal {
 namespace {

@@ -5,7 +5,7 @@
 #include <pqxx/pqxx>
 #include <string>
 
-#include "migration.h"
+#include "schema/migration.h"
 #include "postgres/pg_conn.h"
 
 namespace dlm::internal {

@@ -6,7 +6,7 @@
 
 #include "dlm/error.h"
 // redactSecrets, which every message of translatePgError goes through.
-#include "redact.h"
+#include "common/redact.h"
 
 namespace dlm::internal {
 

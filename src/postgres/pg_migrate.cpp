@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "dlm/deadline.h"
-#include "migration.h"
+#include "schema/migration.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_session.h"
-#include "schema_compat.h"
+#include "schema/schema_compat.h"
 
 namespace dlm::internal {
 namespace {

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
-#include "migration.h"
+#include "schema/migration.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
@@ -30,7 +30,7 @@
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
 #include "postgres/release_channel.h"
-#include "schema_compat.h"
+#include "schema/schema_compat.h"
 
 namespace dlm {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "sqlite/conflicts.h"
 #include "sqlite/cycle_sql.h"
 #include "sqlite/store_time.h"

@@ -37,11 +37,11 @@
 #include <utility>
 #include <vector>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
-#include "migration.h"
-#include "schema_compat.h"
+#include "schema/migration.h"
+#include "schema/schema_compat.h"
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/cycle_sql.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "conformance/store_fixture.h"
-#include "migration.h"
+#include "schema/migration.h"
 #include "support/eventually.h"
 #include "support/joining_thread.h"
 #include "support/owners.h"

@@ -18,10 +18,10 @@
 
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
-#include "migration.h"
+#include "schema/migration.h"
 #include "pg_issue3_support.h"
 #include "postgres/pg_migrate.h"
-#include "schema_compat.h"
+#include "schema/schema_compat.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"
 

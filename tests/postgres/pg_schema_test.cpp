@@ -14,7 +14,7 @@
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
-#include "migration.h"
+#include "schema/migration.h"
 #include "postgres/pg_migrate.h"
 #include "support/pg_test_support.h"
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "dlm/error.h"
-#include "migration.h"
-#include "schema_compat.h"
+#include "schema/migration.h"
+#include "schema/schema_compat.h"
 #include "sqlite_test_util.h"
 
 namespace dlm::sqlite_test {

@@ -12,7 +12,7 @@
 
 #include "dlm/dlm.h"
 #include "dlm/error.h"
-#include "random_id.h"
+#include "common/random_id.h"
 #include "sqlite_child_process.h"
 #include "sqlite_test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "random_id.h"
+#include "common/random_id.h"
 
 namespace dlm::sqlite_test {
 

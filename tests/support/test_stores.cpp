@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "cli/temp_dir.h"
-#include "random_id.h"
+#include "common/random_id.h"
 
 #ifdef DLM_WITH_POSTGRES
 #include "dlm/postgres_store.h"

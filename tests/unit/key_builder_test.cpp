@@ -1,4 +1,4 @@
-#include "key_builder.h"
+#include "keys/key_builder.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dlm/error.h"
-#include "redact.h"
+#include "common/redact.h"
 #include "support/error_code.h"
 
 namespace dlm {

@@ -1,13 +1,13 @@
-#include "validation.h"
+#include "keys/validation.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <set>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "dlm/error.h"
-#include "random_id.h"
+#include "common/random_id.h"
 #include "support/error_code.h"
 
 namespace dlm::internal {

@@ -46,8 +46,8 @@
 #include "cli/contender.h"
 #include "cli/hold_log.h"
 #include "contention/scenario.h"
-#include "crc32.h"
-#include "key_builder.h"
+#include "common/crc32.h"
+#include "keys/key_builder.h"
 #include "postgres/pg_array.h"
 #include "upgrade/previous_release_log.h"
 

@@ -1,4 +1,4 @@
-#include "owner_id.h"
+#include "keys/owner_id.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,9 +7,9 @@
 
 #include "dlm/error.h"
 #include "dlm/owner.h"
-#include "process_id.h"
-#include "random_id.h"
-#include "validation.h"
+#include "common/process_id.h"
+#include "common/random_id.h"
+#include "keys/validation.h"
 
 namespace dlm {
 namespace internal {

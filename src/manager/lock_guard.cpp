@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "dlm/lock_manager.h"
-#include "keep_alive.h"
+#include "manager/keep_alive.h"
 
 namespace dlm {
 

@@ -1,7 +1,7 @@
 #include "dlm/lock_configuration.h"
 
 #include "dlm/error.h"
-#include "validation.h"
+#include "keys/validation.h"
 
 namespace dlm {
 

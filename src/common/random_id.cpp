@@ -1,4 +1,4 @@
-#include "random_id.h"
+#include "common/random_id.h"
 
 #include <fmt/format.h>
 #include <sys/random.h>
@@ -10,7 +10,7 @@
 #include <random>
 
 #include "dlm/error.h"
-#include "process_id.h"
+#include "common/process_id.h"
 
 namespace dlm::internal {
 namespace {

@@ -1,4 +1,4 @@
-#include "validation.h"
+#include "keys/validation.h"
 
 #include <fmt/format.h>
 

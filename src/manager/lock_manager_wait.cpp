@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "dlm/lock_manager.h"
-#include "in_doubt_resolver.h"
-#include "lock_manager_internal.h"
-#include "owner_id.h"
-#include "random_id.h"
-#include "telemetry.h"
-#include "wait_hub.h"
+#include "manager/in_doubt_resolver.h"
+#include "manager/lock_manager_internal.h"
+#include "keys/owner_id.h"
+#include "common/random_id.h"
+#include "telemetry/telemetry.h"
+#include "manager/wait_hub.h"
 
 namespace dlm {
 

@@ -1,8 +1,8 @@
-#include "schema_compat.h"
+#include "schema/schema_compat.h"
 
 #include <fmt/format.h>
 
-#include "crc32.h"
+#include "common/crc32.h"
 #include "dlm/error.h"
 
 namespace dlm::internal {

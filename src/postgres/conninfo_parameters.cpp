@@ -1,4 +1,4 @@
-#include "conninfo_parameters.h"
+#include "postgres/conninfo_parameters.h"
 
 #include <cctype>
 #include <optional>

@@ -1,11 +1,11 @@
-#include "in_doubt_resolver.h"
+#include "manager/in_doubt_resolver.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "dlm/deadline.h"
 #include "dlm/error.h"
-#include "wait_hub.h"
+#include "manager/wait_hub.h"
 
 namespace dlm::internal {
 namespace {

@@ -1,11 +1,11 @@
-#include "keep_alive.h"
+#include "manager/keep_alive.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "dlm/deadline.h"
-#include "telemetry.h"
+#include "telemetry/telemetry.h"
 
 namespace dlm::internal {
 namespace {

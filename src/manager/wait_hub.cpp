@@ -1,4 +1,4 @@
-#include "wait_hub.h"
+#include "manager/wait_hub.h"
 
 namespace dlm::internal {
 

@@ -10,16 +10,16 @@
 #include <utility>
 
 #include "dlm/error.h"
-#include "in_doubt_resolver.h"
-#include "keep_alive.h"
-#include "key_builder.h"
-#include "lock_manager_internal.h"
-#include "owner_id.h"
-#include "process_id.h"
-#include "random_id.h"
-#include "telemetry.h"
-#include "validation.h"
-#include "wait_hub.h"
+#include "manager/in_doubt_resolver.h"
+#include "manager/keep_alive.h"
+#include "keys/key_builder.h"
+#include "manager/lock_manager_internal.h"
+#include "keys/owner_id.h"
+#include "common/process_id.h"
+#include "common/random_id.h"
+#include "telemetry/telemetry.h"
+#include "keys/validation.h"
+#include "manager/wait_hub.h"
 
 namespace dlm {
 

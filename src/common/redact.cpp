@@ -1,4 +1,4 @@
-#include "redact.h"
+#include "common/redact.h"
 
 #include <regex>
 #include <string>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dlm/lock_store.h"
-#include "migration.h"
+#include "schema/migration.h"
 
 namespace dlm::internal {
 

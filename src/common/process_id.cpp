@@ -1,4 +1,4 @@
-#include "process_id.h"
+#include "common/process_id.h"
 
 #include <pthread.h>
 #include <unistd.h>

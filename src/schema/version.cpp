@@ -1,6 +1,6 @@
 #include "dlm/version.h"
 
-#include "migration.h"
+#include "schema/migration.h"
 
 #ifndef DLM_VERSION
 #error "DLM_VERSION must be defined by the build (CMakeLists.txt)"
