@@ -1,4 +1,4 @@
-// What events and metrics cost (issue 14): the uncontended library cycle
+// What events and metrics cost: the uncontended library cycle
 // with an event handler that formats every event into a line (written to a
 // stream that discards it), against the same cycle without a handler,
 // interleaved. Counters and histograms are always on (relaxed atomics); the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The failover tests of issue 13 against a real pg_auto_failover formation:
+# The failover tests against a real pg_auto_failover formation:
 #
 #   scripts/ha-test.sh BUILD_DIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway pg_auto_failover formation for the failover tests (issue 13): a
+# A throwaway pg_auto_failover formation for the failover tests: a
 # monitor and two PostgreSQL nodes on loopback, all inside one directory.
 #
 #   scripts/pg-auto-failover.sh start <dir>         form it (once); writes <dir>/env

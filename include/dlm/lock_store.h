@@ -211,7 +211,7 @@ class LockStore {
   virtual void close() = 0;
 
   // One attempt to take the lock, in one transaction: the hierarchy protocol
-  // of DESIGN.md and the README ("The row protocol"), expiry judged by the
+  // of docs/design.md ("The row protocol"), expiry judged by the
   // store's clock. Refused when a live hold conflicts (request.mode against
   // each hold's mode, on the key, an ancestor or a descendant), or when a
   // live request row of another owner that conflicts with this attempt is

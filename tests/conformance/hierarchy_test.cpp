@@ -1,4 +1,4 @@
-// The hierarchy rules of DESIGN.md: a held "a.b" blocks "a", "a.b" and
+// The hierarchy rules of docs/design.md: a held "a.b" blocks "a", "a.b" and
 // "a.b.*", never "a.c" (or a look-alike such as "a.bc").
 #include <atomic>
 #include <thread>

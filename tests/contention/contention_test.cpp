@@ -5,7 +5,7 @@
 // overlapped, that each key's fencing tokens grew in hold order, and that
 // every release returned true. With modes: 16 readers and 2 writers across 4
 // processes on one key family (readers share, writers exclude everything
-// and are served), and issue 11's three-process fairness run.
+// and are served), and the three-process fairness run.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -352,7 +352,7 @@ INSTANTIATE_TEST_SUITE_P(Stores, Contention,
                          ::testing::ValuesIn(conformanceStores()),
                          [](const auto& info) { return info.param; });
 
-// Issue 11's fairness run: three processes looping acquireLock / hold 1 ms /
+// The fairness run: three processes looping acquireLock / hold 1 ms /
 // release on "p", "p.c" and "p.c.d" (every pair conflicts): each gets at
 // least 20 % of the holds in every run, and no two holds overlap.
 class Fairness : public ::testing::TestWithParam<std::string> {};

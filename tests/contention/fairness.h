@@ -1,4 +1,4 @@
-// Issue 11's fairness run: three processes on one database loop
+// The fairness run: three processes on one database loop
 // acquireLock / hold 1 ms / release on "p", "p.c" and "p.c.d" (one key
 // each, all on one path, so every hold excludes the others). Fair means
 // that every process gets a fair part of the holds.

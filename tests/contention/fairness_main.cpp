@@ -1,4 +1,5 @@
-// dlm_fairness: issue 11's full fairness measurement, for the closing note.
+// dlm_fairness: the full fairness measurement (per-process shares of the
+// holds of three processes looping on related keys).
 // Per store, a fresh database and `runs` runs of `seconds` each of the
 // three-process p / p.c / p.c.d loop; prints every run's per-process shares,
 // one line per run, and exits 1 when a run failed or a process got under
@@ -19,7 +20,7 @@
 #include "support/test_stores.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"issue 11's fairness run: per-process shares of the holds"};
+  CLI::App app{"the fairness run: per-process shares of the holds"};
   std::vector<std::string> stores;
   int runs = 10;
   double seconds = 5;

@@ -106,7 +106,7 @@ inline cli::ContendOptions writerOptions(
 }
 
 // --- fairness ---------------------------------------------------------------
-// Issue 11's starvation run: one process per key of "p", "p.c", "p.c.d",
+// The starvation run: one process per key of "p", "p.c", "p.c.d",
 // each looping acquireLock(timeout 2 s) / hold 1 ms / release, waiters
 // polling every 5 ms.
 inline std::vector<std::string> fairnessKeys() { return {"p", "p.c", "p.c.d"}; }

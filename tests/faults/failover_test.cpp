@@ -234,7 +234,7 @@ class Failover : public ::testing::Test {
   }
 
   // A contention run of `seconds` with `fault` made 3 s into it; checks and
-  // prints the figures of issue 13.
+  // prints the failover figures.
   void runWithFault(const char* name, double seconds,
                     const std::function<bool()>& fault, bool promotes) {
     WakeProbe probe(schema_);

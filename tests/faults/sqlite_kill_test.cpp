@@ -1,4 +1,4 @@
-// Issue 8, SQLite faults: real processes on a real file, killed with SIGKILL
+// Time bounds under SQLite faults: real processes on a real file, killed with SIGKILL
 // at the worst moments. SQLite must come back by itself (the kernel drops a
 // dead process's file locks; WAL recovery ignores uncommitted frames), the
 // others must carry on within their busy timeout, and a dead holder's lock
@@ -215,7 +215,8 @@ TEST_F(SqliteKillTest,
   EXPECT_TRUE(e.code() == ErrorCode::RETRIES_EXHAUSTED ||
               e.code() == ErrorCode::CONNECTION_ERROR)
       << e.what();
-  // Needs the manager side of issue 8 (a DeadlineScope per store call).
+  // Needs the manager side of the time bounds (a DeadlineScope per store
+  // call).
   EXPECT_LT(took.count(), (config.operationTimeout + seconds(1)).count());
   std::printf(
       "[ faults ] acquireLock(timeout 0), operationTimeout 1000 ms, "

@@ -1,4 +1,4 @@
-// Issue 8 on PostgreSQL: every store call ends within its deadline whatever
+// Time bounds on PostgreSQL: every store call ends within its deadline whatever
 // the server does, the first call after mass backend termination succeeds,
 // connections say who they are, and no password reaches a message.
 #include <arpa/inet.h>
@@ -25,7 +25,7 @@
 #include "dlm/lock_manager.h"
 #include "dlm/postgres_store.h"
 #include "postgres/pg_errors.h"
-#include "postgres/pg_issue3_support.h"
+#include "postgres/pg_client_role_support.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_session.h"
 #include "postgres/release_channel.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "postgres/pg_issue3_support.h"
+#include "postgres/pg_client_role_support.h"
 #include "support/test_keys.h"
 
 namespace dlm::test {

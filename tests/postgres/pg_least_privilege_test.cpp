@@ -1,4 +1,4 @@
-// Migration V3 (issue 10): what the application role (dlm_client), a second
+// Migration V3 (least privilege): what the application role (dlm_client), a second
 // application login (the "attacker") and the admin role (dlm_admin) can and
 // cannot do, the purge and its fencing floor, and the rolling-upgrade rule
 // (schema state of older schemas, checksums, compatible_from).
@@ -19,7 +19,7 @@
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
 #include "schema/migration.h"
-#include "pg_issue3_support.h"
+#include "pg_client_role_support.h"
 #include "postgres/pg_migrate.h"
 #include "schema/schema_compat.h"
 #include "support/pg_test_support.h"

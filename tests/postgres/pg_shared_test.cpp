@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "postgres/pg_issue3_support.h"
+#include "postgres/pg_client_role_support.h"
 #include "support/test_keys.h"
 
 namespace dlm::test {

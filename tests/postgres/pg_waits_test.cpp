@@ -14,7 +14,7 @@
 
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
-#include "postgres/pg_issue3_support.h"
+#include "postgres/pg_client_role_support.h"
 #include "postgres/release_channel.h"
 #include "support/error_code.h"
 

@@ -1,4 +1,4 @@
-// Issue 8, SQLite side: no store call waits past the caller's deadline
+// Time bounds, SQLite side: no store call waits past the caller's deadline
 // (dlm/deadline.h) or, without one, past the store's busy timeout, whether it
 // waits for the file's write lock held by another process or for the store's
 // connection held by another thread of this process.

@@ -1,4 +1,4 @@
-// Issue 8 against the in-memory store: every call ends by its deadline,
+// Time bounds against the in-memory store: every call ends by its deadline,
 // in-doubt outcomes are resolved by token, a manager's destroy() wakes its
 // waiters, keep-alive notices a hung store without waiting for it.
 #include <gtest/gtest.h>

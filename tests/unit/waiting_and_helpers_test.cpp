@@ -1,4 +1,4 @@
-// The manager's issue-3 policy against the in-memory store: request rows,
+// The manager's waiting policy against the in-memory store: request rows,
 // deadlock detection before any sleep, wake-up, jitter, commitLock, guards.
 #include <gtest/gtest.h>
 

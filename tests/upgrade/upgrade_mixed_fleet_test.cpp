@@ -1,4 +1,4 @@
-// upgrade_mixed_fleet: the rolling-upgrade rule of issue 10 under load.
+// upgrade_mixed_fleet: the rolling-upgrade rule under load.
 //
 // A fresh schema gets migrations V1..V2 only (the schema of the previous
 // release, commit 7dcc93e), applied from migrations/postgres as a DBA would

@@ -26,9 +26,9 @@ namespace dlm::test {
 using namespace std::chrono_literals;
 
 // A schema with dlm's migrations applied by the admin role.
-class MigratedSchemaFor3 : public FreshSchema {
+class AdminMigratedSchema : public FreshSchema {
  public:
-  MigratedSchemaFor3() { internal::applyPostgresMigrations(options()); }
+  AdminMigratedSchema() { internal::applyPostgresMigrations(options()); }
 };
 
 // Stores on a fresh migrated schema, each as another process would have,
@@ -64,7 +64,7 @@ class ClientStores {
   }
 
  private:
-  MigratedSchemaFor3 schema_;  // first: creates dlm_client for the role
+  AdminMigratedSchema schema_;  // first: creates dlm_client for the role
   ClientRole role_;
   AdminRole adminRole_;
 };
