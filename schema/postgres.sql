@@ -5,8 +5,9 @@
 -- run the script. A test (schema_snapshot_postgres) fails when this file is
 -- stale, and another (tests/postgres) checks that it and the migrations give
 -- the same catalog. A database that already has an older dlm schema gets the
--- missing migrations instead. The design behind the tables and functions:
--- docs/design.md; the reasoning behind each change: the migration files.
+-- missing migrations instead. The comment above a table or function is the
+-- one above its last definition in the migrations (so it may name the
+-- version that made it); the design behind them all: docs/design.md.
 --
 -- Objects are created UNQUALIFIED, in the first schema of search_path (the
 -- one current_schema() names), so a DBA picks the schema:
@@ -36,6 +37,8 @@
 
 -- ------------------------------------------------------------ tables
 
+-- Which migrations have been applied: initialize() reads max(version) and
+-- refuses to run against a schema older or newer than the library.
 CREATE TABLE dlm_schema_version (
     version integer NOT NULL,
     description text NOT NULL,
@@ -56,6 +59,15 @@ COMMENT ON COLUMN dlm_schema_version.checksum IS 'CRC-32 of the file''s text as 
 
 COMMENT ON COLUMN dlm_schema_version.compatible_from IS 'Oldest library schema version this database still serves (rolling upgrades); NULL before version 3.';
 
+-- One row per resource ever locked. A release sets status back to FREE and
+-- never deletes the row, so fencing_token keeps growing across acquisitions.
+-- Rows change only inside the dlm_* functions below (row locks taken with
+-- SELECT ... FOR SHARE / FOR UPDATE).
+--
+-- There is deliberately no index on status or expires_at: the only indexed
+-- column is the key, so acquire, release and extend are HOT updates (no index
+-- maintenance, no index bloat), and the fillfactor leaves room on each page
+-- for the new row versions they need.
 CREATE TABLE dlm_locks (
     resource text NOT NULL COLLATE pg_catalog."C",
     resource_crc bigint NOT NULL,
@@ -98,6 +110,9 @@ COMMENT ON COLUMN dlm_locks.holder_pid IS 'Process id the holder sent.';
 
 COMMENT ON COLUMN dlm_locks.holder_ip IS 'Holder''s address as the server saw it (NULL over a unix socket).';
 
+-- Waiters: one row per owner waiting in acquireLock for a key, removed when
+-- the wait ends. Read to follow the wait-for graph (owner waits for key, key
+-- is held by owner, ...) for deadlock detection.
 CREATE TABLE dlm_lock_requests (
     resource text NOT NULL COLLATE pg_catalog."C",
     owner_id text NOT NULL,
@@ -129,6 +144,7 @@ COMMENT ON COLUMN dlm_lock_requests.desc_end IS 'End (exclusive) of the waited k
 
 COMMENT ON COLUMN dlm_lock_requests.mode IS 'EXCLUSIVE or SHARED: the mode waited for (which holds and requests conflict).';
 
+-- Settings recorded when V3 was first applied (the role names).
 CREATE TABLE dlm_config (
     name text NOT NULL COLLATE pg_catalog."C",
     value text NOT NULL
@@ -140,6 +156,7 @@ COMMENT ON COLUMN dlm_config.name IS 'client_role or admin_role.';
 
 COMMENT ON COLUMN dlm_config.value IS 'The role name later migrations grant to.';
 
+-- The fencing high-water mark: one row.
 CREATE TABLE dlm_fencing_floor (
     id boolean DEFAULT true NOT NULL,
     floor_token bigint DEFAULT 0 NOT NULL,
@@ -251,6 +268,9 @@ $$;
 -- table resolves, so a call fails) and pinned to this schema further down,
 -- in a DO block, because the schema's name is only known when applying.
 
+-- dlm_acquire (9 arguments, V3's, what the previous release calls): an
+-- EXCLUSIVE attempt through the 10-argument form, so it respects shared
+-- holds and the queue. Same result columns as before.
 CREATE FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint) RETURNS TABLE(acquired boolean, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, blocked_by text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -266,6 +286,8 @@ $$;
 
 COMMENT ON FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint) IS 'dlm (client, schema 4 callers): an EXCLUSIVE dlm_acquire.';
 
+-- dlm_acquire (10 arguments, what schema-5 callers use): dlm_try_acquire
+-- as a set of one row.
 CREATE FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean) RETURNS TABLE(acquired boolean, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, blocked_by text, queued boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -281,6 +303,10 @@ $$;
 
 COMMENT ON FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean) IS 'dlm (client, schema 5 callers): dlm_try_acquire as a set of one row.';
 
+-- dlm_describe: the row of p_key for operators, or no row when the key was
+-- never acquired (intention-only rows, fencing_token 0, count as never
+-- locked). No token: a caller must not be able to release someone else's
+-- lock with what it read. Times in epoch milliseconds by the server clock.
 CREATE FUNCTION dlm_describe(p_key text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -300,6 +326,11 @@ $$;
 
 COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock row, without its token.';
 
+-- dlm_extend: moves the lease end to now + p_ttl_ms if p_token still holds
+-- the row (status HELD, expired but not taken included). Returns the new
+-- expires_at in epoch milliseconds, or NULL when the lock was lost (released,
+-- force-released, taken by another acquisition, or purged). Durable commit:
+-- a lost extension would shorten a lease its holder relies on.
 CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -326,6 +357,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
 
+-- dlm_extend_shared: moves the SHARED hold's lease end to now + p_ttl_ms.
+-- The new expires_at in epoch milliseconds, or NULL when the hold is gone.
+-- Durable, like dlm_extend.
 CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -351,6 +385,8 @@ $$;
 
 COMMENT ON FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional extension of a SHARED hold; NULL when lost.';
 
+-- dlm_force_release (admin): frees the key whoever holds it, in both modes
+-- (the EXCLUSIVE row and every SHARED hold). True if anything was held.
 CREATE FUNCTION dlm_force_release(p_key text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -378,6 +414,10 @@ $$;
 
 COMMENT ON FUNCTION dlm_force_release(p_key text) IS 'dlm (admin): frees a lock whoever holds it.';
 
+-- dlm_holders: every hold not released or taken over, of exactly p_key
+-- (p_exact) or under the key prefix p_key ('' for all): EXCLUSIVE rows
+-- (status HELD) and SHARED holds, in key order, per key the EXCLUSIVE one
+-- first and SHARED ones oldest first. No tokens. Times in epoch ms.
 CREATE FUNCTION dlm_holders(p_key text, p_exact boolean) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, shared boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -441,6 +481,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_holders(p_key text, p_exact boolean) IS 'dlm (client): holds of both modes of a key or under a prefix, without tokens.';
 
+-- dlm_list_held: rows with status HELD (expired ones included; held tells)
+-- whose key starts with p_prefix ('' for all), in key order, columns as
+-- dlm_describe. A range scan on the primary key, then the exact prefix test.
 CREATE FUNCTION dlm_list_held(p_prefix text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -479,6 +522,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_held(p_prefix text) IS 'dlm (client): HELD rows under a key prefix, without tokens.';
 
+-- dlm_list_requests: live request rows under a key prefix ('' for all) with
+-- their mode, in key order, then oldest first (dlm_list_waiters plus the
+-- mode, which V3's result type cannot gain).
 CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -502,6 +548,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live request rows under a key prefix, with their mode.';
 
+-- dlm_list_waiters: live request rows (deadline not passed) whose key starts
+-- with p_prefix ('' for all), in key order, then oldest first. A range scan
+-- on the primary key (resource is its first column).
 CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -534,6 +583,15 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live request rows under a key prefix.';
 
+-- dlm_notify_waiters: NOTIFY dlm_release, payload p_key, when an unexpired
+-- request row waits for p_key, one of its ancestors (p_ancestors) or a key in
+-- its descendant range: exactly the waiters whose acquire the freed row may
+-- have blocked. Nobody waiting, no NOTIFY: a NOTIFY makes the commit take a
+-- database-wide lock on the notification queue, which would serialise every
+-- release. Each test is a lookup or range scan on the primary key of
+-- dlm_lock_requests. The notification is sent when the calling transaction
+-- commits, and not at all if it rolls back. Internal: called by the release
+-- functions (as the schema owner); no role has EXECUTE on it.
 CREATE FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -554,6 +612,12 @@ $$;
 
 COMMENT ON FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (internal): NOTIFY dlm_release when a live request waits for the freed key.';
 
+-- dlm_prefix_end: the smallest string above every string that starts with
+-- p_prefix, for a primary-key range scan [p_prefix, end); NULL when there is
+-- none that is easy to write (empty prefix, or only non-ASCII characters):
+-- the scan then has no upper bound. Trailing characters from 0x7F up are
+-- dropped first, so the incremented character is ASCII, valid in every
+-- server encoding. Internal (no role has EXECUTE on it).
 CREATE FUNCTION dlm_prefix_end(p_prefix text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE STRICT
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -573,6 +637,10 @@ $$;
 
 COMMENT ON FUNCTION dlm_prefix_end(p_prefix text) IS 'dlm (internal): upper bound of a key-prefix range scan.';
 
+-- dlm_purge (admin): as V3's, and first deletes SHARED holds whose lease
+-- ended at least p_idle_for_ms ago (holders that never released; a
+-- holder's token is never above its key row's counter, so the floor rule is
+-- unchanged); a row with any SHARED hold left is not idle. Rows counts both.
 CREATE FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) RETURNS TABLE(rows bigint, fencing_floor bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -655,6 +723,7 @@ $$;
 
 COMMENT ON FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) IS 'dlm (admin): deletes a batch of idle rows after raising the fencing floor.';
 
+-- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -667,6 +736,10 @@ $$;
 
 COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) IS 'dlm (client, schema 4 callers): an EXCLUSIVE dlm_register_wait.';
 
+-- dlm_register_wait (7 arguments): as V3's, for a request of either mode,
+-- with the edges of dlm_wait_blockers (mode-aware holds and the queue).
+-- The request's age for its own queue edges: its existing row's
+-- requested_at when it re-registers, else now.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -756,6 +829,15 @@ $$;
 
 COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client): records a waiter of either mode unless waiting would close a cycle (returned).';
 
+-- dlm_release: frees the row if p_token still holds it (expired but not
+-- taken included). True when freed, or already freed by this same token (a
+-- retried release); false when another acquisition took the row since (or
+-- a purge deleted it). When it freed the row and someone waits for the key,
+-- one of its ancestors or a key in its descendant range (p_ancestors,
+-- [p_desc_begin, p_desc_end), as for dlm_acquire), it NOTIFYs dlm_release
+-- with the key; nobody waiting, no NOTIFY (a NOTIFY takes a database-wide
+-- lock at commit). Lazy commit (synchronous_commit off for this transaction
+-- only): a release lost in a crash leaves the lock HELD until its expiry.
 CREATE FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -789,6 +871,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release, lazily committed; wakes waiters.';
 
+-- dlm_release_shared: deletes the SHARED hold p_token has on p_key (expired
+-- but not taken over included). True when it was there; then wakes the
+-- waiters as dlm_release does. Lazy commit, like dlm_release.
 CREATE FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -817,6 +902,8 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release of a SHARED hold, lazily committed; wakes waiters.';
 
+-- dlm_release_shared_within: the same inside the CALLER'S open transaction
+-- (commitLock); SQLSTATE DLM01 when the hold is gone.
 CREATE FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -843,6 +930,11 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): SHARED release inside the caller''s transaction (commitLock); DLM01 when lost.';
 
+-- dlm_release_within: frees the row inside the CALLER'S open transaction
+-- (commitLock), waking waiters as dlm_release does; the release and its
+-- NOTIFY take effect only if that transaction commits. Leaves
+-- synchronous_commit alone. SQLSTATE DLM01 when p_token no longer holds the
+-- row, which aborts the caller's transaction.
 CREATE FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -871,6 +963,10 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release inside the caller''s transaction (commitLock); DLM01 when lost.';
 
+-- dlm_schema_versions: every row of dlm_schema_version, in version order,
+-- applied_at as UTC ISO-8601 text with milliseconds (independent of the
+-- session's TimeZone and DateStyle). What initialize() checks and `dlmctl
+-- schema status` shows.
 CREATE FUNCTION dlm_schema_versions() RETURNS TABLE(version integer, description text, applied_at text, checksum bigint, compatible_from integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -888,6 +984,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_schema_versions() IS 'dlm (client): the applied migrations, for initialize() and schema status.';
 
+-- dlm_try_acquire: one attempt to take a lock in either mode (p_shared),
+-- the whole protocol in one transaction; the 10-argument dlm_acquire's
+-- arguments and answer, as one row of OUT parameters.
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1194,6 +1293,10 @@ $$;
 
 COMMENT ON FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) IS 'dlm (client): one attempt to take a lock in either mode, hierarchy protocol and fair queueing, one transaction; one row of OUT parameters.';
 
+-- dlm_unregister_wait: deletes p_owner's request row for p_key; true if
+-- there was one. Now also wakes the waiters that request may have held back
+-- (fair queueing): a NOTIFY when other live requests wait on the key, an
+-- ancestor or a descendant of it. Lazy commit.
 CREATE FUNCTION dlm_unregister_wait(p_key text, p_owner text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1216,6 +1319,13 @@ $$;
 
 COMMENT ON FUNCTION dlm_unregister_wait(p_key text, p_owner text) IS 'dlm (client): removes a waiter''s request row and wakes those it held back.';
 
+-- dlm_wait_blockers (internal): the owners a request waits for in the
+-- wait-for graph: owners of live holds that conflict with it (EXCLUSIVE
+-- holds always, SHARED holds when the request is EXCLUSIVE) on its key, an
+-- ancestor or a descendant, and owners of older live requests (by
+-- (requested_at, owner_id)) of other owners on those keys that conflict
+-- with it (fair queueing: they go first). Runs as its caller
+-- (dlm_register_wait, the schema owner); no role has EXECUTE on it.
 CREATE FUNCTION dlm_wait_blockers(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_requested_at timestamp with time zone, p_owner text, p_now timestamp with time zone) RETURNS TABLE(owner_id text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'

@@ -13,7 +13,8 @@
 #   the server that PGHOST/PGPORT/PGUSER/PGDATABASE name (the tests' cluster),
 #   or, when none answers, of a throwaway cluster (scripts/pg-cluster.sh).
 #   pg_dump --schema-only gives the tables, keys, indexes, functions and
-#   comments, unqualified; the parts that depend on the role names chosen when
+#   comments, unqualified (each table and function under the comment block
+#   above its last definition in the migrations); the parts that depend on the role names chosen when
 #   applying (roles, grants) and on the schema applied into (the functions'
 #   pinned search_path) are written as the DO blocks below, with the grants
 #   read from the catalog; the version rows are read from dlm_schema_version.
@@ -25,7 +26,8 @@
 # committed without regenerating the file fails.
 set -euo pipefail
 
-readonly kRoot=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+kRoot=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly kRoot
 
 die() {
   echo "generate-schema: $*" >&2
@@ -39,7 +41,7 @@ usage() {
 
 # The migration files in version order (V2 before V10).
 migrations() {
-  ls "$kRoot/migrations/$1"/V*__*.sql | sort -V
+  printf '%s\n' "$kRoot/migrations/$1"/V*__*.sql | sort -V
 }
 
 # ------------------------------------------------------------------ postgres
@@ -53,8 +55,9 @@ pg_header() {
 -- run the script. A test (schema_snapshot_postgres) fails when this file is
 -- stale, and another (tests/postgres) checks that it and the migrations give
 -- the same catalog. A database that already has an older dlm schema gets the
--- missing migrations instead. The design behind the tables and functions:
--- docs/design.md; the reasoning behind each change: the migration files.
+-- missing migrations instead. The comment above a table or function is the
+-- one above its last definition in the migrations (so it may name the
+-- version that made it); the design behind them all: docs/design.md.
 --
 -- Objects are created UNQUALIFIED, in the first schema of search_path (the
 -- one current_schema() names), so a DBA picks the schema:
@@ -243,10 +246,75 @@ pg_restore_text() {
     cat -s
 }
 
+# Copies, above each CREATE TABLE and CREATE FUNCTION of pg_dump's text
+# (stdin), the comment block that stands right above the object's last
+# definition in the migrations (the files given), so the snapshot keeps the
+# reasoning the catalog comments have no room for. A function is told from
+# its overloads by its number of parameters.
+pg_add_prose() {
+  awk '
+    function params(s,   depth, i, c, n, any) {
+      # s starts after the opening parenthesis; counts top-level commas.
+      depth = 0; n = 0; any = 0
+      for (i = 1; i <= length(s); i++) {
+        c = substr(s, i, 1)
+        if (c == "(") depth++
+        else if (c == ")") { if (depth == 0) break; depth-- }
+        else if (c == "," && depth == 0) n++
+        else if (c !~ /[ \t]/) any = 1
+      }
+      return any ? n + 1 : 0
+    }
+    function key(line,   rest, name) {
+      if (match(line, /^CREATE (OR REPLACE )?FUNCTION [a-z_0-9]+\(/)) {
+        rest = substr(line, 1, RLENGTH - 1)
+        sub(/^CREATE (OR REPLACE )?FUNCTION /, "", rest)
+        name = rest
+        pending = "function " name
+        return ""
+      }
+      if (match(line, /^CREATE TABLE (IF NOT EXISTS )?[a-z_0-9]+/)) {
+        rest = substr(line, 1, RLENGTH)
+        sub(/^CREATE TABLE (IF NOT EXISTS )?/, "", rest)
+        return "table " rest
+      }
+      return ""
+    }
+    FILENAME != "-" {
+      if (collecting) {
+        args = args " " $0
+        if (index($0, ")")) {
+          prose[open "/" params(args)] = held; collecting = 0
+        }
+        next
+      }
+      k = key($0)
+      if (k != "") { prose[k] = block }
+      else if (pending != "") {
+        args = substr($0, index($0, "(") + 1); held = block; open = pending
+        if (index(args, ")")) prose[pending "/" params(args)] = held
+        else collecting = 1
+        pending = ""
+      }
+      if ($0 ~ /^--/) block = block $0 "\n"; else block = ""
+      next
+    }
+    {
+      k = key($0)
+      if (pending != "") {
+        k = pending "/" params(substr($0, index($0, "(") + 1)); pending = ""
+      }
+      if (k != "" && prose[k] != "") printf "%s", prose[k]
+      print
+    }
+  ' "$@" -
+}
+
 generate_postgres() {
   local tmp=$1
-  command -v psql >/dev/null && command -v pg_dump >/dev/null ||
+  if ! command -v psql >/dev/null || ! command -v pg_dump >/dev/null; then
     die "psql and pg_dump are needed (apt-get install postgresql-client)"
+  fi
   if ! psql -qXAt -c 'SELECT 1' >/dev/null 2>&1; then
     # A directory of its own: as root the cluster runs as another user, who
     # cannot enter $tmp.
@@ -328,14 +396,18 @@ EOF
                       E',\n         ' ORDER BY version)
       FROM $schema.dlm_schema_version")
 
+  local -a migration_files
+  mapfile -t migration_files < <(migrations postgres)
   {
     pg_header
     printf '\n-- ------------------------------------------------------------ tables\n'
-    pg_restore_text "$tmp/tables.sorted" "$tmp/pg.dump" "$schema"
+    pg_restore_text "$tmp/tables.sorted" "$tmp/pg.dump" "$schema" |
+      pg_add_prose "${migration_files[@]}"
     printf '\n-- ------------------------------------------------- keys and indexes\n'
     pg_restore_text "$tmp/keys.sorted" "$tmp/pg.dump" "$schema"
     pg_roles_block
-    pg_restore_text "$tmp/functions.list" "$tmp/pg.dump" "$schema"
+    pg_restore_text "$tmp/functions.list" "$tmp/pg.dump" "$schema" |
+      pg_add_prose "${migration_files[@]}"
     pg_pin_block
     pg_privileges_head
     printf '%s\n' "$grants"
