@@ -223,7 +223,8 @@ TEST_P(Purge, PurgingWhileOthersAcquireNeverRepeatsAToken) {
   // Store objects (as other processes would have) acquire and release keys
   // with short leases while another purges everything idle in small
   // batches: every acquisition of a key gets a token no earlier acquisition
-  // of that key had, purged or not, and nothing fails but transiently.
+  // of that key had, purged or not (above every earlier one), and nothing
+  // fails but transiently.
   constexpr int kWorkers = 2;
   std::vector<std::string> ids;
   for (int n = 0; n < 6; ++n) {
@@ -234,12 +235,14 @@ TEST_P(Purge, PurgingWhileOthersAcquireNeverRepeatsAToken) {
   std::map<std::string, std::multiset<std::int64_t>> tokens;
   std::atomic<bool> stop{false};
   std::atomic<int> purged{0};
+  std::atomic<int> regressions{0};
   std::vector<std::string> errors(kWorkers + 1);
   std::vector<std::thread> threads;
   const Holder holder{"h", 1};
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&, w, s = otherStore()] {
       const std::string who = owner("worker-" + std::to_string(w));
+      std::map<std::string, std::int64_t> last;
       for (int i = 0; !stop.load(); ++i) {
         const StoreKey k = key(ids[static_cast<std::size_t>(i * 7 + w * 5) %
                                    ids.size()]);
@@ -248,6 +251,9 @@ TEST_P(Purge, PurgingWhileOthersAcquireNeverRepeatsAToken) {
           const AcquireResult r = s->tryAcquire(
               AcquireRequest{k, who, token, milliseconds(20), holder});
           if (!r.acquired) continue;
+          // Each worker sees every key's tokens grow.
+          if (r.fencingToken <= last[k.key]) ++regressions;
+          last[k.key] = r.fencingToken;
           {
             std::lock_guard<std::mutex> guard(mutex);
             tokens[k.key].insert(r.fencingToken);
@@ -273,6 +279,7 @@ TEST_P(Purge, PurgingWhileOthersAcquireNeverRepeatsAToken) {
   stop = true;
   for (auto& t : threads) t.join();
   for (const auto& error : errors) EXPECT_EQ(error, "");
+  EXPECT_EQ(regressions.load(), 0);
   EXPECT_GT(purged.load(), 0) << "the run purged nothing: it tested nothing";
   std::size_t acquisitions = 0;
   for (const auto& [k, seen] : tokens) {
