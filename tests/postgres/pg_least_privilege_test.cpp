@@ -1,6 +1,7 @@
 // Migration V3 (least privilege): what the application role (dlm_client), a second
 // application login (the "attacker") and the admin role (dlm_admin) can and
-// cannot do, the purge and its fencing floor, and the rolling-upgrade rule
+// cannot do, a purge beside row locks of other transactions (the rest of the
+// purge is in tests/store_contract), and the rolling-upgrade rule
 // (schema state of older schemas, checksums, compatible_from).
 //
 // Every privilege check prints one line
@@ -284,65 +285,6 @@ class PurgeTest : public LeastPrivilegeTest {
   int serial_ = 0;
 };
 
-TEST_F(PurgeTest, ReacquiredKeyContinuesAboveEveryTokenIssuedBefore) {
-  const StoreKey key = pathKey("pg#", "orders.o1");  // rows: pg#orders, key
-  EXPECT_EQ(cycle(key, 3), 3);
-  std::this_thread::sleep_for(60ms);  // the leases ended 20 ms in
-  ASSERT_EQ(rows(), 2);
-  const PurgeBatch dry = admin_->purgeIdle(10ms, 100, true);
-  EXPECT_EQ(dry.rows, 2);
-  EXPECT_EQ(dry.fencingFloor, 0);
-  EXPECT_EQ(rows(), 2) << "a dry run deletes nothing";
-  const PurgeBatch batch = admin_->purgeIdle(10ms, 100, false);
-  EXPECT_EQ(batch.rows, 2);
-  EXPECT_EQ(batch.fencingFloor, 3);
-  EXPECT_EQ(rows(), 0);
-  EXPECT_FALSE(app_->describe(key.key).has_value());
-  const AcquireResult again = acquireAs(*app_, key, "owner", "tok-again");
-  ASSERT_TRUE(again.acquired);
-  EXPECT_GT(again.fencingToken, 3);
-  // Tokens keep growing from there.
-  EXPECT_TRUE(app_->release(key, "tok-again", dlm::LockMode::EXCLUSIVE));
-  EXPECT_GT(acquireAs(*app_, key, "owner", "tok-again2").fencingToken,
-            again.fencingToken);
-}
-
-TEST_F(PurgeTest, KeepsLiveHoldersRecentRowsAndRowsWithLiveWaiters) {
-  const StoreKey idle = pathKey("pk#", "idle");
-  const StoreKey waited = pathKey("pk#", "waited");
-  const StoreKey held = pathKey("pk#", "held");
-  cycle(idle, 1);
-  cycle(waited, 1);
-  ASSERT_TRUE(
-      app_->registerWait({waited, "waiter", 30s}).deadlockCycle.empty());
-  ASSERT_TRUE(acquireAs(*app_, held, "owner", "tok-held", 30s).acquired);
-  std::this_thread::sleep_for(60ms);
-  // Not idle for an hour yet: nothing goes.
-  EXPECT_EQ(admin_->purgeIdle(1h, 100, false).rows, 0);
-  EXPECT_EQ(admin_->purgeIdle(10ms, 100, false).rows, 1);
-  EXPECT_FALSE(app_->describe(idle.key).has_value());
-  EXPECT_TRUE(app_->describe(waited.key).has_value()) << "a live waiter's key";
-  EXPECT_TRUE(app_->describe(held.key).has_value());
-  EXPECT_TRUE(app_->describe(held.key)->held);
-  // Once the waiter is gone, its key goes too.
-  app_->unregisterWait(waited.key, "waiter");
-  EXPECT_EQ(admin_->purgeIdle(10ms, 100, false).rows, 1);
-}
-
-TEST_F(PurgeTest, BatchesRespectTheBatchSize) {
-  for (int i = 0; i < 7; ++i) cycle(pathKey("pb#", fmt::format("k{}", i)), 1);
-  std::this_thread::sleep_for(60ms);
-  EXPECT_EQ(admin_->purgeIdle(10ms, 3, true).rows, 3);
-  std::vector<std::int64_t> batches;
-  for (;;) {
-    const PurgeBatch b = admin_->purgeIdle(10ms, 3, false);
-    batches.push_back(b.rows);
-    if (b.rows < 3) break;
-  }
-  EXPECT_EQ(batches, (std::vector<std::int64_t>{3, 3, 1}));
-  EXPECT_EQ(rows(), 0);
-}
-
 TEST_F(PurgeTest, SkipsRowsAnotherTransactionHasLocked) {
   const StoreKey key = pathKey("pl#", "busy");
   cycle(key, 2);
@@ -357,49 +299,6 @@ TEST_F(PurgeTest, SkipsRowsAnotherTransactionHasLocked) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "waited";
   tx.abort();
   EXPECT_EQ(admin_->purgeIdle(10ms, 100, false).rows, 1);
-}
-
-TEST_F(PurgeTest, ConcurrentAcquiresAndPurgesNeverRepeatAToken) {
-  // Acquirers cycle a few hierarchical keys with tiny leases while purges
-  // with idle_for 0 delete whatever is idle: every key's tokens must keep
-  // growing, and every acquire must succeed or be refused, never fail.
-  std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  std::atomic<int> regressions{0};
-  std::thread purger([&] {
-    while (!stop) {
-      try {
-        admin_->purgeIdle(0ms, 50, false);
-      } catch (const DLMException&) {
-        ++errors;
-      }
-    }
-  });
-  std::vector<std::thread> workers;
-  for (int w = 0; w < 2; ++w) {
-    workers.emplace_back([&, w] {
-      auto store = stores_.newStore();
-      std::map<std::string, std::int64_t> last;
-      for (int i = 0; i < 150; ++i) {
-        const StoreKey key = pathKey("pc#", fmt::format("a.b{}", i % 3));
-        const std::string token = fmt::format("w{}-{}", w, i);
-        try {
-          const AcquireResult a = acquireAs(*store, key, "o", token, 1ms);
-          if (!a.acquired) continue;
-          if (a.fencingToken <= last[key.key]) ++regressions;
-          last[key.key] = a.fencingToken;
-          store->release(key, token, dlm::LockMode::EXCLUSIVE);
-        } catch (const DLMException& e) {
-          if (!e.transient()) ++errors;
-        }
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
-  stop = true;
-  purger.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(regressions.load(), 0);
 }
 
 // ------------------------------------------------- rolling upgrades

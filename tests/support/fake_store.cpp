@@ -172,7 +172,10 @@ AcquireResult FakeStore::tryAcquire(const AcquireRequest& request) {
 bool FakeStore::freeRow(std::string_view key, std::string_view token) {
   auto it = rows_.find(key);
   if (it == rows_.end() || it->second.token != token) return false;
-  it->second.record.statusHeld = false;
+  LockRecord& r = it->second.record;
+  // A release ends the lease: the row is idle from now on (purgeIdle).
+  if (r.statusHeld) r.expiresAt = std::min(r.expiresAt, clock());
+  r.statusHeld = false;
   return true;
 }
 
@@ -333,6 +336,10 @@ void FakeStore::setSchemaState(SchemaState state) {
 
 PurgeBatch FakeStore::purgeIdle(std::chrono::milliseconds idleFor,
                                 int batchSize, bool dryRun) {
+  if (idleFor.count() < 0 || batchSize <= 0) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "purgeIdle needs idleFor >= 0 and batchSize > 0");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const StoreTime now = clock();
   const StoreTime idleSince = now - idleFor;

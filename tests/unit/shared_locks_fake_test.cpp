@@ -176,22 +176,5 @@ TEST_F(SharedOnFake, ForceReleaseFreesSharedHoldersToo) {
   EXPECT_TRUE(attempt(a, "w", LockMode::EXCLUSIVE, "t3").acquired);
 }
 
-TEST_F(SharedOnFake, PurgeKeepsKeysWithLiveSharedHoldsAndTheirFencing) {
-  const StoreKey a = pathKey("c#", "a");
-  const StoreKey b = pathKey("c#", "b");
-  ASSERT_TRUE(attempt(a, "r1", LockMode::SHARED, "t1").acquired);
-  const AcquireResult idle = store_->tryAcquire(
-      {b, "r2", "t2", milliseconds(10), holder_, LockMode::SHARED});
-  ASSERT_TRUE(idle.acquired);
-  store_->advance(seconds(2));
-  const PurgeBatch batch = store_->purgeIdle(seconds(1), 100, false);
-  EXPECT_EQ(batch.rows, 1) << "only b, whose SHARED hold expired long ago";
-  EXPECT_EQ(store_->holdersOf(a.key).size(), 1U);
-  EXPECT_TRUE(store_->holdersOf(b.key).empty());
-  const AcquireResult again = attempt(b, "r3", LockMode::SHARED, "t3");
-  ASSERT_TRUE(again.acquired);
-  EXPECT_GT(again.fencingToken, idle.fencingToken) << "tokens never go back";
-}
-
 }  // namespace
 }  // namespace dlm::test

@@ -1,12 +1,13 @@
-// PostgreSQL-specific parts of shared locks and fair queueing (migration
-// V5): what a schema-4 caller of the old function signatures sees, what the
-// application role may read, takeover and purge of shared holds at the row
-// level. The behaviour both stores share is in tests/conformance.
+// What callers of dlm's SQL functions see beyond the store contract
+// (tests/store_contract): a schema-4 caller of the old function signatures
+// beside shared holds and fair queueing (migration V5), what the application
+// role may read of shared holds, and the functions' own argument checks.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "postgres/pg_client_role_support.h"
+#include "support/error_code.h"
 #include "support/test_keys.h"
 
 namespace dlm::test {
@@ -110,47 +111,10 @@ TEST_F(PgSharedTest, TheApplicationRoleCannotReadSharedHoldsOrTheirTokens) {
   }
 }
 
-TEST_F(PgSharedTest, ASharedAcquireTakesOverAnExpiredExclusiveHolder) {
-  const StoreKey k = pathKey(scope_, "doc");
-  ASSERT_TRUE(acquireAs(*store_, k, "writer", "w1", 50ms).acquired);
-  EXPECT_TRUE(eventually(
-      [&] { return acquireShared(*store_, k, "reader", "r1").acquired; }));
-  // The expired writer lost the key: no extension, no release.
-  EXPECT_FALSE(store_->extend(k.key, "w1", 30s, LockMode::EXCLUSIVE));
-  EXPECT_FALSE(store_->release(k, "w1", LockMode::EXCLUSIVE));
-  const auto holders = store_->holdersOf(k.key);
-  ASSERT_EQ(holders.size(), 1u);
-  EXPECT_EQ(holders[0].mode, LockMode::SHARED);
-  EXPECT_EQ(holders[0].owner, "reader");
-}
-
-TEST_F(PgSharedTest, ARetriedSharedAcquireWithItsTokenChangesNothing) {
-  const StoreKey k = pathKey(scope_, "doc");
-  const AcquireResult first = acquireShared(*store_, k, "reader", "r1");
-  const AcquireResult again = acquireShared(*store_, k, "reader", "r1");
-  ASSERT_TRUE(first.acquired);
-  ASSERT_TRUE(again.acquired);
-  EXPECT_EQ(again.fencingToken, first.fencingToken);
-  EXPECT_EQ(store_->holdersOf(k.key).size(), 1u);
-}
-
-TEST_F(PgSharedTest, PurgeDeletesStaleSharedHoldsAndTokensStillGrow) {
-  const StoreKey k = pathKey(scope_, "doc");
-  const AcquireResult first = acquireShared(*store_, k, "reader", "r1", 20ms);
-  ASSERT_TRUE(first.acquired);
-  const StoreKey live = pathKey(scope_, "live");
-  ASSERT_TRUE(acquireShared(*store_, live, "reader", "r2").acquired);
-  auto admin = stores_.newAdminStore();
-  EXPECT_TRUE(eventually([&] {
-    return admin->purgeIdle(10ms, 100, /*dryRun=*/false).rows == 0 &&
-           store_->holdersOf(k.key).empty();
-  }));
-  // The live hold and its key stay.
-  EXPECT_EQ(store_->holdersOf(live.key).size(), 1u);
-  // A purged key's next token is above every token it issued.
-  const AcquireResult next = acquireShared(*store_, k, "reader", "r3");
-  ASSERT_TRUE(next.acquired);
-  EXPECT_GT(next.fencingToken, first.fencingToken);
+TEST_F(PgSharedTest, ANegativeWaitIsAnInternalErrorNotASilentRow) {
+  EXPECT_EQ(codeOf([&] { waitAs(*store_, pathKey(scope_, "k"), "A", -1ms); }),
+            ErrorCode::INTERNAL_ERROR);
+  EXPECT_TRUE(store_->listWaiters(scope_).empty());
 }
 
 }  // namespace
