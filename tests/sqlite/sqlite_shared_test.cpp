@@ -12,7 +12,7 @@
 
 #include "dlm/dlm.h"
 #include "dlm/error.h"
-#include "common/random_id.h"
+#include "support/random_token.h"
 #include "sqlite_child_process.h"
 #include "sqlite_test_util.h"
 
@@ -36,7 +36,7 @@ class SqliteSharedTest : public ::testing::Test {
                      std::string* token = nullptr,
                      const std::string& owner = "owner-1") {
     const StoreKey key = pathKey(kScope, id);
-    const std::string fresh = internal::randomGuid();
+    const std::string fresh = test::randomToken();
     if (token != nullptr) *token = fresh;
     return store_->tryAcquire(
         AcquireRequest{key, owner, fresh, ttl, holder_, mode});
