@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bench_util.h"
-#include "common/crc32.h"
+#include "crc32.h"
 #include "pg_raw.h"
 
 namespace dlm_bench::pg {
@@ -40,7 +40,7 @@ class RawFunctions {
   bool acquire(const std::string& k, int ttlMs) {
     const std::string keys = "{\"" + k + "\"}";
     const std::string crcs =
-        "{" + std::to_string(dlm::internal::crc32(k)) + "}";
+        "{" + std::to_string(crc32(k)) + "}";
     const std::string descBegin = k + ".";
     const std::string descEnd = k + "/";
     token_ = randomHex(rng_, 32);

@@ -17,15 +17,15 @@
 #include <stdexcept>
 #include <thread>
 
-#include "common/crc32.h"
-#include "sqlite/cycle_sql.h"
+#include "crc32.h"
+#include "sqlite_cycle_sql.h"
 #include "workloads.h"
 
 namespace dlm_bench {
 namespace {
 
 using std::chrono::milliseconds;
-namespace sql = dlm::internal::sqlite::sql;
+namespace sql = sqlite_sql;
 
 constexpr const char* kFarm = "bench";
 
@@ -114,7 +114,7 @@ class RawSqlite {
     step(begin_);
     const std::int64_t now = wallMs();
     bind(ensure_, 1, k);
-    sqlite3_bind_int64(ensure_, 2, dlm::internal::crc32(k));
+    sqlite3_bind_int64(ensure_, 2, crc32(k));
     step(ensure_);
     bind(retried_, 1, k);
     bind(retried_, 2, token_);

@@ -52,4 +52,10 @@ struct LockConfiguration {
   void validate() const;
 };
 
+// How long before a guarded lock's lease ends (its last confirmed renewal
+// plus `ttl`) the keep-alive declares it lost: a tenth of the TTL, at least
+// 20 ms and at most 2 s. Whatever must stop when the lock is lost (dlmctl
+// exec's command) has this long to do so before another holder may get in.
+std::chrono::milliseconds keepAliveLossMargin(std::chrono::milliseconds ttl);
+
 }  // namespace dlm

@@ -1,4 +1,4 @@
-#include "cli/child_process.h"
+#include "child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "cli/unique_fd.h"
+#include "unique_fd.h"
 
 namespace dlm::cli {
 

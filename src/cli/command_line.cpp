@@ -1,4 +1,4 @@
-#include "cli/command_line.h"
+#include "command_line.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "cli/suggest.h"
+#include "suggest.h"
 #include "dlm/store_url.h"
 #include "dlm/version.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "options.h"
 
 namespace dlm::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/command_supervisor.h"
+#include "command_supervisor.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -4,9 +4,9 @@
 
 #include <chrono>
 
-#include "cli/child_process.h"
-#include "cli/signal_fd.h"
-#include "cli/unique_fd.h"
+#include "child_process.h"
+#include "signal_fd.h"
+#include "unique_fd.h"
 #include "dlm/lock_guard.h"
 
 namespace dlm::cli {

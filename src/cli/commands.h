@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "options.h"
 #include "dlm/lock_manager.h"
 #include "dlm/lock_store.h"
 

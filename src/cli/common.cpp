@@ -4,11 +4,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "dlm/error.h"
+#include "dlm/lock_key.h"
 #include "dlm/store_url.h"
-#include "keys/key_builder.h"
-#include "keys/validation.h"
 
 namespace dlm::cli {
 
@@ -85,11 +84,11 @@ std::unique_ptr<DistributedLockManager> openManager(
 StoreKey scopedKey(const GlobalOptions& global, const std::string& id,
                    bool xdc) {
   // The library's own validation and key rules (no I/O).
-  internal::validateLockId(id);
-  internal::validateScopeName("clientId", global.client, true);
+  validateLockId(id);
+  validateClientId(global.client);
   const LockLevel level = xdc ? LockLevel::XDC : LockLevel::DC;
-  internal::validateScopeName("farmId", global.farm, level == LockLevel::DC);
-  return internal::buildStoreKey(level, {global.farm, global.client}, id);
+  validateFarmId(global.farm, level);
+  return lockStoreKey(level, {global.farm, global.client}, id);
 }
 
 std::string resolveStoreKey(const GlobalOptions& global,
@@ -150,11 +149,11 @@ StoreKey parseStoreKey(const std::string& storeKey) {
     at = hash + 1;
   }
   if (at >= storeKey.size()) return unrelated;
-  internal::KeyScope keyScope;
+  LockKeyScope keyScope;
   if (dc) keyScope.farmId = scope[1];
   keyScope.clientId = scope.back();
   try {
-    return internal::buildStoreKey(dc ? LockLevel::DC : LockLevel::XDC,
+    return lockStoreKey(dc ? LockLevel::DC : LockLevel::XDC,
                                    keyScope, storeKey.substr(at));
   } catch (const DLMException&) {
     // An id with an empty segment: written by a manager with hierarchy off.

@@ -18,18 +18,27 @@
 #include <thread>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/contender.h"
-#include "cli/hold_log.h"
-#include "cli/temp_dir.h"
+#include "commands.h"
+#include "contender.h"
 #include "dlm/error.h"
 #include "dlm/store_url.h"
 #include "dlm/version.h"
+#include "hold_log.h"
+#include "temp_dir.h"
 
 namespace dlm::cli {
 namespace {
 
 using std::chrono::milliseconds;
+// The contender loop and the hold checker (src/oracle).
+using oracle::checkHolds;
+using oracle::ContendOptions;
+using oracle::ContendResult;
+using oracle::describeProblems;
+using oracle::Hold;
+using oracle::HoldReport;
+using oracle::KeySummary;
+using oracle::TempDir;
 
 constexpr const char* kParentKey = "demo";
 
@@ -89,7 +98,7 @@ LockConfiguration workerConfiguration() {
             std::chrono::duration<double>(settings.seconds));
     // Everyone starts together, after connecting.
     std::this_thread::sleep_until(startAt);
-    result = contend(*manager, options);
+    result = oracle::contend(*manager, options);
     manager->destroy();
   } catch (const DLMException& e) {
     // Opening the store failed: the parent reports it for this worker.
@@ -101,7 +110,7 @@ LockConfiguration workerConfiguration() {
   int status = 0;
   {
     std::ofstream out(resultPath);
-    writeResult(result, out);
+    oracle::writeResult(result, out);
     out.flush();
     if (!out) status = 3;
   }
@@ -185,7 +194,7 @@ int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
     }
     std::ifstream in(dir.path() / fmt::format("worker-{}", w + 1));
     std::string problem;
-    o.result = in ? readResult(in, &problem) : std::nullopt;
+    o.result = in ? oracle::readResult(in, &problem) : std::nullopt;
     if (!in) problem = "wrote no result";
     if (!o.result) {
       o.problem = fmt::format("{} ({})", problem, describeExit(o.status));

@@ -21,16 +21,15 @@
 #include <thread>
 #include <vector>
 
-#include "cli/child_process.h"
-#include "cli/command_supervisor.h"
-#include "cli/commands.h"
-#include "cli/output_text.h"
-#include "cli/signal_fd.h"
-#include "cli/wait_reporter.h"
+#include "child_process.h"
+#include "command_supervisor.h"
+#include "commands.h"
+#include "output_text.h"
+#include "signal_fd.h"
+#include "wait_reporter.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_guard.h"
 #include "dlm/owner.h"
-#include "manager/keep_alive.h"
 
 extern char** environ;
 
@@ -47,7 +46,7 @@ constexpr int kLockLost = 1;
 // must come well inside it, or the command could outlive the lease, so
 // --kill-after gets at most half of it.
 milliseconds maxKillAfter(milliseconds ttl) {
-  return internal::lossMargin(ttl) / 2;
+  return keepAliveLossMargin(ttl) / 2;
 }
 
 std::vector<std::string> childEnvironment(const Lock& lock) {

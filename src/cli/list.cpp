@@ -7,10 +7,10 @@
 #include <set>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/lock_json.h"
-#include "cli/output_text.h"
-#include "cli/table.h"
+#include "commands.h"
+#include "lock_json.h"
+#include "output_text.h"
+#include "table.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_configuration.h"
 

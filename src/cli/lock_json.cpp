@@ -1,8 +1,8 @@
-#include "cli/lock_json.h"
+#include "lock_json.h"
 
 #include <algorithm>
 
-#include "cli/output_text.h"
+#include "output_text.h"
 
 namespace dlm::cli {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/command_line.h"
-#include "cli/commands.h"
+#include "command_line.h"
+#include "commands.h"
 #include "dlm/error.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "cli/output_text.h"
+#include "output_text.h"
 
 #include <fmt/format.h>
 

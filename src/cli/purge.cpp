@@ -6,8 +6,8 @@
 #include <limits>
 #include <thread>
 
-#include "cli/commands.h"
-#include "cli/output_text.h"
+#include "commands.h"
+#include "output_text.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_configuration.h"
 

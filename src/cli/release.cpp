@@ -2,8 +2,8 @@
 // gone.
 #include <fmt/format.h>
 
-#include "cli/commands.h"
-#include "cli/output_text.h"
+#include "commands.h"
+#include "output_text.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_configuration.h"
 

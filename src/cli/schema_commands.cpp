@@ -2,15 +2,14 @@
 // bringing it to this build's version.
 #include <fmt/format.h>
 
-#include "cli/commands.h"
-#include "cli/output_text.h"
-#include "cli/table.h"
+#include "commands.h"
+#include "output_text.h"
+#include "table.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_configuration.h"
+#include "dlm/schema_version.h"
 #include "dlm/store_url.h"
 #include "dlm/version.h"
-#include "schema/migration.h"
-#include "schema/schema_compat.h"
 
 namespace dlm::cli {
 namespace {
@@ -23,17 +22,12 @@ constexpr int kSchemaNewer = 4;
 // An applied migration's recorded checksum differs from this build's file.
 constexpr int kSchemaDrift = 5;
 
-const std::vector<internal::Migration>& migrationsFor(const LockStore& store) {
-  return store.name() == "postgres" ? internal::postgresMigrations()
-                                    : internal::sqliteMigrations();
-}
-
 // The migrations this build ships that `state` lacks, in order.
-std::vector<internal::Migration> pendingMigrations(const LockStore& store,
-                                                   const SchemaState& state) {
-  std::vector<internal::Migration> pending;
-  for (const internal::Migration& m : migrationsFor(store)) {
-    if (m.version > state.version()) pending.push_back(m);
+std::vector<KnownMigration> pendingMigrations(const LockStore& store,
+                                             const SchemaState& state) {
+  std::vector<KnownMigration> pending;
+  for (KnownMigration& m : knownMigrations(store.name())) {
+    if (m.version > state.version()) pending.push_back(std::move(m));
   }
   return pending;
 }
@@ -43,12 +37,12 @@ std::vector<internal::Migration> pendingMigrations(const LockStore& store,
 std::string checksumText(const LockStore& store, const AppliedMigration& m,
                          int& drifted) {
   if (!m.checksum) return "not recorded";
-  for (const internal::Migration& file : migrationsFor(store)) {
+  for (const KnownMigration& file : knownMigrations(store.name())) {
     if (file.version != m.version) continue;
-    if (internal::migrationChecksum(file) == *m.checksum) return "ok";
+    if (file.checksum == *m.checksum) return "ok";
     ++drifted;
     return fmt::format("DRIFT ({:08x}, file {:08x})", *m.checksum,
-                       internal::migrationChecksum(file));
+                       file.checksum);
   }
   return "unknown file";
 }
@@ -103,7 +97,7 @@ int runSchemaStatus(const GlobalOptions& global) {
         drifted, drifted == 1 ? "" : "s", drifted == 1 ? "s" : "");
     return kSchemaDrift;
   }
-  const std::vector<internal::Migration> pending =
+  const std::vector<KnownMigration> pending =
       pendingMigrations(*store, state);
   if (state.version() > needed) {
     fmt::print(
@@ -117,7 +111,7 @@ int runSchemaStatus(const GlobalOptions& global) {
     return kSchemaCurrent;
   }
   fmt::print("\npending (dlmctl migrate applies them):\n");
-  for (const internal::Migration& m : pending) {
+  for (const KnownMigration& m : pending) {
     fmt::print("  {}\n", m.file);
   }
   return kSchemaPending;
@@ -126,7 +120,7 @@ int runSchemaStatus(const GlobalOptions& global) {
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options) {
   auto store = openCliStore(global);
   const SchemaState before = readState(*store);
-  const std::vector<internal::Migration> pending =
+  const std::vector<KnownMigration> pending =
       pendingMigrations(*store, before);
   if (options.dryRun) {
     store->close();
@@ -135,7 +129,7 @@ int runMigrate(const GlobalOptions& global, const MigrateOptions& options) {
     if (pending.empty()) {
       fmt::print("nothing to apply\n");
     }
-    for (const internal::Migration& m : pending) {
+    for (const KnownMigration& m : pending) {
       fmt::print("would apply {}\n", m.file);
     }
     return 0;

@@ -1,4 +1,4 @@
-#include "cli/signal_fd.h"
+#include "signal_fd.h"
 
 #include <pthread.h>
 #include <sys/signalfd.h>

@@ -4,7 +4,7 @@
 
 #include <signal.h>
 
-#include "cli/unique_fd.h"
+#include "unique_fd.h"
 
 namespace dlm::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/suggest.h"
+#include "suggest.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "cli/table.h"
+#include "table.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cli/terminal.h"
+#include "terminal.h"
 
 #include <fmt/format.h>
 #include <sys/ioctl.h>

@@ -13,12 +13,12 @@
 #include <system_error>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/lock_json.h"
-#include "cli/output_text.h"
-#include "cli/signal_fd.h"
-#include "cli/table.h"
-#include "cli/terminal.h"
+#include "commands.h"
+#include "lock_json.h"
+#include "output_text.h"
+#include "signal_fd.h"
+#include "table.h"
+#include "terminal.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/lock_configuration.h"

@@ -1,10 +1,10 @@
-#include "cli/wait_reporter.h"
+#include "wait_reporter.h"
 
 #include <fmt/format.h>
 
 #include <cstdio>
 
-#include "cli/output_text.h"
+#include "output_text.h"
 
 namespace dlm::cli {
 namespace {

@@ -4,16 +4,13 @@
 #include <string>
 
 #include "dlm/lock.h"
+#include "dlm/lock_key.h"
 #include "dlm/lock_store.h"
 
 namespace dlm::internal {
 
-struct KeyScope {
-  std::string farmId;
-  std::string clientId;
-  char separator = '.';
-  bool hierarchy = true;
-};
+// The public scope (dlm/lock_key.h), under the name the manager uses.
+using KeyScope = LockKeyScope;
 
 // The scope prefix every key of (level, scope) starts with:
 // "DC#<farmId>#<clientId>#" or "XDC#<clientId>#".

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <string_view>
 
+#include "dlm/lock_key.h"
+
 namespace dlm::internal {
 
-inline constexpr std::size_t kMaxIdBytes = 1024;
-inline constexpr std::size_t kMaxScopeBytes = 255;
+inline constexpr std::size_t kMaxIdBytes = kMaxLockIdBytes;
+inline constexpr std::size_t kMaxScopeBytes = kMaxScopeNameBytes;
 
 // Non-empty, at most kMaxIdBytes, no NUL, valid UTF-8 (PostgreSQL text
 // columns hold only valid UTF-8, and both stores must accept the same ids).

@@ -2,6 +2,7 @@
 
 #include "dlm/error.h"
 #include "keys/validation.h"
+#include "manager/keep_alive.h"
 
 namespace dlm {
 
@@ -29,6 +30,10 @@ void LockConfiguration::validate() const {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        "retryJitter must be between 0 and 0.5");
   }
+}
+
+std::chrono::milliseconds keepAliveLossMargin(std::chrono::milliseconds ttl) {
+  return internal::lossMargin(ttl);
 }
 
 }  // namespace dlm

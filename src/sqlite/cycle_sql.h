@@ -1,7 +1,7 @@
 // The SQL text of the SQLite store's acquisition (sqlite_acquire.cpp,
-// conflicts.cpp) and release (sqlite_store.cpp), in one place so that the
-// benchmark's raw sqlite3 baseline (bench/sqlite_bench.cpp) runs exactly the
-// same statements. Each is an inline constant: one address program-wide,
+// conflicts.cpp) and release (sqlite_store.cpp), in one place. The
+// benchmark's raw sqlite3 baseline runs a copy (bench/sqlite_cycle_sql.h),
+// which tests/unit/bench_sql_test.cpp keeps equal to these. Each is an inline constant: one address program-wide,
 // which is what Connection::statement caches prepared statements by.
 #pragma once
 

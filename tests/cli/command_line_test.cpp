@@ -1,6 +1,6 @@
 // dlmctl's command line (CLI11): what each command receives, and what a
 // mistake, --help or --version print instead.
-#include "cli/command_line.h"
+#include "command_line.h"
 
 #include <gtest/gtest.h>
 

@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "cli/contender.h"
-#include "cli/hold_log.h"
-#include "cli/temp_dir.h"
+#include "contender.h"
+#include "hold_log.h"
+#include "temp_dir.h"
 #include "contention/fairness.h"
 #include "contention/scenario.h"
 #include "contention/worker_processes.h"
@@ -39,8 +39,8 @@
 namespace dlm::test {
 namespace {
 
-using cli::ContendResult;
-using cli::HoldReport;
+using oracle::ContendResult;
+using oracle::HoldReport;
 using namespace std::chrono_literals;
 
 // Bounded work: a scenario takes a few seconds on SQLite and PostgreSQL, and
@@ -84,7 +84,7 @@ std::chrono::steady_clock::time_point deadlineFromNow() {
 std::vector<ContendResult> runThreads(
     const std::vector<std::unique_ptr<DistributedLockManager>>& managers,
     int threads, std::int64_t attempts,
-    cli::ContendOptions (*options)(int, std::int64_t,
+    oracle::ContendOptions (*options)(int, std::int64_t,
                                    std::chrono::steady_clock::time_point) =
         contention::scenarioOptions) {
   std::vector<ContendResult> results(static_cast<std::size_t>(threads));
@@ -98,7 +98,7 @@ std::vector<ContendResult> runThreads(
           *managers[static_cast<std::size_t>(t) % managers.size()];
       go.wait();
       results[static_cast<std::size_t>(t)] =
-          cli::contend(m, options(t, attempts, deadline));
+          oracle::contend(m, options(t, attempts, deadline));
     });
   }
   start.set_value();
@@ -108,7 +108,7 @@ std::vector<ContendResult> runThreads(
 
 std::string problemsText(const HoldReport& report) {
   std::string text;
-  for (const auto& line : cli::describeProblems(report)) text += line + "\n";
+  for (const auto& line : oracle::describeProblems(report)) text += line + "\n";
   return text;
 }
 
@@ -116,11 +116,11 @@ std::string problemsText(const HoldReport& report) {
 // the checker proves, and from 1 to the number of holds; in hold order for
 // exclusive holds, which the checker proves too), and the row's counter
 // agrees: no acquisition went unrecorded or was counted twice.
-void expectFencingTokensOneToN(const std::vector<cli::Hold>& holds,
+void expectFencingTokensOneToN(const std::vector<oracle::Hold>& holds,
                                const HoldReport& report,
                                DistributedLockManager& manager) {
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> range;
-  for (const cli::Hold& h : holds) {
+  for (const oracle::Hold& h : holds) {
     auto [it, fresh] =
         range.emplace(h.key, std::make_pair(h.fencing, h.fencing));
     if (!fresh) {
@@ -143,7 +143,7 @@ void expectFencingTokensOneToN(const std::vector<cli::Hold>& holds,
 void expectMutualExclusion(const std::vector<ContendResult>& results,
                            DistributedLockManager& manager,
                            std::int64_t minAcquisitions) {
-  std::vector<cli::Hold> holds;
+  std::vector<oracle::Hold> holds;
   std::int64_t acquisitions = 0;
   std::int64_t attempts = 0;
   for (const auto& r : results) {
@@ -155,7 +155,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
   }
   EXPECT_EQ(static_cast<std::int64_t>(holds.size()), acquisitions);
 
-  const HoldReport report = cli::checkHolds(holds, '.');
+  const HoldReport report = oracle::checkHolds(holds, '.');
   EXPECT_EQ(report.overlapCount, 0) << problemsText(report);
   EXPECT_TRUE(report.fencingViolations.empty()) << problemsText(report);
   EXPECT_TRUE(report.failedReleases.empty()) << problemsText(report);
@@ -164,7 +164,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
 
   // Every key of the scenario, the parent and its descendants included, was
   // held at least once: the hierarchy checks were exercised.
-  std::map<std::string, cli::KeySummary> byKey;
+  std::map<std::string, oracle::KeySummary> byKey;
   for (const auto& k : report.keys) byKey[k.key] = k;
   for (const auto& k : contention::scenarioKeys()) {
     EXPECT_GE(byKey[k.id].holds, 1) << k.id << " was never acquired";
@@ -209,7 +209,7 @@ TEST_P(Contention, SixteenThreadsInOneProcessNeverOverlap) {
 
 TEST_P(Contention, FourProcessesNeverOverlap) {
   auto env = makeEnvironment(GetParam());
-  cli::TempDir dir("dlm-contention");
+  oracle::TempDir dir("dlm-contention");
   const std::vector<std::string> mixed{
       "--threads", std::to_string(kThreadsPerProcess), "--attempts",
       std::to_string(kAttemptsPerProcessThread)};
@@ -228,7 +228,7 @@ TEST_P(Contention, FourProcessesNeverOverlap) {
 // and both writers are served while the readers keep arriving.
 TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
   auto env = makeEnvironment(GetParam());
-  cli::TempDir dir("dlm-readers");
+  oracle::TempDir dir("dlm-readers");
   const std::vector<std::string> readers{
       "--scenario", "readers", "--threads", "4", "--attempts", "1"};
   auto withWriter = [&](const std::string& key) {
@@ -246,7 +246,7 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
   const auto results = resultsOf(run);
   ASSERT_EQ(results.size(), 4U);
 
-  std::vector<cli::Hold> holds;
+  std::vector<oracle::Hold> holds;
   std::map<int, std::int64_t> writerHolds;  // begun inside the window
   std::int64_t readerHolds = 0;
   for (const auto& r : results) {
@@ -263,7 +263,7 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
       if (h.startNs < run.deadlineNs) ++writerHolds[h.worker];
     }
   }
-  const HoldReport report = cli::checkHolds(holds, '.');
+  const HoldReport report = oracle::checkHolds(holds, '.');
   EXPECT_EQ(report.overlapCount, 0) << problemsText(report);
   EXPECT_TRUE(report.fencingViolations.empty()) << problemsText(report);
   EXPECT_TRUE(report.failedReleases.empty()) << problemsText(report);
@@ -292,9 +292,9 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
 // told DEADLOCK_DETECTED at once, releases, and the other then acquires.
 TEST_P(Contention, TwoProcessesInADeadlockOneIsToldAndTheOtherAcquires) {
   auto env = makeEnvironment(GetParam());
-  cli::TempDir dir("dlm-deadlock");
+  oracle::TempDir dir("dlm-deadlock");
   const std::int64_t startAt =
-      cli::steadyNowNs() +
+      oracle::steadyNowNs() +
       std::chrono::duration_cast<std::chrono::nanoseconds>(1500ms).count();
   const char* holds[2] = {"left", "right"};
   std::vector<pid_t> pids;
@@ -360,7 +360,7 @@ class Fairness : public ::testing::TestWithParam<std::string> {};
 TEST_P(Fairness, ThreeProcessesOnOnePathEachGetAFifth) {
   auto env = makeEnvironment(GetParam());
   for (int r = 1; r <= kFairnessRuns; ++r) {
-    cli::TempDir dir("dlm-fairness");
+    oracle::TempDir dir("dlm-fairness");
     const auto run =
         contention::runFairness(env->url(), env->postgresSchema(),
                                 kFairnessSeconds, dir.path().string());
@@ -421,12 +421,12 @@ TEST(ContentionChecker, CatchesAStoreThatLetsTwoHoldersIn) {
   std::vector<std::unique_ptr<DistributedLockManager>> managers;
   managers.push_back(makeManager(store));
   const auto results = runThreads(managers, 8, 20);
-  std::vector<cli::Hold> holds;
+  std::vector<oracle::Hold> holds;
   for (const auto& r : results) {
     ASSERT_TRUE(r.error.empty()) << r.error;
     holds.insert(holds.end(), r.holds.begin(), r.holds.end());
   }
-  const HoldReport report = cli::checkHolds(holds, '.');
+  const HoldReport report = oracle::checkHolds(holds, '.');
   EXPECT_GT(report.overlapCount, 0);
   EXPECT_FALSE(report.ok());
 }

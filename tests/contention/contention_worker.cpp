@@ -19,14 +19,14 @@
 #include <thread>
 #include <vector>
 
-#include "cli/contender.h"
+#include "contender.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
 #include "dlm/store_url.h"
 
 namespace {
 
-using dlm::cli::ContendResult;
+using dlm::oracle::ContendResult;
 
 struct Plan {
   std::string scenario = "mixed";
@@ -38,7 +38,7 @@ struct Plan {
 };
 
 // Thread `t`'s loop under `plan`.
-dlm::cli::ContendOptions optionsFor(
+dlm::oracle::ContendOptions optionsFor(
     const Plan& plan, int t, std::chrono::steady_clock::time_point deadline) {
   using namespace dlm::test::contention;
   const int id = plan.worker * 100 + t;
@@ -79,7 +79,7 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
     pool.emplace_back([&, t] {
       std::this_thread::sleep_until(startAt);
       results[static_cast<std::size_t>(t)] =
-          dlm::cli::contend(*manager, optionsFor(plan, t, deadline));
+          dlm::oracle::contend(*manager, optionsFor(plan, t, deadline));
     });
   }
   for (auto& th : pool) th.join();
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     result.error = std::string(dlm::toString(e.code())) + ": " + e.what();
   }
   std::ofstream file(out);
-  dlm::cli::writeResult(result, file);
+  dlm::oracle::writeResult(result, file);
   file.flush();
   if (!file) {
     std::fprintf(stderr, "dlm_contention_worker: cannot write %s\n",

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "cli/contender.h"
+#include "contender.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
 #include "dlm/store_url.h"

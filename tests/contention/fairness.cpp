@@ -33,17 +33,17 @@ FairnessRun runFairness(const std::string& url, const std::string& schema,
       runWorkerProcesses(url, schema, perWorker, seconds, dir);
   FairnessRun run;
   run.problems = processes.problems;
-  std::vector<cli::Hold> all;
+  std::vector<oracle::Hold> all;
   for (const auto& result : processes.results) {
     std::int64_t inside = 0;
-    for (const cli::Hold& h : result.holds) {
+    for (const oracle::Hold& h : result.holds) {
       if (h.startNs < processes.deadlineNs) ++inside;
     }
     run.holds.push_back(inside);
     run.total += inside;
     all.insert(all.end(), result.holds.begin(), result.holds.end());
   }
-  run.report = cli::checkHolds(std::move(all), '.');
+  run.report = oracle::checkHolds(std::move(all), '.');
   return run;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 
 namespace dlm::test::contention {
 
@@ -19,7 +19,7 @@ struct FairnessRun {
   std::vector<std::int64_t> holds;
   std::int64_t total = 0;
   // The whole log checked: no two holds overlapped, tokens grew.
-  cli::HoldReport report;
+  oracle::HoldReport report;
   // Worker failures (spawn, exit status, errors).
   std::vector<std::string> problems;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/temp_dir.h"
+#include "temp_dir.h"
 #include "contention/fairness.h"
 #include "support/test_stores.h"
 
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
       std::printf("%s: %d runs of %g s (p / p.c / p.c.d: share of holds)\n",
                   store.c_str(), runs, seconds);
       for (int r = 1; r <= runs; ++r) {
-        dlm::cli::TempDir dir("dlm-fairness");
+        dlm::oracle::TempDir dir("dlm-fairness");
         const FairnessRun run = runFairness(env->url(), env->postgresSchema(),
                                             seconds, dir.path().string());
         std::printf("%s run %2d: %s\n", store.c_str(), r,
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
         for (const auto& p : run.problems) {
           std::printf("  problem: %s\n", p.c_str());
         }
-        for (const auto& p : dlm::cli::describeProblems(run.report)) {
+        for (const auto& p : dlm::oracle::describeProblems(run.report)) {
           std::printf("  checker: %s\n", p.c_str());
         }
         least = std::min(least, run.minShare());

@@ -1,11 +1,11 @@
 // The hold checker shared by `dlmctl demo` and the contention tests: it must
 // find every kind of violation, or passing contention runs would prove
 // nothing.
-#include "cli/hold_log.h"
+#include "hold_log.h"
 
 #include <gtest/gtest.h>
 
-namespace dlm::cli {
+namespace dlm::oracle {
 namespace {
 
 Hold hold(const std::string& key, std::int64_t start, std::int64_t end,
@@ -193,4 +193,4 @@ TEST(HoldLog, MalformedLinesAreRejected) {
 }
 
 }  // namespace
-}  // namespace dlm::cli
+}  // namespace dlm::oracle

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/contender.h"
+#include "contender.h"
 #include "dlm/lock_configuration.h"
 
 namespace dlm::test::contention {
@@ -34,7 +34,7 @@ inline RunWindow runWindow(std::int64_t startAtNs, double seconds) {
                                  std::chrono::duration<double>(seconds))};
 }
 
-inline std::vector<cli::WeightedKey> scenarioKeys() {
+inline std::vector<oracle::WeightedKey> scenarioKeys() {
   return {{"alpha", 3}, {"beta", 3},  {"gamma", 3},  {"job", 2},
           {"job.a", 2}, {"job.b", 2}, {"job.a.x", 1}};
 }
@@ -52,10 +52,10 @@ inline LockConfiguration scenarioConfiguration() {
 }
 
 // One contender's loop: `attempts` attempts or until `deadline`.
-inline cli::ContendOptions scenarioOptions(
+inline oracle::ContendOptions scenarioOptions(
     int worker, std::int64_t attempts,
     std::chrono::steady_clock::time_point deadline) {
-  cli::ContendOptions o;
+  oracle::ContendOptions o;
   o.keys = scenarioKeys();
   o.worker = worker;
   o.maxAttempts = attempts;
@@ -77,14 +77,14 @@ inline cli::ContendOptions scenarioOptions(
 // One key family: readers take "doc" or "doc.a" SHARED (any number at once,
 // parent and child together), writers take one of them EXCLUSIVE, which
 // excludes every reader of the family.
-inline std::vector<cli::WeightedKey> readerKeys() {
+inline std::vector<oracle::WeightedKey> readerKeys() {
   return {{"doc", 1}, {"doc.a", 1}};
 }
 
 // A reader: short holds and pauses, half the attempts with one try.
-inline cli::ContendOptions readerOptions(
+inline oracle::ContendOptions readerOptions(
     int worker, std::chrono::steady_clock::time_point deadline) {
-  cli::ContendOptions o = scenarioOptions(worker, 0, deadline);
+  oracle::ContendOptions o = scenarioOptions(worker, 0, deadline);
   o.keys = readerKeys();
   o.sharedPercent = 100;
   return o;
@@ -93,10 +93,10 @@ inline cli::ContendOptions readerOptions(
 // A writer on `key`: always waits (acquireLock), long enough to be served
 // while readers keep arriving, and pauses a little so that readers get
 // their turn too.
-inline cli::ContendOptions writerOptions(
+inline oracle::ContendOptions writerOptions(
     int worker, const std::string& key,
     std::chrono::steady_clock::time_point deadline) {
-  cli::ContendOptions o = scenarioOptions(worker, 0, deadline);
+  oracle::ContendOptions o = scenarioOptions(worker, 0, deadline);
   o.keys = {{key, 1}};
   o.sharedPercent = 0;
   o.tryPercent = 0;
@@ -118,10 +118,10 @@ inline LockConfiguration fairnessConfiguration() {
   return c;
 }
 
-inline cli::ContendOptions fairnessOptions(
+inline oracle::ContendOptions fairnessOptions(
     int worker, const std::string& key,
     std::chrono::steady_clock::time_point deadline) {
-  cli::ContendOptions o;
+  oracle::ContendOptions o;
   o.keys = {{key, 1}};
   o.worker = worker;
   o.deadline = deadline;

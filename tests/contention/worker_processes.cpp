@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 
 extern char** environ;
 
@@ -45,7 +45,7 @@ ProcessRun runWorkerProcesses(
   ProcessRun run;
   // A common start, late enough for every worker to start and connect.
   run.startAtNs =
-      cli::steadyNowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(
+      oracle::steadyNowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::milliseconds(1500))
                                .count();
   run.deadlineNs = run.startAtNs + static_cast<std::int64_t>(seconds * 1e9);
@@ -74,7 +74,7 @@ ProcessRun runWorkerProcesses(
     if (pids.back() <= 0) run.problems.push_back(problem);
   }
   for (std::size_t w = 0; w < perWorker.size(); ++w) {
-    cli::ContendResult result;
+    oracle::ContendResult result;
     if (pids[w] <= 0) {
       result.error = "not started";
       run.results.push_back(result);
@@ -87,7 +87,7 @@ ProcessRun runWorkerProcesses(
     }
     std::ifstream in(outs[w]);
     std::string problem;
-    auto read = cli::readResult(in, &problem);
+    auto read = oracle::readResult(in, &problem);
     if (!read) {
       run.problems.push_back(fmt::format("worker {}: {}", w + 1, problem));
       result.error = problem;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/contender.h"
+#include "contender.h"
 
 namespace dlm::test::contention {
 
@@ -26,7 +26,7 @@ struct ProcessRun {
   std::int64_t deadlineNs = 0;  // startAtNs + seconds
   // One per worker, in order; a worker that failed leaves an empty result
   // with its error set.
-  std::vector<cli::ContendResult> results;
+  std::vector<oracle::ContendResult> results;
   // Everything that went wrong (spawn, exit status, unreadable result).
   std::vector<std::string> problems;
 };

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "dlm/dlm.h"
 #include "faults/bounded_call.h"
 #include "faults/fault_run.h"

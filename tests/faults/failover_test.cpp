@@ -23,7 +23,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "dlm/dlm.h"
 #include "dlm/postgres_store.h"
 #include "faults/fault_run.h"
@@ -114,7 +114,7 @@ class WakeProbe {
       } catch (const DLMException& e) {
         result = std::string(toString(e.code())) + ": " + e.what();
       }
-      const std::int64_t endNs = cli::steadyNowNs();
+      const std::int64_t endNs = oracle::steadyNowNs();
       if (lock.isAcquired()) {
         try {
           waiter_->releaseLock(lock);
@@ -159,7 +159,7 @@ class WakeProbe {
     std::string problem = "release: no time";
     const auto until = std::chrono::steady_clock::now() + 10s;
     while (std::chrono::steady_clock::now() < until) {
-      releaseNs = cli::steadyNowNs();
+      releaseNs = oracle::steadyNowNs();
       try {
         problem = holder_->releaseLock(*held_) ? "" : "release: false";
         break;
@@ -247,17 +247,17 @@ class Failover : public ::testing::Test {
 
     std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
         std::chrono::nanoseconds(fleet.startAtNs() + 3'000'000'000LL)));
-    const std::int64_t faultNs = cli::steadyNowNs();
+    const std::int64_t faultNs = oracle::steadyNowNs();
     auto faultDone = std::async(std::launch::async, fault);
     std::optional<std::int64_t> promotedNs;
     if (promotes) {
       promotedNs = waitForNewPrimary(oldPrimary_, 90s);
     } else {
       faultDone.wait();  // the kill is made when the script returns
-      if (primaryPort(30s)) promotedNs = cli::steadyNowNs();
+      if (primaryPort(30s)) promotedNs = oracle::steadyNowNs();
     }
     const bool faultOk = faultDone.get();
-    const std::int64_t faultDoneNs = cli::steadyNowNs();
+    const std::int64_t faultDoneNs = oracle::steadyNowNs();
 
     std::vector<std::string> problems;
     const auto logs = fleet.collect(problems);

@@ -22,7 +22,7 @@ void writeLog(const WorkerLog& log, std::ostream& out) {
     out << "C\t" << c.kind << '\t' << c.startNs << '\t' << c.endNs << '\t'
         << c.outcome << '\n';
   }
-  for (const auto& h : log.holds) out << "H\t" << cli::formatHold(h) << '\n';
+  for (const auto& h : log.holds) out << "H\t" << oracle::formatHold(h) << '\n';
   for (const auto& m : log.messages) out << "M\t" << oneLine(m) << '\n';
   out << "END\n";
 }
@@ -43,7 +43,7 @@ std::optional<WorkerLog> readLog(std::istream& in, std::string* problem) {
       }
       log.calls.push_back({kind, start, end, outcome});
     } else if (line.rfind("H\t", 0) == 0) {
-      auto hold = cli::parseHold(body);
+      auto hold = oracle::parseHold(body);
       if (!hold) {
         *problem = "malformed hold line: " + line;
         return std::nullopt;

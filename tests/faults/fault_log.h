@@ -1,6 +1,6 @@
 // What a fault-run worker hands back to the test: every lock call it made
 // (kind, when, how long, outcome) and every hold (for the overlap and fencing
-// checker of cli/hold_log.h). Unlike the contention worker's result, errors
+// checker of src/oracle/hold_log.h). Unlike the contention worker's result, errors
 // do not end the run: under faults they are the data.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 
 namespace dlm::test::faults {
 
@@ -30,7 +30,7 @@ struct CallRecord {
 
 struct WorkerLog {
   std::vector<CallRecord> calls;
-  std::vector<cli::Hold> holds;
+  std::vector<oracle::Hold> holds;
   // The first messages of each unexpected outcome, for the failure text.
   std::vector<std::string> messages;
   // Set when the worker could not run at all (bad arguments, no store).

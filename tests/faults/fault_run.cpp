@@ -27,7 +27,7 @@ double toMs(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 WorkerFleet::WorkerFleet(FleetOptions options)
     : options_(std::move(options)), dir_("dlm-faults") {
-  startAtNs_ = cli::steadyNowNs() + toNs(options_.startDelay);
+  startAtNs_ = oracle::steadyNowNs() + toNs(options_.startDelay);
   for (int w = 0; w < options_.workers; ++w) {
     outs_.push_back(dir_.file("worker-" + std::to_string(w)));
     std::vector<std::string> args{
@@ -91,7 +91,7 @@ std::vector<WorkerLog> WorkerFleet::collect(std::vector<std::string>& problems,
     for (;;) {
       const pid_t r = waitpid(pid, &status, WNOHANG);
       if (r == pid || (r < 0 && errno != EINTR)) break;
-      if (cli::steadyNowNs() >= killAt) {
+      if (oracle::steadyNowNs() >= killAt) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         problems.push_back(fmt::format(
@@ -131,7 +131,7 @@ RunFigures summarise(const std::vector<WorkerLog>& logs,
   f.byKind["release"].boundMs = opMs + 1000;
   f.byKind["acquire"].boundMs =
       static_cast<double>(kWorkerAcquireTimeout.count()) + opMs + 1000;
-  std::vector<cli::Hold> holds;
+  std::vector<oracle::Hold> holds;
   for (const auto& log : logs) {
     for (const auto& c : log.calls) {
       ++f.calls;
@@ -148,14 +148,14 @@ RunFigures summarise(const std::vector<WorkerLog>& logs,
   }
   f.holds = static_cast<std::int64_t>(holds.size());
   for (const auto& h : holds) f.unreleased += h.released ? 0 : 1;
-  const cli::HoldReport report = cli::checkHolds(holds, '.');
+  const oracle::HoldReport report = oracle::checkHolds(holds, '.');
   f.overlaps = report.overlapCount;
   f.fencingViolations =
       static_cast<std::int64_t>(report.fencingViolations.size());
   // Unreleased holds are reported as figures, not as checker problems.
-  cli::HoldReport listed = report;
+  oracle::HoldReport listed = report;
   listed.failedReleases.clear();
-  for (const auto& line : cli::describeProblems(listed)) {
+  for (const auto& line : oracle::describeProblems(listed)) {
     f.problems.push_back(line);
   }
   return f;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/temp_dir.h"
+#include "temp_dir.h"
 #include "faults/fault_log.h"
 
 namespace dlm::test::faults {
@@ -50,7 +50,7 @@ class WorkerFleet {
 
  private:
   FleetOptions options_;
-  cli::TempDir dir_;
+  oracle::TempDir dir_;
   std::int64_t startAtNs_ = 0;
   std::vector<pid_t> pids_;
   std::vector<std::string> outs_;

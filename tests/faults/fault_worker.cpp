@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "contention/scenario.h"
 #include "dlm/dlm.h"
 #include "dlm/store_url.h"
@@ -32,7 +32,7 @@ template <typename Fn>
 std::string logged(WorkerLog& log, const char* kind, Fn&& fn) {
   CallRecord record;
   record.kind = kind;
-  record.startNs = dlm::cli::steadyNowNs();
+  record.startNs = dlm::oracle::steadyNowNs();
   std::string message;
   try {
     record.outcome = fn() ? "OK" : "FALSE";
@@ -44,7 +44,7 @@ std::string logged(WorkerLog& log, const char* kind, Fn&& fn) {
     record.outcome = "NOT_DLM";
     message = e.what();
   }
-  record.endNs = dlm::cli::steadyNowNs();
+  record.endNs = dlm::oracle::steadyNowNs();
   if (!message.empty() && record.outcome != "LOCK_UNAVAILABLE") {
     int same = 0;
     for (const auto& m : log.messages) same += m.rfind(record.outcome, 0) == 0;
@@ -79,7 +79,7 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
   while (std::chrono::steady_clock::now() < deadline) {
     dlm::Lock& lock = locks[pickKey(rng)];
     const bool useTry = percent(rng) < 50;
-    const std::int64_t callStart = dlm::cli::steadyNowNs();
+    const std::int64_t callStart = dlm::oracle::steadyNowNs();
     const std::string got =
         useTry ? logged(log, "try",
                         [&] {
@@ -98,15 +98,15 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
       }
       continue;
     }
-    dlm::cli::Hold hold;
-    hold.startNs = dlm::cli::steadyNowNs();
+    dlm::oracle::Hold hold;
+    hold.startNs = dlm::oracle::steadyNowNs();
     hold.key = lock.id();
     hold.worker = worker;
     hold.fencing = lock.fencingToken();
     std::this_thread::sleep_for(std::chrono::microseconds(holdUs(rng)));
     std::string released;
     for (;;) {
-      hold.endNs = dlm::cli::steadyNowNs();
+      hold.endNs = dlm::oracle::steadyNowNs();
       released =
           logged(log, "release", [&] { return manager.releaseLock(lock); });
       if (released == "OK" || released == "FALSE") break;
@@ -120,7 +120,7 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
     const auto ttlNs =
         std::chrono::duration_cast<std::chrono::nanoseconds>(fs::kWorkerTtl)
             .count();
-    if (released == "FALSE" && dlm::cli::steadyNowNs() - callStart >= ttlNs) {
+    if (released == "FALSE" && dlm::oracle::steadyNowNs() - callStart >= ttlNs) {
       log.calls.back().outcome = "FALSE_AFTER_TTL";
     }
     // The store let the lease end at its TTL whatever the client did; a hold

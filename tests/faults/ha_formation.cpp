@@ -6,7 +6,7 @@
 #include <memory>
 #include <thread>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 
 namespace dlm::test::faults {
 namespace {
@@ -67,7 +67,7 @@ std::optional<std::int64_t> waitForNewPrimary(int oldPort,
   const auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {
     const auto port = primaryPort(std::chrono::milliseconds(0));
-    if (port && *port != oldPort) return cli::steadyNowNs();
+    if (port && *port != oldPort) return oracle::steadyNowNs();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return std::nullopt;

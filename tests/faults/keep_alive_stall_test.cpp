@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "dlm/dlm.h"
 #include "dlm/store_url.h"
 #include "faults/proxied_server.h"
@@ -34,10 +34,10 @@ constexpr double kAccessorBoundMs = 50;
 // round trip of the truth, well under a millisecond on loopback).
 std::int64_t storeMinusSteadyNs(pqxx::connection& conn) {
   pqxx::nontransaction tx(conn);
-  const std::int64_t before = cli::steadyNowNs();
+  const std::int64_t before = oracle::steadyNowNs();
   const auto r = tx.exec(
       "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
-  const std::int64_t after = cli::steadyNowNs();
+  const std::int64_t after = oracle::steadyNowNs();
   return r[0][0].as<std::int64_t>() * 1000 - (before + after) / 2;
 }
 
@@ -74,7 +74,7 @@ class AccessorProbe {
     const auto inCallMs = [&] {
       return inCallSinceNs_ == 0
                  ? 0.0
-                 : static_cast<double>(cli::steadyNowNs() - inCallSinceNs_) /
+                 : static_cast<double>(oracle::steadyNowNs() - inCallSinceNs_) /
                        1e6;
     };
     if (!done_.wait_for(lock, 1s, [&] { return finished_; })) {
@@ -102,7 +102,7 @@ class AccessorProbe {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         inCall_ = kNames[i];
-        inCallSinceNs_ = cli::steadyNowNs();
+        inCallSinceNs_ = oracle::steadyNowNs();
       }
       StoreTime expiry{};
       if (i == 0) (void)guard_.lost();
@@ -110,7 +110,7 @@ class AccessorProbe {
       if (i == 2) expiry = guard_.expiresAt();
       std::lock_guard<std::mutex> lock(mutex_);
       const double ms =
-          static_cast<double>(cli::steadyNowNs() - inCallSinceNs_) / 1e6;
+          static_cast<double>(oracle::steadyNowNs() - inCallSinceNs_) / 1e6;
       figures_.maxMs = std::max(figures_.maxMs, ms);
       ++figures_.calls;
       if (i == 2)
@@ -162,7 +162,7 @@ TEST(KeepAliveUnderStall,
   std::atomic<int> lostCode{-1};
   KeepAliveOptions keepAlive;
   keepAlive.onLost = [&](const DLMException& why) {
-    lostAtNs = cli::steadyNowNs();
+    lostAtNs = oracle::steadyNowNs();
     lostCode = static_cast<int>(why.code());
   };
   auto unblock = [&] {
@@ -175,7 +175,7 @@ TEST(KeepAliveUnderStall,
     std::this_thread::sleep_for(1500ms);
     AccessorProbe probe(guard, guard.expiresAt());
     proxy->stall();
-    const std::int64_t stallNs = cli::steadyNowNs();
+    const std::int64_t stallNs = oracle::steadyNowNs();
     probe.start();
 
     // Only the library may end the lease here: the test waits for onLost

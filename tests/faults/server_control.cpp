@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "support/pg_test_support.h"
 
 extern char** environ;
@@ -31,7 +31,7 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  t.startNs = cli::steadyNowNs();
+  t.startNs = oracle::steadyNowNs();
   const int rc = posix_spawn(&pid, DLM_PG_CLUSTER_SCRIPT, nullptr, nullptr,
                              argv.data(), environ);
   if (rc != 0) {
@@ -41,7 +41,7 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode) {
   // Ping the server while the script runs; first "down", then "accepting".
   auto ping = [&t] {
     const bool up = PQping("") == PQPING_OK;
-    const std::int64_t now = cli::steadyNowNs();
+    const std::int64_t now = oracle::steadyNowNs();
     if (!up && t.downNs == 0) t.downNs = now;
     if (up && t.downNs != 0 && t.acceptNs == 0) t.acceptNs = now;
   };
@@ -61,7 +61,7 @@ RestartTimes restartServer(const std::string& dir, const std::string& mode) {
     ping();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  t.scriptDoneNs = cli::steadyNowNs();
+  t.scriptDoneNs = oracle::steadyNowNs();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error("pg-cluster.sh restart " + mode +
                              " failed (status " + std::to_string(status) + ")");

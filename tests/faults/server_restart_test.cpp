@@ -11,7 +11,7 @@
 #include <future>
 #include <thread>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "dlm/dlm.h"
 #include "faults/fault_run.h"
 #include "faults/server_control.h"
@@ -141,7 +141,7 @@ TEST_P(ServerRestart, AWaiterSleepingThirtySecondsIsWokenByAReleaseAfterIt) {
     } catch (const std::exception& e) {
       outcome = std::string("NOT_DLM: ") + e.what();
     }
-    const std::int64_t endNs = cli::steadyNowNs();
+    const std::int64_t endNs = oracle::steadyNowNs();
     if (lock.isAcquired()) {
       try {
         waiterManager->releaseLock(lock);
@@ -160,15 +160,15 @@ TEST_P(ServerRestart, AWaiterSleepingThirtySecondsIsWokenByAReleaseAfterIt) {
       << "the waiter returned before the restart: it did not wait across it";
   RestartTimes restart;
   EXPECT_NO_THROW(restart = restartServer(dir_, GetParam()));
-  const std::int64_t upNs = cli::steadyNowNs();
+  const std::int64_t upNs = oracle::steadyNowNs();
 
   // The holder's first release may meet a connection the restart broke: it
   // still holds then and repeats the call (bounded).
   std::int64_t releaseNs = 0;
   int releaseErrors = 0;
   std::string lastError;
-  while (cli::steadyNowNs() - upNs < 10'000'000'000LL) {
-    releaseNs = cli::steadyNowNs();
+  while (oracle::steadyNowNs() - upNs < 10'000'000'000LL) {
+    releaseNs = oracle::steadyNowNs();
     try {
       EXPECT_TRUE(holder->releaseLock(held));
       break;

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "common/random_id.h"
+#include "support/random_token.h"
 
 namespace dlm::sqlite_test {
 
@@ -77,7 +77,7 @@ std::unique_ptr<SqliteStore> openStore(const std::string& path,
 AcquireResult acquire(LockStore& store, const StoreKey& key,
                       std::chrono::milliseconds ttl, std::string* token,
                       const std::string& owner) {
-  const std::string fresh = internal::randomGuid();
+  const std::string fresh = test::randomToken();
   if (token != nullptr) *token = fresh;
   const Holder holder{"test-host", static_cast<std::int64_t>(getpid())};
   return store.tryAcquire(AcquireRequest{key, owner, fresh, ttl, holder});

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/temp_dir.h"
+#include "temp_dir.h"
 #include "dlm/lock_store.h"
 #include "dlm/sqlite_store.h"
 #include "support/test_keys.h"
@@ -19,9 +19,9 @@
 namespace dlm::sqlite_test {
 
 // A fresh directory per test, removed with its files.
-class TempDir : public cli::TempDir {
+class TempDir : public oracle::TempDir {
  public:
-  TempDir() : cli::TempDir("dlm-sqlite-test") {}
+  TempDir() : oracle::TempDir("dlm-sqlite-test") {}
 };
 
 // A plain sqlite3 connection on a file. Failures throw std::runtime_error

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "cli/temp_dir.h"
-#include "common/random_id.h"
+#include "temp_dir.h"
+#include "support/random_token.h"
 
 #ifdef DLM_WITH_POSTGRES
 #include "dlm/postgres_store.h"
@@ -117,7 +117,7 @@ class SqliteEnvironment final : public StoreEnvironment {
   }
 
  private:
-  cli::TempDir dir_;
+  oracle::TempDir dir_;
   std::string path_;
 };
 #endif
@@ -260,7 +260,7 @@ class PostgresEnvironment final : public StoreEnvironment {
 
 std::string uniqueName(const std::string& prefix) {
   return fmt::format("{}_{}_{}", prefix, getpid(),
-                     internal::randomGuid().substr(0, 8));
+                     test::randomToken().substr(0, 8));
 }
 
 std::unique_ptr<StoreEnvironment> makeSqliteEnvironment() {

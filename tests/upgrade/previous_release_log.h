@@ -1,5 +1,5 @@
 // What a dlm_previous_release_worker reports besides its holds (which it
-// writes in the contention workers' format, cli::writeResult, so that one
+// writes in the contention workers' format, oracle::writeResult, so that one
 // checker judges both kinds of worker): how many calls of each previous-
 // release statement it made, the transient errors it retried, the errors it
 // did not expect, and the start and end of every acquire call (for the
@@ -51,7 +51,7 @@ struct PreviousReleaseStats {
   void merge(const PreviousReleaseStats& other);
 };
 
-// Line-oriented text ending in "END", like cli::writeResult.
+// Line-oriented text ending in "END", like oracle::writeResult.
 void writeStats(const PreviousReleaseStats& stats, std::ostream& out);
 // The inverse; nullopt (with `problem` set) for damaged or cut-short text.
 std::optional<PreviousReleaseStats> readStats(std::istream& in,

@@ -7,7 +7,7 @@
 // LISTEN dlm_release on a connection of its own. It runs the contention
 // scenario's keys (tests/contention/scenario.h) in the scenario's scope, so
 // it fights over the same rows as dlm_contention_worker processes of the new
-// library, and logs its holds in their format (cli::writeResult) for the same
+// library, and logs its holds in their format (oracle::writeResult) for the same
 // checker.
 //
 // Transient failures (lock_timeout, serialization failure, deadlock: what a
@@ -43,17 +43,17 @@
 #include <thread>
 #include <vector>
 
-#include "cli/contender.h"
-#include "cli/hold_log.h"
+#include "contender.h"
+#include "hold_log.h"
 #include "contention/scenario.h"
 #include "common/crc32.h"
-#include "keys/key_builder.h"
+#include "dlm/lock_key.h"
 #include "postgres/pg_array.h"
 #include "upgrade/previous_release_log.h"
 
 namespace {
 
-using dlm::cli::ContendResult;
+using dlm::oracle::ContendResult;
 using dlm::test::upgrade::AcquireCall;
 using dlm::test::upgrade::PreviousReleaseStats;
 using namespace std::chrono_literals;
@@ -267,12 +267,12 @@ KeyParams keyParams(const std::string& id, int weight) {
   namespace contention = dlm::test::contention;
   // The scope a DistributedLockManager with the scenario's client and farm
   // builds keys in (hierarchy on, '.' separating segments).
-  const dlm::internal::KeyScope scope{contention::kFarm, contention::kClient,
-                                      '.', true};
+  const dlm::LockKeyScope scope{contention::kFarm, contention::kClient, '.',
+                                true};
   KeyParams p;
   p.id = id;
   p.weight = weight;
-  p.storeKey = dlm::internal::buildStoreKey(dlm::LockLevel::DC, scope, id);
+  p.storeKey = dlm::lockStoreKey(dlm::LockLevel::DC, scope, id);
   std::vector<std::string_view> path(p.storeKey.ancestors.begin(),
                                      p.storeKey.ancestors.end());
   p.ancestors = dlm::internal::textArrayLiteral(path);
@@ -316,13 +316,13 @@ class Caller {
                                       const std::string& token) {
     const dlm::StoreKey& sk = key.storeKey;
     AcquireCall call;
-    call.startNs = dlm::cli::steadyNowNs();
+    call.startNs = dlm::oracle::steadyNowNs();
     auto r = session_.call(
         kAcquire,
         {key.path.c_str(), key.crcs.c_str(), nullIfEmpty(sk.descendantsBegin),
          nullIfEmpty(sk.descendantsEnd), owner_.c_str(), token.c_str(),
          ttl_.c_str(), host_.c_str(), pid_.c_str()});
-    call.endNs = dlm::cli::steadyNowNs();
+    call.endNs = dlm::oracle::steadyNowNs();
     std::optional<std::int64_t> fencing;
     if (r && PQntuples(r->get()) != 1) {
       stats_.addError("dlm_acquire returned " +
@@ -434,15 +434,15 @@ ContendResult contend(Session& session, PreviousReleaseStats& stats, int worker,
 
     if (fencing) {
       ++result.acquisitions;
-      dlm::cli::Hold hold;
+      dlm::oracle::Hold hold;
       hold.key = key->id;
       hold.worker = worker;
       hold.fencing = *fencing;
-      hold.startNs = dlm::cli::steadyNowNs();
+      hold.startNs = dlm::oracle::steadyNowNs();
       if (caller.uniform(kExtendOneIn - 1) == 0) caller.extend(*key, token);
       std::this_thread::sleep_for(
           std::chrono::microseconds(caller.uniform(kHoldMaxUs)));
-      hold.endNs = dlm::cli::steadyNowNs();
+      hold.endNs = dlm::oracle::steadyNowNs();
       hold.released = caller.release(*key, token);
       if (!hold.released) ++result.failedReleases;
       result.holds.push_back(hold);
@@ -476,11 +476,11 @@ ContendResult holdAcross(Session& session, PreviousReleaseStats& stats,
   if (!fencing) return result;
   ++result.attempts;
   ++result.acquisitions;
-  dlm::cli::Hold hold;
+  dlm::oracle::Hold hold;
   hold.key = key.id;
   hold.worker = worker;
   hold.fencing = *fencing;
-  hold.startNs = dlm::cli::steadyNowNs();
+  hold.startNs = dlm::oracle::steadyNowNs();
   auto nextExtend = std::chrono::steady_clock::now() + kLongExtendEvery;
   while (!stopping(deadline)) {
     if (std::chrono::steady_clock::now() >= nextExtend) {
@@ -490,7 +490,7 @@ ContendResult holdAcross(Session& session, PreviousReleaseStats& stats,
     }
     std::this_thread::sleep_for(20ms);
   }
-  hold.endNs = dlm::cli::steadyNowNs();
+  hold.endNs = dlm::oracle::steadyNowNs();
   hold.released = caller.release(key, token);
   if (!hold.released) ++result.failedReleases;
   result.holds.push_back(hold);
@@ -627,7 +627,7 @@ int main(int argc, char** argv) {
   for (const auto& s : stats) mergedStats.merge(s);
 
   std::ofstream file(out);
-  dlm::cli::writeResult(merged, file);
+  dlm::oracle::writeResult(merged, file);
   file.flush();
   std::ofstream statsFile(statsOut);
   dlm::test::upgrade::writeStats(mergedStats, statsFile);

@@ -8,7 +8,7 @@
 // newer than V2 in migrations/postgres is applied while they run; then
 // processes of the new library (dlm_contention_worker) join them on the same
 // keys. At the end the holds of both kinds, checked together by the
-// contention checker (cli::checkHolds), must show no overlap and fencing
+// contention checker (oracle::checkHolds), must show no overlap and fencing
 // tokens growing in hold order; neither kind may have met an error other
 // than retried transients; both must have acquired after the upgrade.
 //
@@ -36,9 +36,9 @@
 #include <thread>
 #include <vector>
 
-#include "cli/contender.h"
-#include "cli/hold_log.h"
-#include "cli/temp_dir.h"
+#include "contender.h"
+#include "hold_log.h"
+#include "temp_dir.h"
 #include "contention/scenario.h"
 #include "support/pg_test_support.h"
 #include "upgrade/previous_release_log.h"
@@ -201,10 +201,10 @@ class Child {
   pid_t pid_ = -1;
 };
 
-std::optional<cli::ContendResult> readHolds(const std::string& path,
+std::optional<oracle::ContendResult> readHolds(const std::string& path,
                                             std::string* problem) {
   std::ifstream in(path);
-  return cli::readResult(in, problem);
+  return oracle::readResult(in, problem);
 }
 
 std::optional<PreviousReleaseStats> readStatsFile(const std::string& path,
@@ -229,10 +229,10 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   }
   // The application's login role: dlm_client and nothing else.
   ClientRole role(schema.admin());
-  cli::TempDir dir("dlm-upgrade");
+  oracle::TempDir dir("dlm-upgrade");
 
   // The previous release, alone.
-  const std::int64_t previousStart = cli::steadyNowNs() + ns(kStartDelay);
+  const std::int64_t previousStart = oracle::steadyNowNs() + ns(kStartDelay);
   std::vector<std::unique_ptr<Child>> previous;
   std::vector<std::string> previousOuts, previousStats;
   for (int w = 0; w < kPreviousWorkers; ++w) {
@@ -267,16 +267,16 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
       Clock::time_point(std::chrono::nanoseconds(previousStart)) +
       kLoadBeforeUpgrade);
   std::vector<std::string> applied;
-  const std::int64_t migrationStart = cli::steadyNowNs();
+  const std::int64_t migrationStart = oracle::steadyNowNs();
   for (const auto& m : files) {
     if (m.version <= kPreviousVersion) continue;
     ASSERT_NO_THROW(applyMigration(schema.admin(), schema.name(), m)) << m.file;
     applied.push_back(m.file);
   }
-  const std::int64_t migrationEnd = cli::steadyNowNs();
+  const std::int64_t migrationEnd = oracle::steadyNowNs();
 
   // The new library joins them.
-  const std::int64_t newStart = cli::steadyNowNs() + ns(kStartDelay);
+  const std::int64_t newStart = oracle::steadyNowNs() + ns(kStartDelay);
   std::vector<std::unique_ptr<Child>> fresh;
   std::vector<std::string> freshOuts;
   for (int w = 0; w < kNewWorkers; ++w) {
@@ -296,7 +296,7 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   const auto newEnd = Clock::time_point(std::chrono::nanoseconds(newStart)) +
                       std::chrono::duration_cast<Clock::duration>(
                           std::chrono::duration<double>(kMixedSeconds));
-  std::vector<cli::Hold> allHolds;
+  std::vector<oracle::Hold> allHolds;
   std::int64_t newHolds = 0, newAttempts = 0, newUnavailable = 0;
   for (int w = 0; w < kNewWorkers; ++w) {
     std::string problem;
@@ -354,9 +354,9 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   }
 
   // One checker for both kinds: mutual exclusion and fencing order.
-  const cli::HoldReport report = cli::checkHolds(allHolds, '.');
+  const oracle::HoldReport report = oracle::checkHolds(allHolds, '.');
   std::string problems;
-  for (const auto& line : cli::describeProblems(report)) {
+  for (const auto& line : oracle::describeProblems(report)) {
     problems += line + "\n";
   }
   EXPECT_EQ(report.overlapCount, 0) << problems;
@@ -378,7 +378,7 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   // migration, every extension found it still ours, its release answered
   // true, and every probe by the other threads was refused (a granted probe
   // would show as an overlap above).
-  std::optional<cli::Hold> longHold;
+  std::optional<oracle::Hold> longHold;
   for (const auto& h : allHolds) {
     // The holder thread logs as worker * 100 + 99.
     if (h.key == kLongKey && h.worker % 100 == 99) longHold = h;
@@ -389,7 +389,7 @@ TEST(UpgradeMixedFleet, PreviousAndNewReleaseShareLocksSafelyAcrossAnUpgrade) {
   EXPECT_TRUE(longHold->released);
   EXPECT_GT(stats.longExtends, 0);
 
-  std::map<std::string, cli::KeySummary> byKey;
+  std::map<std::string, oracle::KeySummary> byKey;
   for (const auto& k : report.keys) byKey[k.key] = k;
   for (const auto& k : contention::scenarioKeys()) {
     EXPECT_GE(byKey[k.id].holds, 1) << k.id << " was never acquired";

@@ -1,4 +1,4 @@
-#include "cli/hold_log.h"
+#include "hold_log.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <map>
 
-namespace dlm::cli {
+namespace dlm::oracle {
 
 std::int64_t steadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -236,4 +236,4 @@ std::vector<std::string> describeProblems(const HoldReport& report) {
   return lines;
 }
 
-}  // namespace dlm::cli
+}  // namespace dlm::oracle

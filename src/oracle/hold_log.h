@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace dlm::cli {
+namespace dlm::oracle {
 
 struct Hold {
   std::string key;           // the lock id ("job.a"), not the store key
@@ -98,4 +98,4 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator = '.',
 // listed pair; empty when ok().
 std::vector<std::string> describeProblems(const HoldReport& report);
 
-}  // namespace dlm::cli
+}  // namespace dlm::oracle

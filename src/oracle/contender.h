@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/hold_log.h"
+#include "hold_log.h"
 #include "dlm/lock.h"
 #include "dlm/lock_manager.h"
 #include "dlm/lock_mode.h"
 
-namespace dlm::cli {
+namespace dlm::oracle {
 
 struct WeightedKey {
   std::string id;  // lock id, e.g. "demo.key-1"
@@ -80,4 +80,4 @@ std::optional<ContendResult> readResult(std::istream& in, std::string* problem);
 ContendResult contend(DistributedLockManager& manager,
                       const ContendOptions& options);
 
-}  // namespace dlm::cli
+}  // namespace dlm::oracle

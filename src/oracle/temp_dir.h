@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-namespace dlm::cli {
+namespace dlm::oracle {
 
 class TempDir {
  public:
@@ -42,4 +42,4 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-}  // namespace dlm::cli
+}  // namespace dlm::oracle

@@ -1,4 +1,4 @@
-#include "cli/contender.h"
+#include "contender.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "dlm/error.h"
 
-namespace dlm::cli {
+namespace dlm::oracle {
 namespace {
 
 std::chrono::microseconds uniform(std::mt19937_64& rng,
@@ -167,4 +167,4 @@ ContendResult contend(DistributedLockManager& manager,
   return result;
 }
 
-}  // namespace dlm::cli
+}  // namespace dlm::oracle
