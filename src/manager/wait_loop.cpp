@@ -204,31 +204,32 @@ void DistributedLockManager::Impl::WaitLoop::reportWaiting() {
   event.waited = std::chrono::duration_cast<milliseconds>(
       manager_.clock().now() - reportStart_);
   event.attempts = refusal_.attempts;
-  if (!refusal_.blockedBy.empty()) {
-    LockBlocker blocker;
-    blocker.key = refusal_.blockedBy;
-    blocker.queued = refusal_.queued;
-    if (!refusal_.queued) {
-      // Who holds it: one more store call, made only for the report.
-      try {
-        const DeadlineScope scope(manager_.callDeadline());
-        // The EXCLUSIVE holder, or the oldest SHARED one.
-        const auto holders = manager_.store().holdersOf(refusal_.blockedBy);
-        if (!holders.empty()) {
-          const LockRecord& held = holders.front();
-          blocker.owner = held.owner;
-          blocker.host = held.holder.host;
-          blocker.pid = held.holder.pid;
-          blocker.mode = held.mode;
-          blocker.since = held.acquiredAt;
-        }
-      } catch (const DLMException&) {
-        // The report goes out with the key alone.
-      }
-    }
-    event.blocker = std::move(blocker);
-  }
+  if (!refusal_.blockedBy.empty()) event.blocker = blocker();
   telemetry.emit(event);
+}
+
+LockBlocker DistributedLockManager::Impl::WaitLoop::blocker() const {
+  LockBlocker blocker;
+  blocker.key = refusal_.blockedBy;
+  blocker.queued = refusal_.queued;
+  if (refusal_.queued) return blocker;
+  // Who holds it: one more store call, made only for the report.
+  try {
+    const DeadlineScope scope(manager_.callDeadline());
+    // The EXCLUSIVE holder, or the oldest SHARED one.
+    const auto holders = manager_.store().holdersOf(refusal_.blockedBy);
+    if (!holders.empty()) {
+      const LockRecord& held = holders.front();
+      blocker.owner = held.owner;
+      blocker.host = held.holder.host;
+      blocker.pid = held.holder.pid;
+      blocker.mode = held.mode;
+      blocker.since = held.acquiredAt;
+    }
+  } catch (const DLMException&) {
+    // The report goes out with the key alone.
+  }
+  return blocker;
 }
 
 // --- sleeping ----------------------------------------------------------------

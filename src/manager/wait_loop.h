@@ -56,6 +56,9 @@ class DistributedLockManager::Impl::WaitLoop {
   // A WAITING report every waitingReportInterval.
   void reportIfDue();
   void reportWaiting();
+  // What blocks the lock as the last refusal said, with its holder when
+  // the store can tell.
+  LockBlocker blocker() const;
   // Sleeps until a release wakes `waiter` or the next attempt is due.
   void sleepUntilWakeOrRetry(Waiter& waiter);
   std::chrono::milliseconds nextSleep() const;
