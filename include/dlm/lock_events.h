@@ -28,6 +28,9 @@ enum class LockEventKind {
   DEADLOCK,           // acquireLock found a cycle and threw
   STORE_ERROR,        // a store call failed (each failure, retries too)
   STORE_RECONNECTED,  // the store replaced a dead connection with a new one
+  RELEASE_FAILED,     // a release the library made on its own (a LockGuard's
+                      // or ClusteredLockService's destructor) threw; the
+                      // lock is released by token later or expires
 };
 
 // "ACQUIRED", "WAITING", ...
@@ -72,6 +75,8 @@ struct LockEvent {
   // STORE_ERROR: the failure (message without passwords).
   // STORE_RECONNECTED: code CONNECTION_ERROR, message saying which
   // connection.
+  // RELEASE_FAILED: the release's error (INTERNAL_ERROR for an exception
+  // that is no DLMException) and its message.
   ErrorCode code = ErrorCode::INTERNAL_ERROR;
   std::string message;
 };
@@ -96,8 +101,9 @@ class LockEventHandler {
 // backslash escapes.
 std::string formatEvent(const LockEvent& event);
 
-// How urgent an event is, in syslog(3) terms: LEASE_LOST, DEADLOCK and
-// STORE_ERROR are warnings (4), the rest informational (6).
+// How urgent an event is, in syslog(3) terms: LEASE_LOST, DEADLOCK,
+// STORE_ERROR and RELEASE_FAILED are warnings (4), the rest informational
+// (6).
 int severityOf(const LockEvent& event);
 
 // A handler that writes formatEvent(event) and '\n' to `out`, one whole line

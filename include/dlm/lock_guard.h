@@ -33,10 +33,11 @@ struct KeepAliveOptions {
 // Move-only RAII owner of an acquired Lock, of either mode (renewals,
 // release and commit act on the lock's own hold: a SHARED lock's token,
 // leaving other SHARED holders alone). The destructor releases the lock
-// if still held, never throws, and reports a failed release to stderr (the
-// manager then goes on releasing it by token in the background until the
-// store answers). A default-constructed or moved-from guard holds nothing.
-// holdsLock(), lost() and expiresAt() never wait for I/O.
+// if still held, never throws, and reports a failed release as a
+// RELEASE_FAILED event of the manager (which then goes on releasing it by
+// token in the background until the store answers). A default-constructed or
+// moved-from guard holds nothing. holdsLock(), lost() and expiresAt() never
+// wait for I/O.
 class LockGuard {
  public:
   LockGuard() noexcept;
@@ -70,8 +71,8 @@ class LockGuard {
   // Hands the release to the application's transaction
   // (DistributedLockManager::commitLock). If that transaction rolls back, the
   // guard's destructor (or release()) frees the lock in its own transaction.
-  void commit(AppTransaction& tx);
-  void commit(AppTransaction&& tx) { commit(tx); }
+  void commitLock(AppTransaction& tx);
+  void commitLock(AppTransaction&& tx) { commitLock(tx); }
 
  private:
   void stopKeepAlive() noexcept;

@@ -1,11 +1,8 @@
 // The lock manager: the API applications use.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -13,7 +10,6 @@
 #include <vector>
 
 #include "dlm/clock.h"
-#include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"
@@ -23,13 +19,6 @@
 #include "dlm/lock_store.h"
 
 namespace dlm {
-
-namespace internal {
-class InDoubtResolver;
-class KeepAlive;
-class Telemetry;
-class WaitHub;
-}  // namespace internal
 
 // Thread-safe; share one manager between threads (each thread uses its own
 // Lock objects). Build with DistributedLockManager::builder().
@@ -200,92 +189,25 @@ class DistributedLockManager {
   // dlm/lock_metrics.h; toPrometheusText renders them). Never blocks.
   LockMetrics metrics() const;
 
-  const std::string& clientId() const { return clientId_; }
-  const std::string& farmId() const { return farmId_; }
-  const LockConfiguration& configuration() const { return config_; }
-  LockStore& store() { return *store_; }
+  const std::string& clientId() const;
+  const std::string& farmId() const;
+  const LockConfiguration& configuration() const;
+  LockStore& store();
 
  private:
+  class Impl;  // the state and machinery, defined in the library
   friend class Builder;
+  // The guard and the clustered-locking facade keep alive, abandon and
+  // report through the implementation.
   friend class LockGuard;
-  DistributedLockManager();
+  friend class ClusteredLockService;
+  explicit DistributedLockManager(std::unique_ptr<Impl> impl);
 
   // Runs fn with a LockGuard on `lock` (acquired); see withLock.
   template <typename Fn>
   decltype(auto) runGuarded(Lock lock, Fn&& fn);
-  // The guard gave up releasing `lock`: release it by token in the
-  // background, and forget it in the handle.
-  void abandon(Lock& lock) noexcept;
-  // Subscribes the wait hub to the store's release announcements once.
-  void watchReleases();
-  void stopWatchingReleases();
-  internal::KeepAlive& keepAlive();
-  // Why an attempt was refused: the key in the way, and whether it is a
-  // queued request (fair queueing) rather than a hold.
-  struct Refusal {
-    std::string blockedBy;
-    bool queued = false;
-    int attempts = 0;  // store attempts made in this call so far
-  };
-  // Waits after a failed first attempt; see acquireLock.
-  // `deadline`: the clock's end of the wait; `callEnd`: the steady instant
-  // by which the whole call returns (deadline + operationTimeout).
-  void waitForLock(Lock& lock, std::chrono::milliseconds ttl,
-                   Clock::TimePoint deadline, Deadline callEnd,
-                   std::chrono::milliseconds timeout, Refusal& refusal);
-  bool releaseByToken(Lock& lock);
 
-  void requireInitialized() const;
-  void checkOwnLock(const Lock& lock) const;
-  // Runs fn (a store call) under `deadline`, retrying transient failures
-  // with capped backoff until storeRetries or the deadline. `lock` (may be
-  // null) names the lock in messages.
-  template <typename Fn>
-  auto withStoreRetries(const Lock* lock, Deadline deadline, Fn&& fn);
-  // operationTimeout from now.
-  Deadline callDeadline() const;
-  // One store attempt under `deadline`; on success fills `lock`, else
-  // says why not. An attempt blocked by a leftover of the
-  // calling owner (see acquireLock) releases it and tries once more.
-  bool attempt(Lock& lock, std::chrono::milliseconds ttl, Refusal* refusal,
-               Deadline deadline);
-  // Releases the calling owner's leftovers on `key` (with `related` also on
-  // its ancestors and descendants); true when the key may now be free.
-  bool releaseOwnLeftovers(const std::string& owner, const std::string& key,
-                           Deadline deadline, bool related);
-  // Events (when a handler was given) and counters.
-  void reportAcquired(const Lock& lock,
-                      std::chrono::steady_clock::time_point callStart,
-                      int attempts);
-  void reportWaiting(const Lock& lock, const Refusal& refusal,
-                     Clock::TimePoint waitStart);
-  void reportStoreError(const DLMException& e);
-  // A STORE_RECONNECTED event when the store's reconnections() grew.
-  void checkReconnections() noexcept;
-
-  std::string clientId_;
-  std::string farmId_;
-  char separator_ = '.';
-  bool hierarchy_ = true;
-  bool applyMigrations_ = false;
-  LockConfiguration config_;
-  std::shared_ptr<LockStore> store_;
-  std::shared_ptr<Clock> clock_;
-  Holder holder_;
-
-  std::unique_ptr<internal::Telemetry> telemetry_;
-  std::atomic<std::uint64_t> seenReconnections_{0};
-  std::unique_ptr<internal::WaitHub> hub_;
-  std::unique_ptr<internal::InDoubtResolver> resolver_;
-  std::mutex watchMutex_;  // guards watchState_
-  enum WatchState { kUnwatched, kWatching, kPolling };
-  WatchState watchState_ = kUnwatched;
-  std::mutex keepAliveMutex_;  // guards creating keepAlive_
-  std::unique_ptr<internal::KeepAlive> keepAlive_;
-
-  enum State { kNew, kReady, kDestroyed };
-  std::atomic<int> state_{kNew};
-  std::atomic<bool> waitsStopped_{false};
+  std::unique_ptr<Impl> impl_;
 };
 
 class DistributedLockManager::Builder {

@@ -43,6 +43,8 @@ struct LockMetrics {
   std::uint64_t releases = 0;    // releaseLock / rollbackLock returned true
   std::uint64_t renewals = 0;    // keep-alive renewals that succeeded
   std::uint64_t lostLeases = 0;  // LockGuard leases reported lost
+  // Releases made by a destructor that failed (RELEASE_FAILED events).
+  std::uint64_t releaseFailures = 0;
   // Failed store calls, by the code they failed with (each retry counts).
   std::map<ErrorCode, std::uint64_t> storeErrors;
   // The store re-opened a connection that had died.
@@ -59,7 +61,8 @@ struct LockMetrics {
 // one series per manager labelled client="<clientId>": dlm_acquisitions_total,
 // dlm_refusals_total, dlm_waits_total, dlm_timeouts_total,
 // dlm_deadlocks_total, dlm_releases_total, dlm_renewals_total,
-// dlm_lost_leases_total, dlm_store_reconnects_total,
+// dlm_lost_leases_total, dlm_release_failures_total,
+// dlm_store_reconnects_total,
 // dlm_store_errors_total{code="..."} (counters) and
 // dlm_acquire_duration_seconds, dlm_release_duration_seconds,
 // dlm_wait_duration_seconds (histograms). Serve it over HTTP yourself

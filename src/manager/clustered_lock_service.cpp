@@ -1,8 +1,7 @@
 #include "dlm/clustered_lock_service.h"
 
-#include <cstdio>
-
 #include "dlm/owner.h"
+#include "manager/manager_impl.h"
 
 namespace dlm {
 
@@ -18,9 +17,9 @@ ClusteredLockService::~ClusteredLockService() {
     try {
       manager_.releaseLock(held);
     } catch (const std::exception& e) {
-      // The lock expires by its TTL; a destructor must not throw.
-      std::fprintf(stderr, "dlm: releasing '%s' failed: %s\n",
-                   id.second.c_str(), e.what());
+      // The lock expires by its TTL; a destructor must not throw, so the
+      // failure goes to the manager's events (RELEASE_FAILED).
+      manager_.impl_->reportReleaseFailed(held, e);
     }
   }
 }

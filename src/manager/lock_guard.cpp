@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdio>
 #include <utility>
 
 #include "dlm/lock_manager.h"
 #include "manager/keep_alive.h"
+#include "manager/manager_impl.h"
 
 namespace dlm {
 
@@ -15,7 +15,7 @@ LockGuard::LockGuard() noexcept = default;
 
 LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
                      KeepAliveOptions keepAlive) {
-  manager.checkOwnLock(lock);
+  manager.impl_->checkOwnLock(lock);
   if (!lock.isAcquired()) {
     throw DLMException(
         ErrorCode::LOCK_NOT_HELD,
@@ -27,7 +27,7 @@ LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
   if (keepAlive.enabled) {
     const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(
         lock_.expiresAt() - lock_.acquiredAt());
-    keepAlive_ = manager.keepAlive().add(
+    keepAlive_ = manager.impl_->keepAlive().add(
         lock_.key_, lock_.mode_, lock_.token_, ttl, lock_.expiresAt(),
         lock_.leaseEnd_, lock_.lockId(), lock_.fencingToken(),
         std::move(keepAlive.onLost));
@@ -76,7 +76,7 @@ StoreTime LockGuard::expiresAt() const {
 
 void LockGuard::stopKeepAlive() noexcept {
   if (!keepAlive_) return;
-  manager_->keepAlive().remove(keepAlive_);
+  manager_->impl_->keepAlive().remove(keepAlive_);
   {
     // The handle follows the renewals, for the release that comes next.
     std::lock_guard<std::mutex> lock(keepAlive_->mutex);
@@ -96,7 +96,7 @@ bool LockGuard::release() {
   return freed;
 }
 
-void LockGuard::commit(AppTransaction& tx) {
+void LockGuard::commitLock(AppTransaction& tx) {
   if (manager_ == nullptr) {
     throw DLMException(ErrorCode::LOCK_NOT_HELD, "the LockGuard is empty");
   }
@@ -110,12 +110,12 @@ void LockGuard::releaseQuietly() noexcept {
   try {
     release();
   } catch (const std::exception& e) {
-    // A destructor must not throw. The manager keeps releasing the lock by
-    // its token in the background until the store answers, so the key is
-    // not locked out for the rest of its TTL.
-    std::fprintf(stderr, "dlm: releasing lock '%s' failed: %s\n",
-                 lock_.lockId().c_str(), e.what());
-    manager_->abandon(lock_);
+    // A destructor must not throw: the failure goes to the manager's events
+    // (RELEASE_FAILED). The manager keeps releasing the lock by its token in
+    // the background until the store answers, so the key is not locked out
+    // for the rest of its TTL.
+    manager_->impl_->reportReleaseFailed(lock_, e);
+    manager_->impl_->abandon(lock_);
     manager_ = nullptr;
   }
 }

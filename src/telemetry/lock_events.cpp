@@ -111,6 +111,8 @@ std::string_view toString(LockEventKind kind) {
       return "STORE_ERROR";
     case LockEventKind::STORE_RECONNECTED:
       return "STORE_RECONNECTED";
+    case LockEventKind::RELEASE_FAILED:
+      return "RELEASE_FAILED";
   }
   return "UNKNOWN";
 }
@@ -120,6 +122,7 @@ int severityOf(const LockEvent& event) {
     case LockEventKind::LEASE_LOST:
     case LockEventKind::DEADLOCK:
     case LockEventKind::STORE_ERROR:
+    case LockEventKind::RELEASE_FAILED:
       return 4;  // LOG_WARNING
     default:
       return 6;  // LOG_INFO
@@ -174,6 +177,11 @@ std::string formatEvent(const LockEvent& e) {
       add("cycle", cycle);
       break;
     }
+    case LockEventKind::RELEASE_FAILED:
+      add("fencing", std::to_string(e.fencingToken));
+      add("code", std::string(toString(e.code)));
+      add("message", e.message);
+      break;
     case LockEventKind::STORE_ERROR:
     case LockEventKind::STORE_RECONNECTED:
       add("code", std::string(toString(e.code)));

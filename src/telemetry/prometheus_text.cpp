@@ -99,6 +99,9 @@ std::string toPrometheusText(const std::vector<LockMetrics>& managers) {
   counter(out, managers, "dlm_lost_leases_total",
           "Leases kept alive that were lost.",
           [](const LockMetrics& m) { return m.lostLeases; });
+  counter(out, managers, "dlm_release_failures_total",
+          "Releases by a destructor that failed.",
+          [](const LockMetrics& m) { return m.releaseFailures; });
   counter(out, managers, "dlm_store_reconnects_total",
           "Dead store connections replaced by working ones.",
           [](const LockMetrics& m) { return m.storeReconnects; });

@@ -68,6 +68,7 @@ LockMetrics Telemetry::snapshot() const {
   m.releases = releases_.load(std::memory_order_relaxed);
   m.renewals = renewals_.load(std::memory_order_relaxed);
   m.lostLeases = lostLeases_.load(std::memory_order_relaxed);
+  m.releaseFailures = releaseFailures_.load(std::memory_order_relaxed);
   m.storeReconnects = reconnects_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kCodes; ++i) {
     const auto n = storeErrors_[i].load(std::memory_order_relaxed);

@@ -37,6 +37,9 @@ class Telemetry {
   void released(std::chrono::steady_clock::duration callTime);
   void renewed() { renewals_.fetch_add(1, std::memory_order_relaxed); }
   void leaseLost() { lostLeases_.fetch_add(1, std::memory_order_relaxed); }
+  void releaseFailed() {
+    releaseFailures_.fetch_add(1, std::memory_order_relaxed);
+  }
   void storeError(ErrorCode code);
   void reconnected() { reconnects_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -67,6 +70,7 @@ class Telemetry {
   std::atomic<std::uint64_t> releases_{0};
   std::atomic<std::uint64_t> renewals_{0};
   std::atomic<std::uint64_t> lostLeases_{0};
+  std::atomic<std::uint64_t> releaseFailures_{0};
   std::atomic<std::uint64_t> reconnects_{0};
   std::array<std::atomic<std::uint64_t>, kCodes> storeErrors_{};
   Histogram acquireLatency_;

@@ -18,7 +18,8 @@ def main():
     problems = []
     counters = ["dlm_acquisitions", "dlm_refusals", "dlm_waits",
                 "dlm_timeouts", "dlm_deadlocks", "dlm_releases",
-                "dlm_renewals", "dlm_lost_leases", "dlm_store_reconnects",
+                "dlm_renewals", "dlm_lost_leases", "dlm_release_failures",
+                "dlm_store_reconnects",
                 "dlm_store_errors"]
     histograms = ["dlm_acquire_duration_seconds",
                   "dlm_release_duration_seconds", "dlm_wait_duration_seconds"]

@@ -214,7 +214,7 @@ TEST(PrometheusText, IsStrictlyTheExpositionFormat) {
     EXPECT_NO_THROW((void)std::stod(l.substr(close + 2))) << l;
   }
   for (const auto& [family, n] : types) EXPECT_EQ(n, 1) << family;
-  EXPECT_EQ(types.size(), 13U);
+  EXPECT_EQ(types.size(), 14U);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#include "manager/messages.h"
+
+#include <fmt/format.h>
+
+namespace dlm::internal {
+
+std::string levelName(LockLevel level) {
+  return level == LockLevel::DC ? "DC" : "XDC";
+}
+
+std::string lockName(const Lock& lock) {
+  return fmt::format("lock '{}' ({})", lock.lockId(),
+                     levelName(lock.lockLevel()));
+}
+
+std::string blockedMessage(const Lock& lock, const std::string& blockedBy,
+                           bool queued) {
+  if (queued) {
+    return fmt::format(
+        "{} is not held by anyone in its way, but an earlier waiter for '{}' "
+        "is queued and goes first (fair queueing)",
+        lockName(lock), blockedBy);
+  }
+  if (blockedBy.empty() || blockedBy == lock.storeKey()) {
+    return fmt::format("{} is held by someone else", lockName(lock));
+  }
+  return fmt::format("{} is blocked by the held lock '{}'", lockName(lock),
+                     blockedBy);
+}
+
+std::string describeCycle(const std::vector<std::string>& cycle) {
+  std::string out;
+  for (const auto& key : cycle) {
+    out += fmt::format("'{}' (whose holder waits for) ", key);
+  }
+  return out + "a lock this thread's owner holds";
+}
+
+LockEvent lockEvent(LockEventKind kind, const Lock& lock) {
+  LockEvent event;
+  event.kind = kind;
+  event.lockId = lock.lockId();
+  event.key = lock.storeKey();
+  event.mode = lock.lockMode();
+  event.fencingToken = lock.fencingToken();
+  return event;
+}
+
+bool isStoreFailure(const DLMException& e) {
+  switch (e.code()) {
+    case ErrorCode::CONNECTION_ERROR:
+    case ErrorCode::RETRIES_EXHAUSTED:
+    case ErrorCode::INTERNAL_ERROR:
+    case ErrorCode::SCHEMA_MISMATCH:
+    case ErrorCode::TABLE_CREATION_ERROR:
+      return true;
+    default:
+      return e.transient();
+  }
+}
+
+}  // namespace dlm::internal

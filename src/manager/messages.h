@@ -1,0 +1,35 @@
+// The words and events the manager reports with: lock names for messages,
+// why an attempt was refused, the lock fields of an event, and which store
+// failures count as the store failing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dlm/error.h"
+#include "dlm/lock.h"
+#include "dlm/lock_events.h"
+
+namespace dlm::internal {
+
+// "DC" or "XDC".
+std::string levelName(LockLevel level);
+
+// "lock 'client#id' (DC)".
+std::string lockName(const Lock& lock);
+
+// Why an attempt on `lock` was refused, for LOCK_UNAVAILABLE messages.
+std::string blockedMessage(const Lock& lock, const std::string& blockedBy,
+                           bool queued);
+
+// "'k1' (whose holder waits for) ... a lock this thread's owner holds".
+std::string describeCycle(const std::vector<std::string>& cycle);
+
+// An event of `kind` about `lock`: its names, mode and fencing token.
+LockEvent lockEvent(LockEventKind kind, const Lock& lock);
+
+// Whether `e`, thrown by a store call, is the store failing (counted and
+// reported as STORE_ERROR) rather than an answer about a lock.
+bool isStoreFailure(const DLMException& e);
+
+}  // namespace dlm::internal

@@ -1,0 +1,46 @@
+#include "manager/request_row.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "dlm/error.h"
+#include "manager/in_doubt_resolver.h"
+
+namespace dlm::internal {
+
+using std::chrono::milliseconds;
+
+RequestRow::RequestRow(LockStore& store, InDoubtResolver& resolver,
+                       const std::string& key, std::string owner,
+                       Deadline callEnd, milliseconds operationTimeout)
+    : store_(store),
+      resolver_(resolver),
+      key_(key),
+      owner_(std::move(owner)),
+      callEnd_(callEnd),
+      operationTimeout_(operationTimeout) {}
+
+RequestRow::~RequestRow() {
+  const Deadline deadline =
+      std::min(callEnd_, deadlineAfter(operationTimeout_));
+  try {
+    if (timeLeft(deadline) > milliseconds::zero()) {
+      const DeadlineScope scope(deadline);
+      store_.unregisterWait(key_, owner_);
+      return;
+    }
+  } catch (const DLMException&) {
+    // Left to the resolver below.
+  }
+  // The row lives until the waiter's deadline + 1 s (maxWait).
+  try {
+    resolver_.addStaleRequest(
+        key_, owner_,
+        std::max(timeLeft(callEnd_), milliseconds::zero()) +
+            milliseconds(1000));
+  } catch (...) {
+    // Out of memory at worst: the row expires by itself.
+  }
+}
+
+}  // namespace dlm::internal

@@ -1,0 +1,281 @@
+#include "manager/wait_loop.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/random_id.h"
+#include "keys/owner_id.h"
+#include "manager/in_doubt_resolver.h"
+#include "manager/messages.h"
+#include "manager/request_row.h"
+#include "telemetry/telemetry.h"
+
+namespace dlm {
+
+using internal::blockedMessage;
+using internal::lockName;
+using std::chrono::milliseconds;
+
+namespace {
+
+// The longest jitter added to the attempt of a waiter woken together with
+// others.
+constexpr milliseconds kWakeJitter{2};
+
+// Counts a wait from the first refusal on, and its time whatever the
+// outcome.
+class WaitTimer {
+ public:
+  explicit WaitTimer(internal::Telemetry& telemetry) : telemetry_(telemetry) {
+    telemetry_.waitStarted();
+  }
+  ~WaitTimer() {
+    telemetry_.waitEnded(std::chrono::steady_clock::now() - start_);
+  }
+  WaitTimer(const WaitTimer&) = delete;
+  WaitTimer& operator=(const WaitTimer&) = delete;
+
+ private:
+  internal::Telemetry& telemetry_;
+  const std::chrono::steady_clock::time_point start_ =
+      std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+DistributedLockManager::Impl::WaitLoop::WaitLoop(
+    Impl& manager, Lock& lock, milliseconds ttl, Clock::TimePoint deadline,
+    Deadline callEnd, milliseconds timeout, Refusal& refusal)
+    : manager_(manager),
+      lock_(lock),
+      ttl_(ttl),
+      deadline_(deadline),
+      callEnd_(callEnd),
+      timeout_(timeout),
+      refusal_(refusal),
+      owner_(internal::currentThreadOwner()) {}
+
+void DistributedLockManager::Impl::WaitLoop::run() {
+  const WaitTimer timer(manager_.telemetry());
+  throwIfTimedOut();
+  throwIfStopped();
+  reportStart_ = manager_.clock().now();
+  reportWaiting();
+  nextReport_ = reportStart_ + manager_.config().waitingReportInterval;
+
+  // Listen for releases before the next attempt, so a release between that
+  // attempt and the sleep still ends the sleep.
+  manager_.watchReleases();
+  Waiter waiter(lock_.key_);
+  const internal::WaitHub::Registration registration(manager_.hub(), waiter);
+  if (registerRequest()) return;
+  const internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
+                                        lock_.key_.key, owner_, callEnd_,
+                                        manager_.config().operationTimeout);
+  for (;;) {
+    if (attemptAgain(waiter)) return;
+    throwIfTimedOut();
+    reportIfDue();
+    // Checked after the signal's reset: a stopWaiting() after this check
+    // leaves the signal set, so the sleep that follows ends at once.
+    throwIfStopped();
+    sleepUntilWakeOrRetry(waiter);
+  }
+}
+
+// --- the request row and the wait-for graph ----------------------------------
+
+// A cycle closed only by a leftover of this owner (an acquisition in doubt,
+// or a release a server crash undid) is no deadlock: the leftover is
+// released by token and the key attempted again.
+bool DistributedLockManager::Impl::WaitLoop::registerRequest() {
+  for (int round = 0;; ++round) {
+    const std::vector<std::string> cycle = recordRequest();
+    if (cycle.empty()) return false;
+    if (round < 2 && releasedOwnLeftover(cycle)) {
+      if (manager_.attempt(lock_, ttl_, &refusal_, stepDeadline())) {
+        return true;
+      }
+      continue;
+    }
+    if (round < 2 && removedStaleRequests()) continue;
+    throwDeadlock(cycle);
+  }
+}
+
+std::vector<std::string>
+DistributedLockManager::Impl::WaitLoop::recordRequest() {
+  const WaitRegistration registered =
+      manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
+        // The request row stops counting at the waiter's deadline (+1 s).
+        const milliseconds maxWait = std::clamp(
+            left() + milliseconds(1000), milliseconds(1), internal::kMaxTtl);
+        return manager_.store().registerWait(
+            WaitRequest{lock_.key_, owner_, maxWait, lock_.mode_});
+      });
+  return registered.deadlockCycle;
+}
+
+// The cycle closes at a lock of this owner's that blocks its last key, or
+// at one of its request rows that holds the last key's waiter back: a
+// leftover of an earlier wait is no deadlock.
+bool DistributedLockManager::Impl::WaitLoop::releasedOwnLeftover(
+    const std::vector<std::string>& cycle) {
+  return manager_.releaseOwnLeftovers(owner_, cycle.back(), stepDeadline(),
+                                      /*related=*/true);
+}
+
+bool DistributedLockManager::Impl::WaitLoop::removedStaleRequests() {
+  try {
+    const DeadlineScope scope(stepDeadline());
+    return manager_.resolver().removeStaleRequests(owner_);
+  } catch (const DLMException&) {
+    // Kept for the next wait; this one reports the cycle.
+    return false;
+  }
+}
+
+void DistributedLockManager::Impl::WaitLoop::throwDeadlock(
+    const std::vector<std::string>& cycle) {
+  internal::Telemetry& telemetry = manager_.telemetry();
+  telemetry.deadlock();
+  if (telemetry.reporting()) {
+    LockEvent event = internal::lockEvent(LockEventKind::DEADLOCK, lock_);
+    event.cycle = cycle;
+    telemetry.emit(event);
+  }
+  throw DLMException(
+      ErrorCode::DEADLOCK_DETECTED,
+      fmt::format("{}: waiting would deadlock: {}", lockName(lock_),
+                  internal::describeCycle(cycle)));
+}
+
+// --- attempts and giving up --------------------------------------------------
+
+bool DistributedLockManager::Impl::WaitLoop::attemptAgain(Waiter& waiter) {
+  throwIfDestroyed();
+  waiter.signal.reset();
+  // Announcements may have been missed (the store's listening connection
+  // was lost), and with them this request row if a server crash undid it.
+  if (waiter.missed.exchange(false) && registerRequest()) return true;
+  return manager_.attempt(lock_, ttl_, &refusal_, stepDeadline());
+}
+
+void DistributedLockManager::Impl::WaitLoop::throwIfTimedOut() {
+  if (manager_.clock().now() < deadline_) return;
+  manager_.telemetry().timedOut();
+  throw DLMException(
+      ErrorCode::LOCK_UNAVAILABLE,
+      fmt::format("{} (gave up after {} ms)",
+                  blockedMessage(lock_, refusal_.blockedBy, refusal_.queued),
+                  timeout_.count()));
+}
+
+void DistributedLockManager::Impl::WaitLoop::throwIfStopped() {
+  if (!manager_.waitsStopped()) return;
+  throw DLMException(
+      ErrorCode::LOCK_UNAVAILABLE,
+      fmt::format("{} (waiting was stopped)",
+                  blockedMessage(lock_, refusal_.blockedBy, refusal_.queued)));
+}
+
+void DistributedLockManager::Impl::WaitLoop::throwIfDestroyed() {
+  if (!manager_.destroyed()) return;
+  throw DLMException(
+      ErrorCode::INTERNAL_ERROR,
+      fmt::format("{}: the lock manager was destroyed while waiting",
+                  lockName(lock_)));
+}
+
+// --- reports -----------------------------------------------------------------
+
+void DistributedLockManager::Impl::WaitLoop::reportIfDue() {
+  if (manager_.clock().now() < nextReport_) return;
+  reportWaiting();
+  nextReport_ =
+      manager_.clock().now() + manager_.config().waitingReportInterval;
+}
+
+void DistributedLockManager::Impl::WaitLoop::reportWaiting() {
+  internal::Telemetry& telemetry = manager_.telemetry();
+  if (!telemetry.reporting()) return;
+  LockEvent event = internal::lockEvent(LockEventKind::WAITING, lock_);
+  event.waited = std::chrono::duration_cast<milliseconds>(
+      manager_.clock().now() - reportStart_);
+  event.attempts = refusal_.attempts;
+  if (!refusal_.blockedBy.empty()) event.blocker = blocker();
+  telemetry.emit(event);
+}
+
+LockBlocker DistributedLockManager::Impl::WaitLoop::blocker() const {
+  LockBlocker blocker;
+  blocker.key = refusal_.blockedBy;
+  blocker.queued = refusal_.queued;
+  if (refusal_.queued) return blocker;
+  // Who holds it: one more store call, made only for the report.
+  try {
+    const DeadlineScope scope(manager_.callDeadline());
+    // The EXCLUSIVE holder, or the oldest SHARED one.
+    const auto holders = manager_.store().holdersOf(refusal_.blockedBy);
+    if (!holders.empty()) {
+      const LockRecord& held = holders.front();
+      blocker.owner = held.owner;
+      blocker.host = held.holder.host;
+      blocker.pid = held.holder.pid;
+      blocker.mode = held.mode;
+      blocker.since = held.acquiredAt;
+    }
+  } catch (const DLMException&) {
+    // The report goes out with the key alone.
+  }
+  return blocker;
+}
+
+// --- sleeping ----------------------------------------------------------------
+
+void DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
+    Waiter& waiter) {
+  const milliseconds sleep = nextSleep();
+  throwIfDestroyed();
+  // Never past the deadline: the loop makes a last attempt there.
+  const bool woken = manager_.clock().sleepUntilSignalled(
+      std::min(sleep, left()), waiter.signal);
+  if (woken && manager_.config().retryJitter > 0 &&
+      manager_.hub().rankOf(waiter) > 0) {
+    // Others were woken by the same release; the longest waiter goes first.
+    manager_.clock().sleepFor(std::min(
+        std::chrono::duration_cast<milliseconds>(kWakeJitter *
+                                                 internal::randomFraction()) +
+            milliseconds(1),
+        std::max(milliseconds(0), left())));
+  }
+}
+
+// sleepBetweenRetries shortened by the jitter, and by the next report.
+milliseconds DistributedLockManager::Impl::WaitLoop::nextSleep() const {
+  const LockConfiguration& config = manager_.config();
+  milliseconds sleep = config.sleepBetweenRetries;
+  if (config.retryJitter > 0) {
+    sleep -= std::chrono::duration_cast<milliseconds>(
+        sleep * (config.retryJitter * internal::randomFraction()));
+  }
+  if (manager_.telemetry().reporting()) {
+    // Wake for the next report too.
+    sleep = std::min(
+        sleep,
+        std::max(milliseconds(1), std::chrono::ceil<milliseconds>(
+                                      nextReport_ - manager_.clock().now())));
+  }
+  return sleep;
+}
+
+milliseconds DistributedLockManager::Impl::WaitLoop::left() const {
+  return std::chrono::ceil<milliseconds>(deadline_ - manager_.clock().now());
+}
+
+Deadline DistributedLockManager::Impl::WaitLoop::stepDeadline() const {
+  return std::min(callEnd_, manager_.callDeadline());
+}
+
+}  // namespace dlm
