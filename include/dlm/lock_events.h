@@ -28,6 +28,9 @@ enum class LockEventKind {
   DEADLOCK,           // acquireLock found a cycle and threw
   STORE_ERROR,        // a store call failed (each failure, retries too)
   STORE_RECONNECTED,  // the store replaced a dead connection with a new one
+  STORE_WARNING,      // the store warns of a condition that fails nothing
+                      // (PostgreSQL: acquires not waiting for a standby
+                      // under SynchronousReplication::WARN)
 };
 
 // "ACQUIRED", "WAITING", ...
@@ -72,6 +75,7 @@ struct LockEvent {
   // STORE_ERROR: the failure (message without passwords).
   // STORE_RECONNECTED: code CONNECTION_ERROR, message saying which
   // connection.
+  // STORE_WARNING: the store's message (code left INTERNAL_ERROR, unused).
   ErrorCode code = ErrorCode::INTERNAL_ERROR;
   std::string message;
 };
@@ -96,8 +100,8 @@ class LockEventHandler {
 // backslash escapes.
 std::string formatEvent(const LockEvent& event);
 
-// How urgent an event is, in syslog(3) terms: LEASE_LOST, DEADLOCK and
-// STORE_ERROR are warnings (4), the rest informational (6).
+// How urgent an event is, in syslog(3) terms: LEASE_LOST, DEADLOCK,
+// STORE_ERROR and STORE_WARNING are warnings (4), the rest informational (6).
 int severityOf(const LockEvent& event);
 
 // A handler that writes formatEvent(event) and '\n' to `out`, one whole line

@@ -20,13 +20,16 @@
 #include "dlm/lock_events.h"
 #include "dlm/lock_guard.h"
 #include "dlm/lock_metrics.h"
-#include "dlm/lock_store.h"
+#include "dlm/lock_record.h"
 
 namespace dlm {
+
+class LockStore;  // dlm/lock_store.h
 
 namespace internal {
 class InDoubtResolver;
 class KeepAlive;
+class StoreWarningRelay;
 class Telemetry;
 class WaitHub;
 }  // namespace internal
@@ -274,6 +277,8 @@ class DistributedLockManager {
   Holder holder_;
 
   std::unique_ptr<internal::Telemetry> telemetry_;
+  // Store warnings -> STORE_WARNING events; before telemetry_ goes.
+  std::unique_ptr<internal::StoreWarningRelay> warningRelay_;
   std::atomic<std::uint64_t> seenReconnections_{0};
   std::unique_ptr<internal::WaitHub> hub_;
   std::unique_ptr<internal::InDoubtResolver> resolver_;

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "dlm/error.h"
+#include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 #include "manager/in_doubt_resolver.h"
 #include "manager/keep_alive.h"
 #include "keys/key_builder.h"
@@ -19,6 +21,7 @@
 #include "common/random_id.h"
 #include "telemetry/telemetry.h"
 #include "keys/validation.h"
+#include "manager/store_warning_relay.h"
 #include "manager/wait_hub.h"
 
 namespace dlm {
@@ -145,6 +148,8 @@ std::unique_ptr<DistributedLockManager> Builder::build() {
   m->clock_ = clock_ ? clock_ : Clock::system();
   m->holder_.host = hostName();
   m->telemetry_ = std::make_unique<internal::Telemetry>(clientId_, events_);
+  m->warningRelay_ = std::make_unique<internal::StoreWarningRelay>(
+      *m->store_, *m->telemetry_);
   m->seenReconnections_ = m->store_->reconnections();
   m->resolver_ = std::make_unique<internal::InDoubtResolver>(
       *m->store_, m->config_.operationTimeout);
@@ -380,12 +385,13 @@ void DistributedLockManager::reportWaiting(const Lock& lock,
     LockBlocker blocker;
     blocker.key = refusal.blockedBy;
     blocker.queued = refusal.queued;
-    if (!refusal.queued) {
+    LockStoreAdmin* admin = store_->admin();
+    if (!refusal.queued && admin != nullptr) {
       // Who holds it: one more store call, made only for the report.
       try {
         const DeadlineScope scope(callDeadline());
         // The EXCLUSIVE holder, or the oldest SHARED one.
-        const auto holders = store_->holdersOf(refusal.blockedBy);
+        const auto holders = admin->holdersOf(refusal.blockedBy);
         if (!holders.empty()) {
           const LockRecord& held = holders.front();
           blocker.owner = held.owner;
@@ -578,7 +584,7 @@ void DistributedLockManager::commitLock(Lock& lock, AppTransaction& tx) {
     // No retries: the statement runs in the application's transaction, which
     // a failure has already spoiled.
     const DeadlineScope scope(callDeadline());
-    store_->releaseWithin(tx, lock.key_, lock.token_, lock.mode_);
+    store_->commitLock(tx, lock.key_, lock.token_, lock.mode_);
   } catch (const DLMException& e) {
     if (e.code() != ErrorCode::LOCK_NOT_HELD) throw;
     lock.clearAcquisition();
@@ -632,8 +638,9 @@ std::vector<LockRecord> DistributedLockManager::describeHolders(
     const Lock& lock) {
   checkOwnLock(lock);
   requireInitialized();
+  LockStoreAdmin& admin = adminOf(*store_);  // INVALID_ARGUMENT without one
   std::vector<LockRecord> holds = withStoreRetries(
-      &lock, callDeadline(), [&] { return store_->holdersOf(lock.key_.key); });
+      &lock, callDeadline(), [&] { return admin.holdersOf(lock.key_.key); });
   holds.erase(std::remove_if(holds.begin(), holds.end(),
                              [](const LockRecord& r) { return !r.held; }),
               holds.end());

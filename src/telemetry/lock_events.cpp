@@ -111,6 +111,8 @@ std::string_view toString(LockEventKind kind) {
       return "STORE_ERROR";
     case LockEventKind::STORE_RECONNECTED:
       return "STORE_RECONNECTED";
+    case LockEventKind::STORE_WARNING:
+      return "STORE_WARNING";
   }
   return "UNKNOWN";
 }
@@ -120,6 +122,7 @@ int severityOf(const LockEvent& event) {
     case LockEventKind::LEASE_LOST:
     case LockEventKind::DEADLOCK:
     case LockEventKind::STORE_ERROR:
+    case LockEventKind::STORE_WARNING:
       return 4;  // LOG_WARNING
     default:
       return 6;  // LOG_INFO
@@ -177,6 +180,9 @@ std::string formatEvent(const LockEvent& e) {
     case LockEventKind::STORE_ERROR:
     case LockEventKind::STORE_RECONNECTED:
       add("code", std::string(toString(e.code)));
+      add("message", e.message);
+      break;
+    case LockEventKind::STORE_WARNING:
       add("message", e.message);
       break;
   }

@@ -1,6 +1,6 @@
 // Acquire, release and scoping: the behaviour users rely on, on every store.
 #include "conformance/store_fixture.h"
-#include "support/forwarding_store.h"
+#include "support/counting_store.h"
 #include "support/test_keys.h"
 
 namespace dlm::test {

@@ -33,7 +33,7 @@
 #include "contention/worker_processes.h"
 #include "dlm/dlm.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/test_stores.h"
 
 namespace dlm::test {
@@ -396,9 +396,9 @@ TEST(ContentionOnFakeStore, SixteenThreadsNeverOverlap) {
 
 // A store that grants every request (exclusion broken on purpose), to prove
 // that the scenario and the checker would notice.
-class GrantEverythingStore final : public ForwardingStore {
+class GrantEverythingStore final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
   AcquireResult tryAcquire(const AcquireRequest& r) override {
     AcquireResult result;
     result.acquired = true;

@@ -133,9 +133,9 @@ TEST_F(LeastPrivilegeTest, AppRoleCanUseEveryLibraryOperation) {
     pqxx::connection conn(stores_.conninfo());
     pqxx::work tx(conn);
     PostgresTransaction adapter(tx);
-    check("releaseWithin (dlm_release_within)",
+    check("commitLock (dlm_release_within)",
           tryStore([&] {
-            s.releaseWithin(adapter, key, "tok-c", dlm::LockMode::EXCLUSIVE);
+            s.commitLock(adapter, key, "tok-c", dlm::LockMode::EXCLUSIVE);
           }) == "allowed");
     tx.commit();
   }

@@ -16,7 +16,7 @@
 #include "dlm/dlm.h"
 #include "support/error_code.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/recorded_events.h"
 
 namespace dlm::test {
@@ -27,9 +27,9 @@ using namespace std::chrono_literals;
 // Fails the next `failures` acquire attempts with a transient
 // CONNECTION_ERROR whose message quotes a password-free URL, and reports
 // `reconnects` as its reconnection count.
-class FlakyStore final : public ForwardingStore {
+class FlakyStore final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
   AcquireResult tryAcquire(const AcquireRequest& request) override {
     if (failures > 0) {
       --failures;
@@ -37,7 +37,7 @@ class FlakyStore final : public ForwardingStore {
                          "fake store: connection to postgresql://app@db lost",
                          true);
     }
-    return ForwardingStore::tryAcquire(request);
+    return LockStoreWrapper::tryAcquire(request);
   }
   std::uint64_t reconnections() const override { return reconnects.load(); }
   std::atomic<int> failures{0};
