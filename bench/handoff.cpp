@@ -4,6 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include <dlm/lock_store.h>
+
 #include "workloads.h"
 
 namespace dlm_bench {

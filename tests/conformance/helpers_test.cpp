@@ -4,6 +4,7 @@
 #include <optional>
 #include <thread>
 
+#include "dlm/lock_store_admin.h"
 #include "conformance/store_fixture.h"
 #include "support/eventually.h"
 #include "support/owners.h"
@@ -67,7 +68,7 @@ TEST_P(Helpers, KeepAliveTellsTheHolderTheMomentTheLockIsLost) {
                                      lostFlag = true;
                                    }});
   // An operator frees it and someone else takes it.
-  ASSERT_TRUE(m->store().forceRelease(guard.lock().storeKey()));
+  ASSERT_TRUE(adminOf(m->store()).forceRelease(guard.lock().storeKey()));
   Lock taker = rival->getLockInstance("stolen", LockLevel::DC);
   rival->tryAcquireLock(taker);
   ASSERT_TRUE(

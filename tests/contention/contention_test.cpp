@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlm/lock_store_admin.h"
 #include "cli/contender.h"
 #include "cli/hold_log.h"
 #include "cli/temp_dir.h"
@@ -130,7 +131,7 @@ void expectFencingTokensOneToN(const std::vector<cli::Hold>& holds,
   }
   for (const auto& k : report.keys) {
     const Lock lock = manager.getLockInstance(k.key, LockLevel::DC);
-    const auto row = manager.store().describe(lock.storeKey());
+    const auto row = adminOf(manager.store()).describe(lock.storeKey());
     ASSERT_TRUE(row.has_value()) << k.key;
     EXPECT_EQ(range[k.key].first, 1) << k.key;
     EXPECT_EQ(range[k.key].second, k.holds) << k.key;
@@ -172,7 +173,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
 
   expectFencingTokensOneToN(holds, report, manager);
   // Everything was released.
-  const auto held = manager.store().listHeld("");
+  const auto held = adminOf(manager.store()).listHeld("");
   EXPECT_TRUE(held.empty()) << held.size() << " locks still held, first "
                             << (held.empty() ? "" : held.front().key);
 
@@ -277,7 +278,7 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
   }
   auto manager = makeManager(env->newStore());
   expectFencingTokensOneToN(holds, report, *manager);
-  const auto held = manager->store().listHeld("");
+  const auto held = adminOf(manager->store()).listHeld("");
   EXPECT_TRUE(held.empty()) << held.size() << " locks still held";
   std::printf(
       "[ readers ] %lld reader holds, %lld shared overlaps, writer holds %lld "
