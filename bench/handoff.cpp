@@ -1,10 +1,10 @@
 // The handoff workload: how long the next waiter takes to get a lock after
 // its holder releases it, through the public API only.
+#include <dlm/lock_store.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-
-#include <dlm/lock_store.h>
 
 #include "workloads.h"
 

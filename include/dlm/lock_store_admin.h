@@ -119,7 +119,6 @@ class LockStoreAdmin {
 
   // Operator override: frees the row whoever holds it. True if it was HELD.
   virtual bool forceRelease(std::string_view key) = 0;
-
 };
 
 // store.admin(), or DLMException INVALID_ARGUMENT naming the store when it

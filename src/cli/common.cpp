@@ -213,9 +213,11 @@ std::optional<WaitRecord> oldestQueuedAhead(
 std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
                                       LockMode mode) {
   // Nearest first, each level read only when the one before has no blocker.
-  if (auto r = firstBlocker(adminOf(store).holdersOf(key.key), key, mode)) return r;
+  if (auto r = firstBlocker(adminOf(store).holdersOf(key.key), key, mode))
+    return r;
   for (const std::string& ancestor : key.ancestors) {
-    if (auto r = firstBlocker(adminOf(store).holdersOf(ancestor), key, mode)) return r;
+    if (auto r = firstBlocker(adminOf(store).holdersOf(ancestor), key, mode))
+      return r;
   }
   if (key.descendantsBegin.empty()) return std::nullopt;
   // Keys starting with key + separator are exactly the descendants.

@@ -70,7 +70,8 @@ std::string holdersTable(const std::vector<LockRecord>& holders,
 int runList(const GlobalOptions& global, const ListOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::vector<LockRecord> records = adminOf(*store).listHeld(options.prefix);
+  const std::vector<LockRecord> records =
+      adminOf(*store).listHeld(options.prefix);
   const auto waiters = byKey(adminOf(*store).listWaiters(options.prefix));
   const StoreTime now = store->now();
   store->close();
@@ -119,7 +120,8 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
 int runWaiters(const GlobalOptions& global, const ListOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::vector<WaitRecord> waiters = adminOf(*store).listWaiters(options.prefix);
+  const std::vector<WaitRecord> waiters =
+      adminOf(*store).listWaiters(options.prefix);
   const StoreTime now = store->now();
   store->close();
 

@@ -148,8 +148,8 @@ std::unique_ptr<DistributedLockManager> Builder::build() {
   m->clock_ = clock_ ? clock_ : Clock::system();
   m->holder_.host = hostName();
   m->telemetry_ = std::make_unique<internal::Telemetry>(clientId_, events_);
-  m->warningRelay_ = std::make_unique<internal::StoreWarningRelay>(
-      *m->store_, *m->telemetry_);
+  m->warningRelay_ =
+      std::make_unique<internal::StoreWarningRelay>(*m->store_, *m->telemetry_);
   m->seenReconnections_ = m->store_->reconnections();
   m->resolver_ = std::make_unique<internal::InDoubtResolver>(
       *m->store_, m->config_.operationTimeout);

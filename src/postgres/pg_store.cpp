@@ -20,17 +20,17 @@
 #include "common/crc32.h"
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
-#include "schema/migration.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_replication.h"
-#include "postgres/warning_listeners.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
 #include "postgres/release_channel.h"
+#include "postgres/warning_listeners.h"
+#include "schema/migration.h"
 #include "schema/schema_compat.h"
 
 namespace dlm {
@@ -280,7 +280,7 @@ class PostgresStore::Impl {
   }
 
   void commitLock(AppTransaction& appTx, const StoreKey& key,
-                     std::string_view token, LockMode mode) {
+                  std::string_view token, LockMode mode) {
     auto* adapter = dynamic_cast<PostgresTransaction*>(&appTx);
     if (adapter == nullptr) {
       throw DLMException(

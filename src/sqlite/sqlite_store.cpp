@@ -828,7 +828,7 @@ struct AppStatementFinalizer {
 }  // namespace
 
 void SqliteStore::commitLock(AppTransaction& tx, const StoreKey& key,
-                               std::string_view token, LockMode mode) {
+                             std::string_view token, LockMode mode) {
   const std::string& path = impl_->path();
   impl_->throwIfClosed();
   auto* app = dynamic_cast<SqliteTransaction*>(&tx);

@@ -1,6 +1,6 @@
 // Acquire, release and scoping: the behaviour users rely on, on every store.
-#include "dlm/lock_store_admin.h"
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/counting_store.h"
 #include "support/test_keys.h"
 
@@ -150,7 +150,8 @@ TEST_P(AcquireRelease, ListHeldNamesTheHolder) {
   auto m = manager();
   Lock lock = m->getLockInstance("listed", LockLevel::DC);
   m->tryAcquireLock(lock);
-  const auto held = adminOf(m->store()).listHeld("DC#farm1#" + m->clientId() + "#");
+  const auto held =
+      adminOf(m->store()).listHeld("DC#farm1#" + m->clientId() + "#");
   ASSERT_EQ(held.size(), 1U);
   EXPECT_EQ(held[0].key, lock.storeKey());
   EXPECT_EQ(held[0].owner, lock.owner());
@@ -195,7 +196,8 @@ TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, AcquireRelease,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

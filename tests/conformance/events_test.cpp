@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "dlm/lock_store_admin.h"
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/eventually.h"
 #include "support/owners.h"
 #include "support/recorded_events.h"

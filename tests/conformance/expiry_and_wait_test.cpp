@@ -1,8 +1,8 @@
 // TTL expiry by the store's clock, takeover, and the waiting acquireLock.
 #include <thread>
 
-#include "dlm/lock_store_admin.h"
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/owners.h"
 
 namespace dlm::test {
@@ -129,7 +129,8 @@ TEST_P(ExpiryAndWait, WaiterTakesALockWhoseHolderCrashedOnceItExpires) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ExpiryAndWait,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

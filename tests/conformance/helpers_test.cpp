@@ -4,8 +4,8 @@
 #include <optional>
 #include <thread>
 
-#include "dlm/lock_store_admin.h"
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/eventually.h"
 #include "support/owners.h"
 
@@ -233,7 +233,8 @@ TEST_P(Helpers, ClusteredLockServiceCommitsAndRollsBackWithTheApplication) {
             ErrorCode::LOCK_NOT_HELD);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, Helpers, ::testing::ValuesIn(conformanceStores()),
+INSTANTIATE_TEST_SUITE_P(Stores, Helpers,
+                         ::testing::ValuesIn(conformanceStores()),
                          storeParamName);
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "dlm/lock_store_admin.h"
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "schema/migration.h"
 #include "support/eventually.h"
 #include "support/joining_thread.h"
@@ -216,7 +216,8 @@ TEST_P(Inspection, HolderIpIsTheClientAddressOverTcpAndEmptyOnSqlite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Inspection,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -1,4 +1,3 @@
-#include "dlm/lock_store_admin.h"
 #include "conformance/lock_mode_scenarios.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlm/lock_store_admin.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/joining_thread.h"
@@ -70,7 +70,8 @@ bool requestRecorded(DistributedLockManager& m, const Lock& lock,
                      const std::string& owner, LockMode mode) {
   StoreTime recordedAt;
   const bool seen = eventually([&] {
-    for (const WaitRecord& w : adminOf(m.store()).listWaiters(lock.storeKey())) {
+    for (const WaitRecord& w :
+         adminOf(m.store()).listWaiters(lock.storeKey())) {
       if (w.key == lock.storeKey() && w.owner == owner && w.mode == mode) {
         recordedAt = w.requestedAt;
         return true;

@@ -25,7 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include "dlm/lock_store_admin.h"
 #include "cli/contender.h"
 #include "cli/hold_log.h"
 #include "cli/temp_dir.h"
@@ -33,8 +32,9 @@
 #include "contention/scenario.h"
 #include "contention/worker_processes.h"
 #include "dlm/dlm.h"
-#include "support/fake_store.h"
+#include "dlm/lock_store_admin.h"
 #include "dlm/lock_store_wrapper.h"
+#include "support/fake_store.h"
 #include "support/test_stores.h"
 
 namespace dlm::test {

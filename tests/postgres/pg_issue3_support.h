@@ -85,7 +85,7 @@ inline WaitRegistration waitAs(LockStore& store, const StoreKey& key,
 
 // store.commitLock through a PostgresTransaction adapter of `tx`.
 inline void commitLockTx(LockStore& store, pqxx::transaction_base& tx,
-                            const StoreKey& key, const std::string& token) {
+                         const StoreKey& key, const std::string& token) {
   PostgresTransaction adapter(tx);
   store.commitLock(adapter, key, token, dlm::LockMode::EXCLUSIVE);
 }

@@ -18,9 +18,9 @@
 
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
-#include "schema/migration.h"
 #include "pg_issue3_support.h"
 #include "postgres/pg_migrate.h"
+#include "schema/migration.h"
 #include "schema/schema_compat.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"

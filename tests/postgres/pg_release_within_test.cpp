@@ -166,8 +166,7 @@ TEST_F(ReleaseWithinTest, OtherAdaptersAndAutocommitAreInvalid) {
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   NotAPostgresTransaction other;
   EXPECT_EQ(codeOf([&] {
-              store_->commitLock(other, key, "tok-1",
-                                    dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(other, key, "tok-1", dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   {

@@ -71,8 +71,8 @@ TEST_F(SynchronousReplicationCheck, WarnTellsTheListenersNotStderr) {
 }
 
 TEST_F(SynchronousReplicationCheck, WarnIsAStoreWarningEventOfTheManager) {
-  auto store = std::make_shared<PostgresStore>(
-      options(SynchronousReplication::WARN));
+  auto store =
+      std::make_shared<PostgresStore>(options(SynchronousReplication::WARN));
   auto events = std::make_shared<RecordedEvents>();
   auto manager = DistributedLockManager::builder()
                      .clientId("replication")
@@ -86,8 +86,8 @@ TEST_F(SynchronousReplicationCheck, WarnIsAStoreWarningEventOfTheManager) {
   const auto warnings = events->of(LockEventKind::STORE_WARNING);
   ASSERT_EQ(warnings.size(), 1U);
   EXPECT_EQ(warnings[0].clientId, "replication");
-  EXPECT_TRUE(contains(warnings[0].message,
-                       "acquires do not wait for a standby"))
+  EXPECT_TRUE(
+      contains(warnings[0].message, "acquires do not wait for a standby"))
       << warnings[0].message;
   EXPECT_TRUE(contains(formatEvent(warnings[0]), "STORE_WARNING"));
   EXPECT_EQ(severityOf(warnings[0]), 4);

@@ -125,9 +125,8 @@ TEST_F(SqliteReleaseWithinTest,
 
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('unprotected')");
   SqliteTransaction tx(app_.handle());
-  const DLMException e = errorOf([&] {
-    store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
-  });
+  const DLMException e = errorOf(
+      [&] { store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE); });
   EXPECT_EQ(e.code(), ErrorCode::LOCK_NOT_HELD);
   EXPECT_NE(std::string(e.what()).find(key_.key), std::string::npos)
       << e.what();
@@ -162,8 +161,7 @@ TEST_F(SqliteReleaseWithinTest, AnAdapterOfAnotherStoreIsInvalidArgument) {
             ErrorCode::INVALID_ARGUMENT);
   SqliteTransaction null(nullptr);
   EXPECT_EQ(codeOf([&] {
-              store_->commitLock(null, key_, token_,
-                                    dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(null, key_, token_, dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
@@ -187,9 +185,8 @@ TEST_F(SqliteReleaseWithinTest, AConnectionToAnotherFileIsInvalidArgument) {
   { openStore(dir_.file("other.sqlite")); }
   elsewhere.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(elsewhere.handle());
-  const DLMException e = errorOf([&] {
-    store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
-  });
+  const DLMException e = errorOf(
+      [&] { store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE); });
   EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(std::string(e.what()).find("other.sqlite"), std::string::npos)
       << e.what();
@@ -201,7 +198,7 @@ TEST_F(SqliteReleaseWithinTest, AConnectionToAnotherFileIsInvalidArgument) {
   SqliteTransaction inMemory(memory.handle());
   EXPECT_EQ(codeOf([&] {
               store_->commitLock(inMemory, key_, token_,
-                                    dlm::LockMode::EXCLUSIVE);
+                                 dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());

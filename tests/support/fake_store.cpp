@@ -202,7 +202,7 @@ bool FakeStore::release(const StoreKey& key, std::string_view token,
 }
 
 void FakeStore::commitLock(AppTransaction& tx, const StoreKey& key,
-                              std::string_view token, LockMode mode) {
+                           std::string_view token, LockMode mode) {
   auto* fake = dynamic_cast<FakeTransaction*>(&tx);
   if (fake == nullptr) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT, "not a FakeTransaction");

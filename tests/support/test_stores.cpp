@@ -10,8 +10,8 @@
 #include "common/random_id.h"
 
 #ifdef DLM_WITH_POSTGRES
-#include "dlm/postgres_store.h"
 #include "dlm/lock_store_wrapper.h"
+#include "dlm/postgres_store.h"
 #include "support/pg_test_support.h"
 #include "support/pgbouncer_support.h"
 #endif

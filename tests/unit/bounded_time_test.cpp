@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "dlm/dlm.h"
+#include "dlm/lock_store_wrapper.h"
+#include "support/counting_store.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
-#include "dlm/lock_store_wrapper.h"
-#include "support/counting_store.h"
 #include "support/joining_thread.h"
 #include "support/owners.h"
 

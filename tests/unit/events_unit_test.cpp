@@ -84,8 +84,9 @@ TEST(StoreWarnings, AreStoreWarningEventsOfEveryManagerOnTheStore) {
   EXPECT_EQ(warnings[0].message, "acquires do not wait for a standby");
   EXPECT_EQ(warnings[0].clientId, "app");
   EXPECT_EQ(severityOf(warnings[0]), 4);
-  EXPECT_NE(formatEvent(warnings[0]).find("STORE_WARNING client=app "
-                                          "message=\"acquires do not"),
+  EXPECT_NE(formatEvent(warnings[0])
+                .find("STORE_WARNING client=app "
+                      "message=\"acquires do not"),
             std::string::npos)
       << formatEvent(warnings[0]);
   EXPECT_EQ(other->count(LockEventKind::STORE_WARNING), 1U);

@@ -12,10 +12,10 @@
 #include <string>
 
 #include "dlm/dlm.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/fake_store.h"
-#include "dlm/lock_store_wrapper.h"
 #include "support/owners.h"
 
 namespace dlm::test {
