@@ -1,5 +1,7 @@
 // The handoff workload: how long the next waiter takes to get a lock after
 // its holder releases it, through the public API only.
+#include <dlm/lock_store.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>

@@ -6,7 +6,8 @@
 #include <string>
 
 #include "dlm/lock_mode.h"
-#include "dlm/lock_store.h"
+#include "dlm/lock_record.h"
+#include "dlm/store_key.h"
 
 namespace dlm {
 

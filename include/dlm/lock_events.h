@@ -31,6 +31,9 @@ enum class LockEventKind {
   RELEASE_FAILED,     // a release the library made on its own (a LockGuard's
                       // or ClusteredLockService's destructor) threw; the
                       // lock is released by token later or expires
+  STORE_WARNING,      // the store warns of a condition that fails nothing
+                      // (PostgreSQL: acquires not waiting for a standby
+                      // under SynchronousReplication::WARN)
 };
 
 // "ACQUIRED", "WAITING", ...
@@ -77,6 +80,7 @@ struct LockEvent {
   // connection.
   // RELEASE_FAILED: the release's error (INTERNAL_ERROR for an exception
   // that is no DLMException) and its message.
+  // STORE_WARNING: the store's message (code left INTERNAL_ERROR, unused).
   ErrorCode code = ErrorCode::INTERNAL_ERROR;
   std::string message;
 };
@@ -102,8 +106,8 @@ class LockEventHandler {
 std::string formatEvent(const LockEvent& event);
 
 // How urgent an event is, in syslog(3) terms: LEASE_LOST, DEADLOCK,
-// STORE_ERROR and RELEASE_FAILED are warnings (4), the rest informational
-// (6).
+// STORE_ERROR, RELEASE_FAILED and STORE_WARNING are warnings (4), the rest
+// informational (6).
 int severityOf(const LockEvent& event);
 
 // A handler that writes formatEvent(event) and '\n' to `out`, one whole line

@@ -16,10 +16,11 @@
 #include "dlm/lock_events.h"
 #include "dlm/lock_guard.h"
 #include "dlm/lock_metrics.h"
-#include "dlm/lock_store.h"
+#include "dlm/lock_record.h"
 
 namespace dlm {
 
+class LockStore;  // dlm/lock_store.h
 // Thread-safe; share one manager between threads (each thread uses its own
 // Lock objects). Build with DistributedLockManager::builder().
 class DistributedLockManager {

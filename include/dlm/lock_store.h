@@ -1,4 +1,19 @@
-// The store interface: the atomic operations on one lock row, nothing more.
+// The store interface, protocol side: what a lock manager calls on a store
+// to take, keep and free locks.
+//
+// For those who write a store (or a decorator of one, see
+// dlm/lock_store_wrapper.h) and for tools that drive a store directly.
+// Application programs need not include this file: dlm/dlm.h and the store
+// headers (dlm/postgres_store.h, dlm/sqlite_store.h) give them all they use.
+// The inspection and admin calls (describe, holdersOf, listHeld,
+// listWaiters, schemaState, purgeIdle, forceRelease) are a second interface,
+// LockStoreAdmin (dlm/lock_store_admin.h), reached through admin().
+//
+// Evolution rule: a call added to LockStore or LockStoreAdmin after a
+// release comes with a default implementation (a neutral answer, or
+// throwing DLMException INTERNAL_ERROR naming the call), so that stores
+// written outside this project keep compiling; CHANGELOG.md lists every
+// change a store writer has to make.
 //
 // A store talks to one database. It holds no policy: no retries, no waiting,
 // no threads. The manager builds keys, validates input, retries transient
@@ -18,7 +33,8 @@
 // Errors: every method throws only DLMException. Failures that may succeed when
 // retried (connection lost, serialization failure, SQLITE_BUSY) carry
 // transient() == true. "Held by someone else" is not an error: it is
-// AcquireResult::acquired == false.
+// AcquireResult::acquired == false. A store never writes to stdout or stderr:
+// what it has to say outside a call's result goes to its warning listeners.
 #pragma once
 
 #include <chrono>
@@ -30,32 +46,12 @@
 
 #include "dlm/app_transaction.h"
 #include "dlm/lock_mode.h"
+#include "dlm/lock_record.h"
+#include "dlm/store_key.h"
 
 namespace dlm {
 
-// Wall-clock instants as the store's clock saw them.
-using StoreTime = std::chrono::system_clock::time_point;
-
-// A lock key as the store sees it: the scoped key and the keys the hierarchy
-// protocol has to look at. Built by the manager; stores never parse keys.
-struct StoreKey {
-  // The full scoped key, e.g. "DC#farm1#billing#jobs.nightly".
-  std::string key;
-  // Scoped keys of every ancestor, root first ("DC#farm1#billing#jobs").
-  // Empty when the id has one segment or hierarchy is off.
-  std::vector<std::string> ancestors;
-  // Descendants of `key` are exactly the keys k with
-  // descendantsBegin <= k < descendantsEnd in byte order (key + separator and
-  // key + the byte after the separator). Both empty when hierarchy is off.
-  std::string descendantsBegin;
-  std::string descendantsEnd;
-};
-
-// Who holds a lock, for operators.
-struct Holder {
-  std::string host;
-  std::int64_t pid = 0;
-};
+class LockStoreAdmin;
 
 struct AcquireRequest {
   const StoreKey& key;
@@ -87,74 +83,6 @@ struct AcquireResult {
   // queueing): it goes first. blockedBy is then the key that request waits
   // for.
   bool queued = false;
-};
-
-// One hold of a key: the row of the lock table for an EXCLUSIVE holder, or
-// one SHARED holder of the key.
-struct LockRecord {
-  std::string key;
-  // HELD and not yet expired by the store's clock.
-  bool held = false;
-  // Status HELD (even if expired); an expired row can still be released or
-  // extended by its holder until someone else takes it.
-  bool statusHeld = false;
-  std::string owner;
-  std::int64_t fencingToken = 0;
-  StoreTime acquiredAt;
-  StoreTime expiresAt;
-  std::chrono::milliseconds ttl{0};
-  Holder holder;
-  // The holder's address as the database server saw it (PostgreSQL; empty
-  // over a unix socket and on SQLite).
-  std::string holderIp;
-  LockMode mode = LockMode::EXCLUSIVE;
-};
-
-// One live request row: an acquireLock waiting for `key`.
-struct WaitRecord {
-  std::string key;
-  std::string owner;
-  StoreTime requestedAt;
-  // The waiter's deadline; after it the row no longer counts.
-  StoreTime expiresAt;
-  LockMode mode = LockMode::EXCLUSIVE;
-};
-
-// One row of the schema-version table: a migration applied to the database.
-struct AppliedMigration {
-  int version = 0;
-  std::string description;
-  // As the database recorded it (text, UTC), for operators.
-  std::string appliedAt;
-  // CRC-32 of the migration file's text as dlm's own applier (initialize
-  // with migrations, `dlmctl migrate`) ran it; nullopt when not recorded
-  // (applied by hand with psql/sqlite3, or before schema version 3).
-  std::optional<std::uint32_t> checksum;
-};
-
-// What the database's schema-version table says.
-struct SchemaState {
-  // False when the database has no dlm schema at all (no version table).
-  bool present = false;
-  // In version order.
-  std::vector<AppliedMigration> applied;
-  // The highest applied version; 0 when none.
-  int version() const { return applied.empty() ? 0 : applied.back().version; }
-  // The oldest library schema version this database still serves (the
-  // rolling-upgrade rule, README "For DBAs"): a library built for schema
-  // version L accepts it when L == version(), or when
-  // compatibleFrom <= L < version(). 0 when not recorded (before version 3):
-  // only a library for exactly version() may use it.
-  int compatibleFrom = 0;
-};
-
-// What purgeIdle did (or, dry, would do) in one batch.
-struct PurgeBatch {
-  // Rows deleted (dry run: rows that would be, up to the batch size).
-  std::int64_t rows = 0;
-  // The fencing high-water mark after the batch: every row created from now
-  // on starts its tokens above it, so a purged key's tokens never go back.
-  std::int64_t fencingFloor = 0;
 };
 
 // A waiter about to wait: the request row it records.
@@ -191,6 +119,20 @@ class ReleaseListener {
   virtual void missedReleases() = 0;
 };
 
+// Receives what a store has to tell the managers using it outside any call's
+// result: conditions that fail nothing but that an operator should hear of
+// (PostgreSQL: acquires that do not wait for a standby, under
+// SynchronousReplication::WARN). Managers report each one as a
+// STORE_WARNING event.
+class StoreWarningListener {
+ public:
+  virtual ~StoreWarningListener() = default;
+  // Called on the thread of the store call that noticed (e.g. initialize),
+  // never while the store holds a lock of its own; must return quickly and
+  // must not call the store.
+  virtual void storeWarning(std::string_view message) = 0;
+};
+
 class LockStore {
  public:
   LockStore() = default;
@@ -201,6 +143,13 @@ class LockStore {
   // A short name for messages: "postgres", "sqlite".
   virtual std::string_view name() const = 0;
 
+  // The store's inspection and admin side (dlm/lock_store_admin.h), or
+  // nullptr when it has none; callers needing it use adminOf(store), which
+  // throws INVALID_ARGUMENT then. PostgresStore and SqliteStore have one
+  // (themselves). A store with none still serves every lock call; only
+  // DistributedLockManager::describeLock/describeHolders and dlmctl's
+  // inspection and admin commands need it.
+  virtual LockStoreAdmin* admin() { return nullptr; }
   // Checks that the database has the schema version this library needs.
   // With applyMigrations, first applies the missing migrations (each in one
   // transaction). Throws SCHEMA_MISMATCH naming what to apply, or
@@ -238,8 +187,9 @@ class LockStore {
   // leaves `tx` unable to commit, so work done without the lock is not
   // committed. INVALID_ARGUMENT when `tx` belongs to another kind of store
   // or has no open transaction.
-  virtual void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                             std::string_view token, LockMode mode) = 0;
+  // The store side of DistributedLockManager::commitLock.
+  virtual void commitLock(AppTransaction& tx, const StoreKey& key,
+                          std::string_view token, LockMode mode) = 0;
 
   // Sets the hold's expiry to now + ttl if `token` still holds the key in
   // `mode` (even if expired but not taken over). The new expiry, or nullopt
@@ -248,46 +198,6 @@ class LockStore {
                                           std::string_view token,
                                           std::chrono::milliseconds ttl,
                                           LockMode mode) = 0;
-
-  // The lock table's row for `key` (its EXCLUSIVE state and fencing
-  // counter), or nullopt if the key was never locked. SHARED holders are in
-  // holdersOf.
-  virtual std::optional<LockRecord> describe(std::string_view key) = 0;
-
-  // Every hold of exactly `key` that was not released or taken over: the
-  // EXCLUSIVE holder (status HELD) first, then the SHARED holders oldest
-  // first; expired ones included (LockRecord::held tells).
-  virtual std::vector<LockRecord> holdersOf(std::string_view key) = 0;
-
-  // Every hold (EXCLUSIVE rows with status HELD, and SHARED holds) whose key
-  // starts with `keyPrefix` (all when empty), in key order (for one key as
-  // holdersOf), expired ones included (LockRecord::held tells).
-  virtual std::vector<LockRecord> listHeld(std::string_view keyPrefix) = 0;
-
-  // Live request rows (waiters whose deadline has not passed) whose key
-  // starts with `keyPrefix` (all when empty), in key order, then oldest
-  // first.
-  virtual std::vector<WaitRecord> listWaiters(std::string_view keyPrefix) = 0;
-
-  // Reads the schema-version table without changing anything (and without
-  // creating a SQLite file's tables); needs no initialize(). Throws
-  // CONNECTION_ERROR when the database cannot be reached.
-  virtual SchemaState schemaState() = 0;
-
-  // Admin: deletes up to `batchSize` rows that have been idle for at least
-  // `idleFor` by the store's clock (FREE, or HELD but expired, since then;
-  // intention-only rows), skipping rows that a live request waits for or
-  // that another transaction has locked. Raises the fencing high-water mark
-  // to the largest token deleted first, in the same transaction, so no key
-  // ever sees a token again. One short transaction per call: callers loop
-  // until rows < batchSize. With dryRun, counts instead of deleting. On
-  // PostgreSQL it needs the admin role (dlm_admin); the application role
-  // gets an error.
-  virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
-                               bool dryRun) = 0;
-
-  // Operator override: frees the row whoever holds it. True if it was HELD.
-  virtual bool forceRelease(std::string_view key) = 0;
 
   // In one transaction, serialised with every other registerWait on the
   // database: follows the wait-for graph from request.key (a request ->
@@ -334,6 +244,17 @@ class LockStore {
   // can tell its connections apart (PostgreSQL: in application_name of the
   // connections opened afterwards). No I/O; never throws.
   virtual void addClient(std::string_view clientId) noexcept { (void)clientId; }
+
+  // Adds / removes a receiver of this store's warnings (see
+  // StoreWarningListener); `listener` must stay alive until removed. A
+  // manager adds itself when built and removes itself when destroyed. No
+  // I/O; never throws. A store that never warns keeps the defaults.
+  virtual void addWarningListener(StoreWarningListener* listener) noexcept {
+    (void)listener;
+  }
+  virtual void removeWarningListener(StoreWarningListener* listener) noexcept {
+    (void)listener;
+  }
 };
 
 }  // namespace dlm

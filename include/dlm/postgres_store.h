@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 #include "dlm/synchronous_replication.h"
 
 namespace pqxx {
@@ -114,7 +115,7 @@ struct PostgresStoreOptions {
 // Two calls are bounded differently: initialize(true) applies migrations
 // with at least 60 s per migration step (DDL, waiting for another process
 // that migrates), connecting and checking the version within the call's
-// deadline as usual; releaseWithin runs on the application's own libpqxx
+// deadline as usual; commitLock runs on the application's own libpqxx
 // connection, which blocks as libpqxx does (bound it there, e.g. with
 // statement_timeout or keepalives in the application's conninfo).
 //
@@ -124,7 +125,9 @@ struct PostgresStoreOptions {
 // safe; acquires always commit durably. Releases are announced with
 // NOTIFY dlm_release (only when a request row shows someone waits); one
 // listening connection and thread per store delivers them to waiters.
-class PostgresStore final : public LockStore {
+// Both sides of the store interface: LockStore (the protocol) and
+// LockStoreAdmin (inspection and admin; admin() answers this store).
+class PostgresStore final : public LockStore, public LockStoreAdmin {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
   // Throws INVALID_ARGUMENT for a malformed connection string, poolSize 0, a
@@ -134,14 +137,15 @@ class PostgresStore final : public LockStore {
   ~PostgresStore() override;
 
   std::string_view name() const override;
+  LockStoreAdmin* admin() override { return this; }
   void addClient(std::string_view clientId) noexcept override;
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;
   bool release(const StoreKey& key, std::string_view token,
                LockMode mode) override;
-  void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                     std::string_view token, LockMode mode) override;
+  void commitLock(AppTransaction& tx, const StoreKey& key,
+                  std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;
@@ -159,10 +163,13 @@ class PostgresStore final : public LockStore {
   bool subscribeReleases(ReleaseListener* listener) override;
   void unsubscribeReleases(ReleaseListener* listener) override;
   std::uint64_t reconnections() const override;
-
-  class Impl;
+  // Receive the synchronous-replication warning (see
+  // PostgresStoreOptions::synchronousReplication).
+  void addWarningListener(StoreWarningListener* listener) noexcept override;
+  void removeWarningListener(StoreWarningListener* listener) noexcept override;
 
  private:
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

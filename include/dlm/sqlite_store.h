@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 
 struct sqlite3;
 
@@ -86,7 +87,7 @@ struct SqliteStoreOptions {
 // which is itself bounded as above.
 //
 // Release notifications (subscribeReleases, which always returns true):
-// release, forceRelease and releaseWithin on any SqliteStore object in this
+// release, forceRelease and commitLock on any SqliteStore object in this
 // process on the same file (the same canonical path) are delivered to the
 // listeners subscribed on every such object, on the releasing thread, before
 // the call returns. Releases by other processes on the same host are
@@ -102,7 +103,7 @@ struct SqliteStoreOptions {
 // waiters notice by polling (sleepBetweenRetries), as they always may: a
 // failure to signal never fails a release. A forked child does not inherit
 // a working watcher; its first subscribe starts its own. A ":memory:" store
-// only hears its own releases. releaseWithin announces at
+// only hears its own releases. commitLock announces at
 // once, before the application commits (SQLite cannot say when it does): a
 // woken waiter's attempt waits for the application's transaction to end (the
 // write lock) and then sees the row free if it committed; if it rolled back,
@@ -129,20 +130,23 @@ struct SqliteStoreOptions {
 // their tokens above the purged ones. A dry run takes no write lock and
 // reports the floor unchanged. SQLite has no roles: whoever can write the
 // file can purge.
-class SqliteStore final : public LockStore {
+// Both sides of the store interface: LockStore (the protocol) and
+// LockStoreAdmin (inspection and admin; admin() answers this store).
+class SqliteStore final : public LockStore, public LockStoreAdmin {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
   explicit SqliteStore(SqliteStoreOptions options);
   ~SqliteStore() override;
 
   std::string_view name() const override;
+  LockStoreAdmin* admin() override { return this; }
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;
   bool release(const StoreKey& key, std::string_view token,
                LockMode mode) override;
-  void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                     std::string_view token, LockMode mode) override;
+  void commitLock(AppTransaction& tx, const StoreKey& key,
+                  std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;
@@ -160,9 +164,8 @@ class SqliteStore final : public LockStore {
   bool subscribeReleases(ReleaseListener* listener) override;
   void unsubscribeReleases(ReleaseListener* listener) override;
 
-  class Impl;
-
  private:
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

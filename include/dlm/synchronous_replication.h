@@ -11,8 +11,9 @@ namespace dlm {
 // and the key then has a second holder and repeats a fencing token.
 enum class SynchronousReplication {
   NOT_CHECKED,  // no check (a single server, or the DBA vouches for it)
-  WARN,         // initialize() writes one line to stderr when acquires do
-                // not wait for a standby, and goes on
+  WARN,         // initialize() tells the store's warning listeners when
+                // acquires do not wait for a standby (each manager using
+                // the store reports a STORE_WARNING event), and goes on
   REQUIRED,     // initialize() throws SCHEMA_MISMATCH when they do not
 };
 

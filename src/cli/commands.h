@@ -11,6 +11,7 @@
 #include "options.h"
 #include "dlm/lock_manager.h"
 #include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 
 namespace dlm::cli {
 

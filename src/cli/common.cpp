@@ -40,8 +40,24 @@ GlobalOptions settleDatabase(GlobalOptions global) {
   return global;
 }
 
+namespace {
+
+// The store's warnings (dlm_synchronous_replication=warn) on stderr, whether
+// or not a manager reports events. Lives as long as the process.
+class StderrWarnings final : public StoreWarningListener {
+ public:
+  void storeWarning(std::string_view message) override {
+    fmt::print(stderr, "dlmctl: warning: {}\n", message);
+  }
+};
+
+}  // namespace
+
 std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global) {
-  return openStore(global.db, global.schema);
+  static StderrWarnings warnings;
+  auto store = openStore(global.db, global.schema);
+  store->addWarningListener(&warnings);
+  return store;
 }
 
 void requireExistingDatabase(const GlobalOptions& global) {
@@ -196,13 +212,15 @@ std::optional<WaitRecord> oldestQueuedAhead(
 std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
                                       LockMode mode) {
   // Nearest first, each level read only when the one before has no blocker.
-  if (auto r = firstBlocker(store.holdersOf(key.key), key, mode)) return r;
+  if (auto r = firstBlocker(adminOf(store).holdersOf(key.key), key, mode))
+    return r;
   for (const std::string& ancestor : key.ancestors) {
-    if (auto r = firstBlocker(store.holdersOf(ancestor), key, mode)) return r;
+    if (auto r = firstBlocker(adminOf(store).holdersOf(ancestor), key, mode))
+      return r;
   }
   if (key.descendantsBegin.empty()) return std::nullopt;
   // Keys starting with key + separator are exactly the descendants.
-  return firstBlocker(store.listHeld(key.descendantsBegin), key, mode);
+  return firstBlocker(adminOf(store).listHeld(key.descendantsBegin), key, mode);
 }
 
 std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
@@ -212,7 +230,7 @@ std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
   // which oldestQueuedAhead drops).
   const std::string& root =
       key.ancestors.empty() ? key.key : key.ancestors.front();
-  return oldestQueuedAhead(store.listWaiters(root), key, mode, self);
+  return oldestQueuedAhead(adminOf(store).listWaiters(root), key, mode, self);
 }
 
 }  // namespace dlm::cli

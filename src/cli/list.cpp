@@ -70,8 +70,9 @@ std::string holdersTable(const std::vector<LockRecord>& holders,
 int runList(const GlobalOptions& global, const ListOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::vector<LockRecord> records = store->listHeld(options.prefix);
-  const auto waiters = byKey(store->listWaiters(options.prefix));
+  const std::vector<LockRecord> records =
+      adminOf(*store).listHeld(options.prefix);
+  const auto waiters = byKey(adminOf(*store).listWaiters(options.prefix));
   const StoreTime now = store->now();
   store->close();
 
@@ -119,7 +120,8 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
 int runWaiters(const GlobalOptions& global, const ListOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::vector<WaitRecord> waiters = store->listWaiters(options.prefix);
+  const std::vector<WaitRecord> waiters =
+      adminOf(*store).listWaiters(options.prefix);
   const StoreTime now = store->now();
   store->close();
 
@@ -141,10 +143,10 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   const std::string key = resolveStoreKey(global, options.key, options.xdc);
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::optional<LockRecord> row = store->describe(key);
-  const std::vector<LockRecord> holders = store->holdersOf(key);
+  const std::optional<LockRecord> row = adminOf(*store).describe(key);
+  const std::vector<LockRecord> holders = adminOf(*store).holdersOf(key);
   std::vector<WaitRecord> waiters;
-  for (WaitRecord& w : store->listWaiters(key)) {
+  for (WaitRecord& w : adminOf(*store).listWaiters(key)) {
     if (w.key == key) waiters.push_back(std::move(w));
   }
   const StoreTime now = store->now();

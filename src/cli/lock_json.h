@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 
 namespace dlm::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 
 namespace dlm::cli {
 

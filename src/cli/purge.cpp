@@ -25,7 +25,7 @@ int runPurge(const GlobalOptions& global, const PurgeOptions& options) {
   const auto batch = [&](int size, bool dry) {
     const DeadlineScope deadline(
         deadlineAfter(LockConfiguration{}.operationTimeout));
-    return store->purgeIdle(options.idleFor, size, dry);
+    return adminOf(*store).purgeIdle(options.idleFor, size, dry);
   };
   const std::string idle = formatDuration(options.idleFor);
   if (options.dryRun) {

@@ -17,7 +17,7 @@ int runRelease(const GlobalOptions& global, const ReleaseOptions& options) {
   // Where there is no database, nothing is held: say so (exit 1) rather
   // than create an empty file.
   auto store = openExistingStore(global);
-  const bool wasHeld = store->forceRelease(key);
+  const bool wasHeld = adminOf(*store).forceRelease(key);
   store->close();
   if (!wasHeld) {
     fmt::print("{}: was not held; nothing released\n", printable(key));

@@ -50,7 +50,7 @@ std::string checksumText(const LockStore& store, const AppliedMigration& m,
 SchemaState readState(LockStore& store) {
   const DeadlineScope deadline(
       deadlineAfter(LockConfiguration{}.operationTimeout));
-  return store.schemaState();
+  return adminOf(store).schemaState();
 }
 
 std::string where(const GlobalOptions& global, const LockStore& store) {

@@ -77,8 +77,8 @@ Frame readFrame(LockStore& store, const std::string& prefix) {
       deadlineAfter(LockConfiguration{}.operationTimeout));
   // Every key, not only the prefix's: what blocks a request may lie outside
   // the prefix (an ancestor).
-  const std::vector<LockRecord> held = store.listHeld("");
-  const std::vector<WaitRecord> requests = store.listWaiters("");
+  const std::vector<LockRecord> held = adminOf(store).listHeld("");
+  const std::vector<WaitRecord> requests = adminOf(store).listWaiters("");
   Frame f;
   f.now = store.now();
   for (const LockRecord& r : held) {

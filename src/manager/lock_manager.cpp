@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "dlm/error.h"
+#include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 #include "keys/key_builder.h"
 #include "keys/validation.h"
 #include "manager/manager_impl.h"
@@ -186,7 +188,7 @@ void DistributedLockManager::commitLock(Lock& lock, AppTransaction& tx) {
     // No retries: the statement runs in the application's transaction, which
     // a failure has already spoiled.
     const DeadlineScope scope(impl_->callDeadline());
-    impl_->store().releaseWithin(tx, lock.key_, lock.token_, lock.mode_);
+    impl_->store().commitLock(tx, lock.key_, lock.token_, lock.mode_);
   } catch (const DLMException& e) {
     if (e.code() != ErrorCode::LOCK_NOT_HELD) throw;
     lock.clearAcquisition();
@@ -237,9 +239,10 @@ std::vector<LockRecord> DistributedLockManager::describeHolders(
     const Lock& lock) {
   impl_->checkOwnLock(lock);
   impl_->requireInitialized();
-  std::vector<LockRecord> holds = impl_->withStoreRetries(
-      &lock, impl_->callDeadline(),
-      [&] { return impl_->store().holdersOf(lock.key_.key); });
+  LockStoreAdmin& admin = adminOf(impl_->store());  // INVALID_ARGUMENT without
+  std::vector<LockRecord> holds =
+      impl_->withStoreRetries(&lock, impl_->callDeadline(),
+                              [&] { return admin.holdersOf(lock.key_.key); });
   holds.erase(std::remove_if(holds.begin(), holds.end(),
                              [](const LockRecord& r) { return !r.held; }),
               holds.end());

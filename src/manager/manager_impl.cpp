@@ -13,6 +13,7 @@
 #include "manager/in_doubt_resolver.h"
 #include "manager/keep_alive.h"
 #include "manager/messages.h"
+#include "manager/store_warning_relay.h"
 #include "manager/wait_hub.h"
 #include "telemetry/telemetry.h"
 
@@ -65,6 +66,8 @@ DistributedLockManager::Impl::Impl(internal::ManagerSettings settings)
       holder_{hostName(), 0},
       telemetry_(std::make_unique<internal::Telemetry>(settings_.clientId,
                                                        settings_.events)),
+      warningRelay_(std::make_unique<internal::StoreWarningRelay>(
+          *settings_.store, *telemetry_)),
       retry_(*settings_.store, *settings_.clock, settings_.config, *telemetry_),
       hub_(std::make_unique<internal::WaitHub>()),
       resolver_(std::make_unique<internal::InDoubtResolver>(

@@ -22,6 +22,7 @@ namespace internal {
 
 class InDoubtResolver;
 class KeepAlive;
+class StoreWarningRelay;
 class Telemetry;
 class WaitHub;
 
@@ -124,6 +125,8 @@ class DistributedLockManager::Impl {
   const internal::ManagerSettings settings_;
   const Holder holder_;  // this host; the pid is read per attempt
   const std::unique_ptr<internal::Telemetry> telemetry_;
+  // Store warnings -> STORE_WARNING events; goes before telemetry_.
+  const std::unique_ptr<internal::StoreWarningRelay> warningRelay_;
   internal::StoreRetry retry_;
   const std::unique_ptr<internal::WaitHub> hub_;
   std::unique_ptr<internal::InDoubtResolver> resolver_;

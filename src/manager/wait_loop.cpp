@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/random_id.h"
+#include "dlm/lock_store_admin.h"
 #include "keys/owner_id.h"
 #include "manager/in_doubt_resolver.h"
 #include "manager/messages.h"
@@ -212,12 +213,13 @@ LockBlocker DistributedLockManager::Impl::WaitLoop::blocker() const {
   LockBlocker blocker;
   blocker.key = refusal_.blockedBy;
   blocker.queued = refusal_.queued;
-  if (refusal_.queued) return blocker;
+  LockStoreAdmin* admin = manager_.store().admin();
+  if (refusal_.queued || admin == nullptr) return blocker;
   // Who holds it: one more store call, made only for the report.
   try {
     const DeadlineScope scope(manager_.callDeadline());
     // The EXCLUSIVE holder, or the oldest SHARED one.
-    const auto holders = manager_.store().holdersOf(refusal_.blockedBy);
+    const auto holders = admin->holdersOf(refusal_.blockedBy);
     if (!holders.empty()) {
       const LockRecord& held = holders.front();
       blocker.owner = held.owner;

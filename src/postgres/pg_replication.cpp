@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-
 #include "dlm/error.h"
 #include "postgres/pg_conn.h"
 
@@ -33,11 +31,11 @@ std::string whyAcquiresAreNotReplicated(const ReplicationSettings& s) {
   return "";
 }
 
-void enforceSynchronousReplication(SynchronousReplication policy,
-                                   const ReplicationSettings& s) {
-  if (policy == SynchronousReplication::NOT_CHECKED) return;
+std::string enforceSynchronousReplication(SynchronousReplication policy,
+                                          const ReplicationSettings& s) {
+  if (policy == SynchronousReplication::NOT_CHECKED) return "";
   const std::string why = whyAcquiresAreNotReplicated(s);
-  if (why.empty()) return;
+  if (why.empty()) return "";
   const std::string message = fmt::format(
       "PostgreSQL store: acquires do not wait for a standby: {}; a failover "
       "can lose a committed acquire (a second holder, a repeated fencing "
@@ -47,7 +45,7 @@ void enforceSynchronousReplication(SynchronousReplication policy,
     throw DLMException(ErrorCode::SCHEMA_MISMATCH,
                        message + " (synchronousReplication REQUIRED)");
   }
-  std::fprintf(stderr, "dlm: warning: %s\n", message.c_str());
+  return message;
 }
 
 }  // namespace dlm::internal

@@ -25,10 +25,10 @@ ReplicationSettings readReplicationSettings(PgConn& conn, Deadline deadline);
 // Otherwise why not, for messages.
 std::string whyAcquiresAreNotReplicated(const ReplicationSettings& s);
 
-// Applies `policy` to `s`: nothing, one line on stderr (WARN) or
-// DLMException SCHEMA_MISMATCH (REQUIRED) when acquires are not replicated
-// synchronously.
-void enforceSynchronousReplication(SynchronousReplication policy,
-                                   const ReplicationSettings& s);
+// Applies `policy` to `s` when acquires are not replicated synchronously:
+// returns the warning to give (WARN) or throws DLMException
+// SCHEMA_MISMATCH (REQUIRED). "" when there is nothing to say.
+std::string enforceSynchronousReplication(SynchronousReplication policy,
+                                          const ReplicationSettings& s);
 
 }  // namespace dlm::internal

@@ -2,7 +2,7 @@
 // on the store's own libpq connection (PgConn: every wait bounded by the
 // call's deadline), calling a server function from schema/postgres.sql, so
 // the function call is the whole transaction and one round trip: no BEGIN,
-// no COMMIT. releaseWithin is the exception: it runs in the application's
+// no COMMIT. commitLock is the exception: it runs in the application's
 // own libpqxx transaction. Release notifications come from a ReleaseChannel
 // (its own connection and thread).
 #include <fmt/format.h>
@@ -20,7 +20,6 @@
 #include "common/crc32.h"
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
-#include "schema/migration.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
@@ -30,6 +29,8 @@
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
 #include "postgres/release_channel.h"
+#include "postgres/warning_listeners.h"
+#include "schema/migration.h"
 #include "schema/schema_compat.h"
 
 namespace dlm {
@@ -147,6 +148,8 @@ class PostgresStore::Impl {
            releases_.reconnections();
   }
 
+  internal::WarningListeners& warnings() { return warnings_; }
+
   void addClient(std::string_view clientId) {
     sessions_.addClient(clientId);
     listenSessions_.addClient(clientId);
@@ -185,11 +188,12 @@ class PostgresStore::Impl {
         "or run `dlmctl migrate`");
     if (options_.synchronousReplication !=
         SynchronousReplication::NOT_CHECKED) {
-      internal::enforceSynchronousReplication(
+      const std::string warning = internal::enforceSynchronousReplication(
           options_.synchronousReplication,
           run("initialize", "", [](PgConn& c, Deadline d) {
             return internal::readReplicationSettings(c, d);
           }));
+      if (!warning.empty()) warnings_.warn(warning);
     }
   }
 
@@ -275,13 +279,13 @@ class PostgresStore::Impl {
     });
   }
 
-  void releaseWithin(AppTransaction& appTx, const StoreKey& key,
-                     std::string_view token, LockMode mode) {
+  void commitLock(AppTransaction& appTx, const StoreKey& key,
+                  std::string_view token, LockMode mode) {
     auto* adapter = dynamic_cast<PostgresTransaction*>(&appTx);
     if (adapter == nullptr) {
       throw DLMException(
           ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: releaseWithin {}: the application "
+          fmt::format("PostgreSQL store: commitLock {}: the application "
                       "transaction must be a dlm::PostgresTransaction",
                       key.key));
     }
@@ -291,7 +295,7 @@ class PostgresStore::Impl {
     if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {
       throw DLMException(
           ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: releaseWithin {}: a "
+          fmt::format("PostgreSQL store: commitLock {}: a "
                       "pqxx::nontransaction is not an open transaction",
                       key.key));
     }
@@ -317,7 +321,7 @@ class PostgresStore::Impl {
       // libpqxx refused the statement (a transaction it knows is closed).
       throw DLMException(
           ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: releaseWithin {}: the application "
+          fmt::format("PostgreSQL store: commitLock {}: the application "
                       "transaction is not open: {}",
                       key.key, e.what()));
     } catch (...) {
@@ -328,7 +332,7 @@ class PostgresStore::Impl {
       // normally. A failed exec() does count (libpqxx aborts the
       // transaction), so after this the application's commit() throws.
       DLMException error = internal::translatePgError(
-          fmt::format("PostgreSQL store: releaseWithin {}", key.key));
+          fmt::format("PostgreSQL store: commitLock {}", key.key));
       try {
         tx.exec("SELECT 1", "dlm: the transaction failed in commitLock");
       } catch (...) {
@@ -542,7 +546,7 @@ class PostgresStore::Impl {
     std::lock_guard<std::mutex> lock(schemaMu_);
     if (!resolvedSchema_) {
       const std::optional<std::string> found =
-          run("releaseWithin", "",
+          run("commitLock", "",
               [](PgConn& c, Deadline d) -> std::optional<std::string> {
                 const PgResult r = c.execPrepared(
                     internal::pgStatements().functionSchema, Params{}, d);
@@ -551,7 +555,7 @@ class PostgresStore::Impl {
               });
       if (!found) {
         throw DLMException(ErrorCode::SCHEMA_MISMATCH,
-                           "PostgreSQL store: releaseWithin: no function "
+                           "PostgreSQL store: commitLock: no function "
                            "dlm_release_within on the search_path; apply "
                            "migrations/postgres/ or run `dlmctl migrate`");
       }
@@ -616,6 +620,7 @@ class PostgresStore::Impl {
   // as a reconnection.
   std::atomic<bool> connectionLost_{false};
   std::atomic<std::uint64_t> reconnections_{0};
+  internal::WarningListeners warnings_;
   internal::PgSessions sessions_;
   internal::PgSessions listenSessions_;  // listenConnection, or connection
   ConnectionPool pool_;
@@ -659,6 +664,14 @@ void PostgresStore::addClient(std::string_view clientId) noexcept {
 std::uint64_t PostgresStore::reconnections() const {
   return impl_->reconnections();
 }
+void PostgresStore::addWarningListener(
+    StoreWarningListener* listener) noexcept {
+  impl_->warnings().add(listener);
+}
+void PostgresStore::removeWarningListener(
+    StoreWarningListener* listener) noexcept {
+  impl_->warnings().remove(listener);
+}
 
 void PostgresStore::initialize(bool applyMigrations) {
   impl_->initialize(applyMigrations);
@@ -671,9 +684,9 @@ bool PostgresStore::release(const StoreKey& key, std::string_view token,
                             LockMode mode) {
   return impl_->release(key, token, mode);
 }
-void PostgresStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
-                                  std::string_view token, LockMode mode) {
-  impl_->releaseWithin(tx, key, token, mode);
+void PostgresStore::commitLock(AppTransaction& tx, const StoreKey& key,
+                               std::string_view token, LockMode mode) {
+  impl_->commitLock(tx, key, token, mode);
 }
 std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                std::string_view token,

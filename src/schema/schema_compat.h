@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 #include "schema/migration.h"
 
 namespace dlm::internal {

@@ -43,7 +43,7 @@ enum class Durability {
 class Connection;
 
 // The one translation of SQLite failures into DLMException (Connection::fail
-// uses it for the store's own handle; releaseWithin for the application's):
+// uses it for the store's own handle; commitLock for the application's):
 //   SQLITE_BUSY / SQLITE_LOCKED / SQLITE_PROTOCOL (after the busy handler
 //     gave up)                       -> RETRIES_EXHAUSTED, transient
 //   SQLITE_CANTOPEN                  -> CONNECTION_ERROR

@@ -303,7 +303,7 @@ class SqliteStore::Impl {
   const std::shared_ptr<ReleaseBus> bus_;
   // Guards connection_ (one thread at a time on the handle).
   internal::sqlite::ConnectionMutex mutex_;
-  // Atomic so that releaseWithin and now() check it without the connection
+  // Atomic so that commitLock and now() check it without the connection
   // mutex, and close() can refuse new calls before it waits for that mutex.
   std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
@@ -827,8 +827,8 @@ struct AppStatementFinalizer {
 
 }  // namespace
 
-void SqliteStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
-                                std::string_view token, LockMode mode) {
+void SqliteStore::commitLock(AppTransaction& tx, const StoreKey& key,
+                             std::string_view token, LockMode mode) {
   const std::string& path = impl_->path();
   impl_->throwIfClosed();
   auto* app = dynamic_cast<SqliteTransaction*>(&tx);

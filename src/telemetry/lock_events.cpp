@@ -113,6 +113,8 @@ std::string_view toString(LockEventKind kind) {
       return "STORE_RECONNECTED";
     case LockEventKind::RELEASE_FAILED:
       return "RELEASE_FAILED";
+    case LockEventKind::STORE_WARNING:
+      return "STORE_WARNING";
   }
   return "UNKNOWN";
 }
@@ -123,6 +125,7 @@ int severityOf(const LockEvent& event) {
     case LockEventKind::DEADLOCK:
     case LockEventKind::STORE_ERROR:
     case LockEventKind::RELEASE_FAILED:
+    case LockEventKind::STORE_WARNING:
       return 4;  // LOG_WARNING
     default:
       return 6;  // LOG_INFO
@@ -185,6 +188,9 @@ std::string formatEvent(const LockEvent& e) {
     case LockEventKind::STORE_ERROR:
     case LockEventKind::STORE_RECONNECTED:
       add("code", std::string(toString(e.code)));
+      add("message", e.message);
+      break;
+    case LockEventKind::STORE_WARNING:
       add("message", e.message);
       break;
   }

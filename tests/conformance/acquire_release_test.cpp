@@ -1,6 +1,7 @@
 // Acquire, release and scoping: the behaviour users rely on, on every store.
 #include "conformance/store_fixture.h"
-#include "support/forwarding_store.h"
+#include "dlm/lock_store_admin.h"
+#include "support/counting_store.h"
 #include "support/test_keys.h"
 
 namespace dlm::test {
@@ -17,7 +18,7 @@ TEST_P(AcquireRelease, TryAcquireOnAFreeKeySucceeds) {
   EXPECT_EQ(lock.owner().size(), 36U);
   EXPECT_GE(lock.fencingToken(), 1);
   EXPECT_EQ(lock.expiresAt() - lock.acquiredAt(), milliseconds(5000));
-  const auto row = m->store().describe(lock.storeKey());
+  const auto row = adminOf(m->store()).describe(lock.storeKey());
   ASSERT_TRUE(row.has_value());
   EXPECT_TRUE(row->held);
   EXPECT_EQ(row->owner, lock.owner());
@@ -49,7 +50,7 @@ TEST_P(AcquireRelease, IsNotReentrantThroughTheSameOrAnotherHandle) {
   Lock second = m->getLockInstance("x", LockLevel::DC);  // same thread
   EXPECT_EQ(codeOf([&] { m->tryAcquireLock(second); }),
             ErrorCode::LOCK_UNAVAILABLE);
-  EXPECT_TRUE(m->store().describe(lock.storeKey())->held);
+  EXPECT_TRUE(adminOf(m->store()).describe(lock.storeKey())->held);
 }
 
 TEST_P(AcquireRelease, ReleaseReturnsTrueOnlyForAHeldHandle) {
@@ -60,7 +61,7 @@ TEST_P(AcquireRelease, ReleaseReturnsTrueOnlyForAHeldHandle) {
   EXPECT_TRUE(m->releaseLock(lock));
   EXPECT_FALSE(lock.isAcquired());
   EXPECT_FALSE(m->releaseLock(lock));  // already released
-  EXPECT_FALSE(m->store().describe(lock.storeKey())->held);
+  EXPECT_FALSE(adminOf(m->store()).describe(lock.storeKey())->held);
   Lock again = m->getLockInstance("x", LockLevel::DC);
   m->tryAcquireLock(again);  // free again
   EXPECT_TRUE(m->releaseLock(again));
@@ -72,10 +73,10 @@ TEST_P(AcquireRelease, ReleasedRowStaysWithStatusFree) {
   m->tryAcquireLock(lock);
   const std::string key = lock.storeKey();
   ASSERT_TRUE(m->releaseLock(lock));
-  const auto row = m->store().describe(key);
+  const auto row = adminOf(m->store()).describe(key);
   ASSERT_TRUE(row.has_value());
   EXPECT_FALSE(row->statusHeld);
-  EXPECT_TRUE(m->store().listHeld(key).empty());
+  EXPECT_TRUE(adminOf(m->store()).listHeld(key).empty());
 }
 
 TEST_P(AcquireRelease, FencingTokensStartAtOneAndGrowByOnePerAcquisition) {
@@ -130,7 +131,7 @@ TEST_P(AcquireRelease, QuotesAndSqlInIdsAreJustBytes) {
   const std::string nasty = "x'); DROP TABLE dlm_locks; --\"\\{},";
   Lock lock = m->getLockInstance(nasty, LockLevel::DC);
   m->tryAcquireLock(lock);
-  const auto row = m->store().describe(lock.storeKey());
+  const auto row = adminOf(m->store()).describe(lock.storeKey());
   ASSERT_TRUE(row.has_value());
   EXPECT_EQ(row->key, lock.storeKey());
   Lock other = m->getLockInstance("x", LockLevel::DC);
@@ -149,7 +150,8 @@ TEST_P(AcquireRelease, ListHeldNamesTheHolder) {
   auto m = manager();
   Lock lock = m->getLockInstance("listed", LockLevel::DC);
   m->tryAcquireLock(lock);
-  const auto held = m->store().listHeld("DC#farm1#" + m->clientId() + "#");
+  const auto held =
+      adminOf(m->store()).listHeld("DC#farm1#" + m->clientId() + "#");
   ASSERT_EQ(held.size(), 1U);
   EXPECT_EQ(held[0].key, lock.storeKey());
   EXPECT_EQ(held[0].owner, lock.owner());
@@ -160,12 +162,12 @@ TEST_P(AcquireRelease, ForceReleaseFreesAnyHolderAndTheHolderThenGetsFalse) {
   auto m = manager();
   Lock lock = m->getLockInstance("stuck", LockLevel::DC);
   m->tryAcquireLock(lock);
-  EXPECT_TRUE(m->store().forceRelease(lock.storeKey()));
-  EXPECT_FALSE(m->store().forceRelease(lock.storeKey()));
+  EXPECT_TRUE(adminOf(m->store()).forceRelease(lock.storeKey()));
+  EXPECT_FALSE(adminOf(m->store()).forceRelease(lock.storeKey()));
   Lock next = m->getLockInstance("stuck", LockLevel::DC);
   m->tryAcquireLock(next);
   EXPECT_FALSE(m->releaseLock(lock));  // the old holder cannot free `next`
-  EXPECT_TRUE(m->store().describe(next.storeKey())->held);
+  EXPECT_TRUE(adminOf(m->store()).describe(next.storeKey())->held);
 }
 
 TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
@@ -190,11 +192,12 @@ TEST_P(AcquireRelease, ValidationFailsBeforeAnyIo) {
       codeOf([&] { m->acquireLock(lock, milliseconds(10), milliseconds(-1)); }),
       ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(counting->calls, before);
-  EXPECT_FALSE(m->store().describe(lock.storeKey()).has_value());
+  EXPECT_FALSE(adminOf(m->store()).describe(lock.storeKey()).has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, AcquireRelease,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/eventually.h"
 #include "support/owners.h"
 #include "support/recorded_events.h"
@@ -155,7 +156,7 @@ TEST_P(Events, KeepAliveReportsRenewalsAndTheLossOfALease) {
   ASSERT_TRUE(eventually(
       [&] { return events->count(LockEventKind::LEASE_RENEWED) >= 2; }, 5s));
   // Taken away by an operator: the next renewal finds it gone.
-  ASSERT_TRUE(m->store().forceRelease(key));
+  ASSERT_TRUE(adminOf(m->store()).forceRelease(key));
   ASSERT_TRUE(eventually(
       [&] { return events->count(LockEventKind::LEASE_LOST) == 1; }, 5s));
   EXPECT_TRUE(guard.lost());

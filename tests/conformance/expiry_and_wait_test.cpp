@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/owners.h"
 
 namespace dlm::test {
@@ -43,7 +44,7 @@ TEST_P(ExpiryAndWait,
   second->tryAcquireLock(fresh);
   EXPECT_FALSE(first->releaseLock(old));
   EXPECT_FALSE(old.isAcquired());
-  const auto row = second->store().describe(fresh.storeKey());
+  const auto row = adminOf(second->store()).describe(fresh.storeKey());
   ASSERT_TRUE(row.has_value());
   EXPECT_TRUE(row->held);
   EXPECT_EQ(row->owner, fresh.owner());
@@ -128,7 +129,8 @@ TEST_P(ExpiryAndWait, WaiterTakesALockWhoseHolderCrashedOnceItExpires) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ExpiryAndWait,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

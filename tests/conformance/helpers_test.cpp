@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "support/eventually.h"
 #include "support/owners.h"
 
@@ -67,7 +68,7 @@ TEST_P(Helpers, KeepAliveTellsTheHolderTheMomentTheLockIsLost) {
                                      lostFlag = true;
                                    }});
   // An operator frees it and someone else takes it.
-  ASSERT_TRUE(m->store().forceRelease(guard.lock().storeKey()));
+  ASSERT_TRUE(adminOf(m->store()).forceRelease(guard.lock().storeKey()));
   Lock taker = rival->getLockInstance("stolen", LockLevel::DC);
   rival->tryAcquireLock(taker);
   ASSERT_TRUE(
@@ -232,7 +233,8 @@ TEST_P(Helpers, ClusteredLockServiceCommitsAndRollsBackWithTheApplication) {
             ErrorCode::LOCK_NOT_HELD);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, Helpers, ::testing::ValuesIn(conformanceStores()),
+INSTANTIATE_TEST_SUITE_P(Stores, Helpers,
+                         ::testing::ValuesIn(conformanceStores()),
                          storeParamName);
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
 #include "schema/migration.h"
 #include "support/eventually.h"
 #include "support/joining_thread.h"
@@ -53,7 +54,7 @@ TEST_P(Inspection, ListWaitersShowsAWaitingAcquireUntilItsWaitEnds) {
   });
   std::vector<WaitRecord> waiters;
   ASSERT_TRUE(eventually([&] {
-    waiters = store->listWaiters(key);
+    waiters = adminOf(*store).listWaiters(key);
     return !waiters.empty();
   })) << "the waiting acquireLock's request row was never listed";
   ASSERT_TRUE(started.load());
@@ -64,14 +65,14 @@ TEST_P(Inspection, ListWaitersShowsAWaitingAcquireUntilItsWaitEnds) {
   EXPECT_LE(waiters[0].requestedAt, waiters[0].expiresAt);
   EXPECT_GT(waiters[0].expiresAt, store->now());
   // The whole client's prefix lists it too, and nothing for `other`.
-  EXPECT_EQ(keysOf(store->listWaiters("DC#farm1#" + client() + "#")),
+  EXPECT_EQ(keysOf(adminOf(*store).listWaiters("DC#farm1#" + client() + "#")),
             std::vector<std::string>{key});
   EXPECT_FALSE(acquired.load());
 
   ASSERT_TRUE(m->releaseLock(held));
   waiter.join();
   EXPECT_TRUE(acquired.load());
-  EXPECT_TRUE(store->listWaiters(key).empty())
+  EXPECT_TRUE(adminOf(*store).listWaiters(key).empty())
       << "the request row outlived the wait";
   EXPECT_TRUE(m->releaseLock(other));
 }
@@ -88,7 +89,7 @@ TEST_P(Inspection, ListWaitersForgetsAWaitThatTimedOut) {
               }),
               ErrorCode::LOCK_UNAVAILABLE);
   });
-  EXPECT_TRUE(store->listWaiters(held.storeKey()).empty());
+  EXPECT_TRUE(adminOf(*store).listWaiters(held.storeKey()).empty());
   EXPECT_TRUE(m->releaseLock(held));
 }
 
@@ -115,22 +116,22 @@ TEST_P(Inspection, ListWaitersMatchesPrefixesAsBytesInKeyThenAgeOrder) {
                   .deadlockCycle.empty());
   std::this_thread::sleep_for(milliseconds(20));
 
-  EXPECT_EQ(keysOf(store->listWaiters(p + "a%")),
+  EXPECT_EQ(keysOf(adminOf(*store).listWaiters(p + "a%")),
             std::vector<std::string>{p + "a%"});
-  EXPECT_EQ(keysOf(store->listWaiters(p + "a_")),
+  EXPECT_EQ(keysOf(adminOf(*store).listWaiters(p + "a_")),
             std::vector<std::string>{p + "a_c"});
-  EXPECT_TRUE(store->listWaiters(p + "a%c").empty());
-  EXPECT_TRUE(store->listWaiters(p + "c").empty());
-  const auto underA = store->listWaiters(p + "a");
+  EXPECT_TRUE(adminOf(*store).listWaiters(p + "a%c").empty());
+  EXPECT_TRUE(adminOf(*store).listWaiters(p + "c").empty());
+  const auto underA = adminOf(*store).listWaiters(p + "a");
   EXPECT_EQ(keysOf(underA), (std::vector<std::string>{p + "a%", p + "a_c",
                                                       p + "ab", p + "ab"}));
   ASSERT_EQ(underA.size(), 4U);
   EXPECT_EQ(underA[2].owner, "owner-z");
   EXPECT_EQ(underA[3].owner, "owner-a");
   EXPECT_LE(underA[2].requestedAt, underA[3].requestedAt);
-  EXPECT_EQ(store->listWaiters(p).size(), 5U);
+  EXPECT_EQ(adminOf(*store).listWaiters(p).size(), 5U);
   // No prefix: everything live in the database, ours included.
-  const auto all = keysOf(store->listWaiters(""));
+  const auto all = keysOf(adminOf(*store).listWaiters(""));
   EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
   EXPECT_EQ(std::count(all.begin(), all.end(), p + "b"), 1);
   EXPECT_EQ(std::count(all.begin(), all.end(), p + "a-gone"), 0);
@@ -138,12 +139,12 @@ TEST_P(Inspection, ListWaitersMatchesPrefixesAsBytesInKeyThenAgeOrder) {
   for (const auto& k : keys) store->unregisterWait(k, "owner-z");
   store->unregisterWait(shared.key, "owner-a");
   store->unregisterWait(gone.key, "owner-g");
-  EXPECT_TRUE(store->listWaiters(p).empty());
+  EXPECT_TRUE(adminOf(*store).listWaiters(p).empty());
 }
 
 TEST_P(Inspection, SchemaStateListsEveryAppliedMigrationInOrder) {
   auto store = env().newStore();
-  const SchemaState state = store->schemaState();
+  const SchemaState state = adminOf(*store).schemaState();
   const auto& migrations = env().name() == "postgres"
                                ? internal::postgresMigrations()
                                : internal::sqliteMigrations();
@@ -167,11 +168,11 @@ TEST_P(Inspection, SchemaStateListsEveryAppliedMigrationInOrder) {
 TEST_P(Inspection, SchemaStateOfADatabaseWithoutTheSchemaIsNotPresent) {
   // Not initialized: schemaState needs no initialize() and changes nothing.
   auto store = env().newEmptyStore();
-  SchemaState state = store->schemaState();
+  SchemaState state = adminOf(*store).schemaState();
   EXPECT_FALSE(state.present);
   EXPECT_TRUE(state.applied.empty());
   EXPECT_EQ(state.version(), 0);
-  state = store->schemaState();
+  state = adminOf(*store).schemaState();
   EXPECT_FALSE(state.present) << "the first look created the schema";
 }
 
@@ -195,7 +196,7 @@ TEST_P(Inspection, HolderIpIsTheClientAddressOverTcpAndEmptyOnSqlite) {
   m->tryAcquireLock(lock);
   const auto described = m->describeLock(lock);
   ASSERT_TRUE(described.has_value());
-  const auto listed = m->store().listHeld(lock.storeKey());
+  const auto listed = adminOf(m->store()).listHeld(lock.storeKey());
   ASSERT_EQ(listed.size(), 1U);
   if (env().name() == "postgres") {
     bool known = false;
@@ -215,7 +216,8 @@ TEST_P(Inspection, HolderIpIsTheClientAddressOverTcpAndEmptyOnSqlite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Inspection,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

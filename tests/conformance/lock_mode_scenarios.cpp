@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlm/lock_store_admin.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/joining_thread.h"
@@ -69,7 +70,8 @@ bool requestRecorded(DistributedLockManager& m, const Lock& lock,
                      const std::string& owner, LockMode mode) {
   StoreTime recordedAt;
   const bool seen = eventually([&] {
-    for (const WaitRecord& w : m.store().listWaiters(lock.storeKey())) {
+    for (const WaitRecord& w :
+         adminOf(m.store()).listWaiters(lock.storeKey())) {
       if (w.key == lock.storeKey() && w.owner == owner && w.mode == mode) {
         recordedAt = w.requestedAt;
         return true;
@@ -296,7 +298,7 @@ void inspectionShowsModes(const ManagerFactory& make) {
   EXPECT_EQ(crate[0].mode, kExclusive);
   EXPECT_EQ(crate[0].owner, "packer");
 
-  auto stored = other->store().holdersOf(r0.storeKey());
+  auto stored = adminOf(other->store()).holdersOf(r0.storeKey());
   ASSERT_EQ(stored.size(), 2U);
   EXPECT_EQ(stored[0].mode, kShared);
   EXPECT_EQ(stored[1].mode, kShared);
@@ -304,7 +306,7 @@ void inspectionShowsModes(const ManagerFactory& make) {
 
   const std::string& shelfKey = r0.storeKey();
   const std::string prefix = shelfKey.substr(0, shelfKey.size() - 5);
-  auto held = other->store().listHeld(prefix);
+  auto held = adminOf(other->store()).listHeld(prefix);
   ASSERT_EQ(held.size(), 3U);
   EXPECT_EQ(held[0].key, packer.storeKey());
   EXPECT_EQ(held[0].mode, kExclusive);
@@ -334,7 +336,7 @@ void inspectionShowsModes(const ManagerFactory& make) {
     JoiningThread b([&] { wait(counter, "counter"); });
     EXPECT_TRUE(requestRecorded(*m, mover, "mover", kExclusive));
     EXPECT_TRUE(requestRecorded(*m, counter, "counter", kShared));
-    auto waiters = m->store().listWaiters(prefix);
+    auto waiters = adminOf(m->store()).listWaiters(prefix);
     ASSERT_EQ(waiters.size(), 2U);
     EXPECT_EQ(waiters[0].key, packer.storeKey());
     EXPECT_EQ(waiters[0].owner, "counter");
@@ -350,7 +352,7 @@ void inspectionShowsModes(const ManagerFactory& make) {
   EXPECT_TRUE(mover.isAcquired() && counter.isAcquired());
   EXPECT_TRUE(other->releaseLock(mover));
   EXPECT_TRUE(other->releaseLock(counter));
-  EXPECT_TRUE(m->store().listWaiters(prefix).empty());
+  EXPECT_TRUE(adminOf(m->store()).listWaiters(prefix).empty());
 }
 
 void waitingExclusiveHoldsBackNewcomers(const ManagerFactory& make) {

@@ -32,8 +32,9 @@
 #include "contention/scenario.h"
 #include "contention/worker_processes.h"
 #include "dlm/dlm.h"
+#include "dlm/lock_store_admin.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
 #include "support/test_stores.h"
 
 namespace dlm::test {
@@ -130,7 +131,7 @@ void expectFencingTokensOneToN(const std::vector<oracle::Hold>& holds,
   }
   for (const auto& k : report.keys) {
     const Lock lock = manager.getLockInstance(k.key, LockLevel::DC);
-    const auto row = manager.store().describe(lock.storeKey());
+    const auto row = adminOf(manager.store()).describe(lock.storeKey());
     ASSERT_TRUE(row.has_value()) << k.key;
     EXPECT_EQ(range[k.key].first, 1) << k.key;
     EXPECT_EQ(range[k.key].second, k.holds) << k.key;
@@ -172,7 +173,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
 
   expectFencingTokensOneToN(holds, report, manager);
   // Everything was released.
-  const auto held = manager.store().listHeld("");
+  const auto held = adminOf(manager.store()).listHeld("");
   EXPECT_TRUE(held.empty()) << held.size() << " locks still held, first "
                             << (held.empty() ? "" : held.front().key);
 
@@ -277,7 +278,7 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
   }
   auto manager = makeManager(env->newStore());
   expectFencingTokensOneToN(holds, report, *manager);
-  const auto held = manager->store().listHeld("");
+  const auto held = adminOf(manager->store()).listHeld("");
   EXPECT_TRUE(held.empty()) << held.size() << " locks still held";
   std::printf(
       "[ readers ] %lld reader holds, %lld shared overlaps, writer holds %lld "
@@ -396,9 +397,9 @@ TEST(ContentionOnFakeStore, SixteenThreadsNeverOverlap) {
 
 // A store that grants every request (exclusion broken on purpose), to prove
 // that the scenario and the checker would notice.
-class GrantEverythingStore final : public ForwardingStore {
+class GrantEverythingStore final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
   AcquireResult tryAcquire(const AcquireRequest& r) override {
     AcquireResult result;
     result.acquired = true;

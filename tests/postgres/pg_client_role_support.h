@@ -1,4 +1,4 @@
-// Shared by the PostgreSQL tests of releaseWithin, release notifications and
+// Shared by the PostgreSQL tests of commitLock, release notifications and
 // the wait-for graph: a migrated schema used through a dlm_client-only role,
 // a recording ReleaseListener and a raw LISTEN connection.
 #pragma once
@@ -83,11 +83,11 @@ inline WaitRegistration waitAs(LockStore& store, const StoreKey& key,
   return store.registerWait(WaitRequest{key, owner, maxWait});
 }
 
-// store.releaseWithin through a PostgresTransaction adapter of `tx`.
-inline void releaseWithinTx(LockStore& store, pqxx::transaction_base& tx,
-                            const StoreKey& key, const std::string& token) {
+// store.commitLock through a PostgresTransaction adapter of `tx`.
+inline void commitLockTx(LockStore& store, pqxx::transaction_base& tx,
+                         const StoreKey& key, const std::string& token) {
   PostgresTransaction adapter(tx);
-  store.releaseWithin(adapter, key, token, dlm::LockMode::EXCLUSIVE);
+  store.commitLock(adapter, key, token, dlm::LockMode::EXCLUSIVE);
 }
 
 // Records what a store delivers.

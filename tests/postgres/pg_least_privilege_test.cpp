@@ -22,6 +22,7 @@
 #include "schema/migration.h"
 #include "pg_client_role_support.h"
 #include "postgres/pg_migrate.h"
+#include "schema/migration.h"
 #include "schema/schema_compat.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"
@@ -134,9 +135,9 @@ TEST_F(LeastPrivilegeTest, AppRoleCanUseEveryLibraryOperation) {
     pqxx::connection conn(stores_.conninfo());
     pqxx::work tx(conn);
     PostgresTransaction adapter(tx);
-    check("releaseWithin (dlm_release_within)",
+    check("commitLock (dlm_release_within)",
           tryStore([&] {
-            s.releaseWithin(adapter, key, "tok-c", dlm::LockMode::EXCLUSIVE);
+            s.commitLock(adapter, key, "tok-c", dlm::LockMode::EXCLUSIVE);
           }) == "allowed");
     tx.commit();
   }

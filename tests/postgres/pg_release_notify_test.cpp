@@ -136,7 +136,7 @@ TEST_F(ReleaseNotifyTest,
   ASSERT_EQ(waitAs(*other_, k, "W").deadlockCycle, Keys{});
   {
     pqxx::work tx(app);
-    releaseWithinTx(*other_, tx, k, "t1");
+    commitLockTx(*other_, tx, k, "t1");
     // Not before the commit: a later release's announcement arrives while
     // this one's has not.
     EXPECT_TRUE(listener_.waitFor(releaseMarker(*other_, scope_)));
@@ -149,7 +149,7 @@ TEST_F(ReleaseNotifyTest,
   EXPECT_TRUE(other_->describe(k.key)->held);
   {
     pqxx::work tx(app);
-    releaseWithinTx(*other_, tx, k, "t1");
+    commitLockTx(*other_, tx, k, "t1");
     tx.commit();
   }
   EXPECT_TRUE(listener_.waitFor(k.key));

@@ -1,4 +1,4 @@
-// PostgresStore::releaseWithin: the release as part of the application's own
+// PostgresStore::commitLock: the release as part of the application's own
 // transaction (commitLock), run as a dlm_client-only role on an application
 // connection whose search_path does not name dlm's schema.
 #include <fmt/format.h>
@@ -66,7 +66,7 @@ TEST_F(ReleaseWithinTest, CommitOfTheApplicationTransactionFreesTheLock) {
     EXPECT_EQ(tx.exec("SHOW search_path")[0][0].as<std::string>(),
               "\"$user\", public");
     insertOrder(tx, "o1");
-    releaseWithinTx(*store_, tx, key, "tok-1");
+    commitLockTx(*store_, tx, key, "tok-1");
     // Not yet committed: everyone else still sees it held (an acquirer
     // would wait for the row lock until the application's transaction ends).
     EXPECT_TRUE(store_->describe(key.key)->held);
@@ -87,7 +87,7 @@ TEST_F(ReleaseWithinTest, RollbackOfTheApplicationTransactionKeepsTheLockHeld) {
   {
     pqxx::work tx(*app_conn_);
     insertOrder(tx, "o2");
-    releaseWithinTx(*store_, tx, key, "tok-1");
+    commitLockTx(*store_, tx, key, "tok-1");
     tx.abort();
   }
   EXPECT_EQ(orderRows("o2"), 0);
@@ -112,7 +112,7 @@ TEST_F(ReleaseWithinTest,
   pqxx::work tx(*app_conn_);
   insertOrder(tx, "o3");
   const DLMException e =
-      errorOf([&] { releaseWithinTx(*store_, tx, key, "tok-1"); });
+      errorOf([&] { commitLockTx(*store_, tx, key, "tok-1"); });
   EXPECT_EQ(e.code(), ErrorCode::LOCK_NOT_HELD) << e.what();
   EXPECT_FALSE(e.transient());
   EXPECT_NE(std::string(e.what()).find(key.key), std::string::npos) << e.what();
@@ -141,7 +141,7 @@ TEST_F(ReleaseWithinTest, ReleasedOrForceReleasedLockIsLockNotHeld) {
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   ASSERT_TRUE(stores_.newAdminStore()->forceRelease(key.key));
   pqxx::work tx(*app_conn_);
-  EXPECT_EQ(codeOf([&] { releaseWithinTx(*store_, tx, key, "tok-1"); }),
+  EXPECT_EQ(codeOf([&] { commitLockTx(*store_, tx, key, "tok-1"); }),
             ErrorCode::LOCK_NOT_HELD);
 }
 
@@ -153,7 +153,7 @@ TEST_F(ReleaseWithinTest, ExpiredButUntakenLockIsStillReleasedWithin) {
   waitPast(first.expiresAt);
   pqxx::work tx(*app_conn_);
   insertOrder(tx, "o5");
-  releaseWithinTx(*store_, tx, key, "tok-1");
+  commitLockTx(*store_, tx, key, "tok-1");
   tx.commit();
   EXPECT_EQ(orderRows("o5"), 1);
   EXPECT_FALSE(store_->describe(key.key)->statusHeld);
@@ -166,18 +166,17 @@ TEST_F(ReleaseWithinTest, OtherAdaptersAndAutocommitAreInvalid) {
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   NotAPostgresTransaction other;
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(other, key, "tok-1",
-                                    dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(other, key, "tok-1", dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   {
     // Autocommit: there is no transaction to be part of.
     pqxx::nontransaction tx(*app_conn_);
-    EXPECT_EQ(codeOf([&] { releaseWithinTx(*store_, tx, key, "tok-1"); }),
+    EXPECT_EQ(codeOf([&] { commitLockTx(*store_, tx, key, "tok-1"); }),
               ErrorCode::INVALID_ARGUMENT);
   }
   // (A pqxx::work that was already committed is not detected: libpqxx 6.4
-  // runs exec_params on it in autocommit; see PostgresStore::releaseWithin.)
+  // runs exec_params on it in autocommit; see PostgresStore::commitLock.)
   // None of it touched the lock.
   EXPECT_TRUE(store_->describe(key.key)->held);
 }
@@ -192,7 +191,7 @@ TEST_F(ReleaseWithinTest, StoreWithoutASchemaFindsTheFunctionOnItsSearchPath) {
   const StoreKey key = pathKey("rw#", "orders.o7");
   ASSERT_TRUE(acquireAs(store, key, "owner-a", "tok-1").acquired);
   pqxx::work tx(*app_conn_);
-  releaseWithinTx(store, tx, key, "tok-1");
+  commitLockTx(store, tx, key, "tok-1");
   tx.commit();
   EXPECT_FALSE(store.describe(key.key)->held);
 }

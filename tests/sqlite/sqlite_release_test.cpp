@@ -1,4 +1,4 @@
-// Transactional release (releaseWithin on the application's own connection)
+// Transactional release (commitLock on the application's own connection)
 // and the in-process delivery of releases between store objects on one file.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -82,7 +82,7 @@ TEST_F(SqliteReleaseWithinTest, TheApplicationsCommitFreesTheLock) {
 
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
   SqliteTransaction tx(app_.handle());
-  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   // Not visible to anyone before the application commits.
   EXPECT_TRUE(other->describe(key_.key)->held);
   app_.exec("COMMIT");
@@ -102,7 +102,7 @@ TEST_F(SqliteReleaseWithinTest, TheApplicationsRollbackKeepsTheLockHeld) {
   hold();
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
   SqliteTransaction tx(app_.handle());
-  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   app_.exec("ROLLBACK");
 
   EXPECT_TRUE(held());
@@ -125,9 +125,8 @@ TEST_F(SqliteReleaseWithinTest,
 
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('unprotected')");
   SqliteTransaction tx(app_.handle());
-  const DLMException e = errorOf([&] {
-    store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
-  });
+  const DLMException e = errorOf(
+      [&] { store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE); });
   EXPECT_EQ(e.code(), ErrorCode::LOCK_NOT_HELD);
   EXPECT_NE(std::string(e.what()).find(key_.key), std::string::npos)
       << e.what();
@@ -147,7 +146,7 @@ TEST_F(SqliteReleaseWithinTest, AForceReleasedLockIsLockNotHeldToo) {
   app_.exec("BEGIN IMMEDIATE; INSERT INTO app_work VALUES ('w1')");
   SqliteTransaction tx(app_.handle());
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::LOCK_NOT_HELD);
   EXPECT_THROW(app_.exec("COMMIT"), std::runtime_error);
@@ -157,13 +156,12 @@ TEST_F(SqliteReleaseWithinTest, AnAdapterOfAnotherStoreIsInvalidArgument) {
   hold();
   OtherTransaction tx;
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   SqliteTransaction null(nullptr);
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(null, key_, token_,
-                                    dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(null, key_, token_, dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
@@ -174,7 +172,7 @@ TEST_F(SqliteReleaseWithinTest,
   hold();
   SqliteTransaction tx(app_.handle());  // autocommit: no BEGIN
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
@@ -187,9 +185,8 @@ TEST_F(SqliteReleaseWithinTest, AConnectionToAnotherFileIsInvalidArgument) {
   { openStore(dir_.file("other.sqlite")); }
   elsewhere.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(elsewhere.handle());
-  const DLMException e = errorOf([&] {
-    store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
-  });
+  const DLMException e = errorOf(
+      [&] { store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE); });
   EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(std::string(e.what()).find("other.sqlite"), std::string::npos)
       << e.what();
@@ -200,8 +197,8 @@ TEST_F(SqliteReleaseWithinTest, AConnectionToAnotherFileIsInvalidArgument) {
   memory.exec("BEGIN");
   SqliteTransaction inMemory(memory.handle());
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(inMemory, key_, token_,
-                                    dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(inMemory, key_, token_,
+                                 dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_TRUE(held());
@@ -214,7 +211,7 @@ TEST_F(SqliteReleaseWithinTest, TheSameFileSpelledAnotherWayIsAccepted) {
   RawDb viaLink(link);
   viaLink.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(viaLink.handle());
-  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   viaLink.exec("COMMIT");
   EXPECT_FALSE(held());
 }
@@ -225,14 +222,14 @@ TEST_F(SqliteReleaseWithinTest, AClosedStoreRefusesIt) {
   app_.exec("BEGIN IMMEDIATE");
   SqliteTransaction tx(app_.handle());
   EXPECT_EQ(codeOf([&] {
-              store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+              store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
             }),
             ErrorCode::INTERNAL_ERROR);
   app_.exec("ROLLBACK");
 }
 
 // Another thread of the same store waits (inside its BEGIN IMMEDIATE, with
-// the store's connection) for the application's write lock; releaseWithin
+// the store's connection) for the application's write lock; commitLock
 // must not wait for that thread, or both would wait out the busy timeout.
 TEST_F(SqliteReleaseWithinTest, DoesNotWaitForAStoreCallBlockedByTheApp) {
   hold();
@@ -251,7 +248,7 @@ TEST_F(SqliteReleaseWithinTest, DoesNotWaitForAStoreCallBlockedByTheApp) {
   // way when it has not; it then just does not exercise the case).
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   SqliteTransaction tx(app_.handle());
-  store_->releaseWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  store_->commitLock(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
   app_.exec("COMMIT");
   t.join();
   // The waiting attempt ran after the commit and took the freed lock

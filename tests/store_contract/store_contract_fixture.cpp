@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/test_keys.h"
 #include "support/test_stores.h"
 
@@ -19,7 +19,7 @@ using std::chrono::milliseconds;
 class FakeDatabase final : public ContractDatabase {
  public:
   std::shared_ptr<LockStore> newStore() override {
-    return std::make_shared<ForwardingStore>(fake_);
+    return std::make_shared<LockStoreWrapper>(fake_);
   }
 
  private:
@@ -91,24 +91,24 @@ std::vector<std::string> contractStores() {
 // ---- inspection and admin calls
 
 std::optional<LockRecord> describe(LockStore& store, const std::string& key) {
-  return store.describe(key);
+  return adminOf(store).describe(key);
 }
 std::vector<LockRecord> holdersOf(LockStore& store, const std::string& key) {
-  return store.holdersOf(key);
+  return adminOf(store).holdersOf(key);
 }
 std::vector<LockRecord> listHeld(LockStore& store, const std::string& prefix) {
-  return store.listHeld(prefix);
+  return adminOf(store).listHeld(prefix);
 }
 std::vector<WaitRecord> listWaiters(LockStore& store,
                                     const std::string& prefix) {
-  return store.listWaiters(prefix);
+  return adminOf(store).listWaiters(prefix);
 }
 PurgeBatch purge(LockStore& store, milliseconds idleFor, int batchSize,
                  bool dryRun) {
-  return store.purgeIdle(idleFor, batchSize, dryRun);
+  return adminOf(store).purgeIdle(idleFor, batchSize, dryRun);
 }
 bool forceRelease(LockStore& store, const std::string& key) {
-  return store.forceRelease(key);
+  return adminOf(store).forceRelease(key);
 }
 
 // ---- fixture

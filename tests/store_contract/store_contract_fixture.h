@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 #include "support/error_code.h"
 
 namespace dlm::test {

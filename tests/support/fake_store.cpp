@@ -204,8 +204,8 @@ bool FakeStore::release(const StoreKey& key, std::string_view token,
   return freed;
 }
 
-void FakeStore::releaseWithin(AppTransaction& tx, const StoreKey& key,
-                              std::string_view token, LockMode mode) {
+void FakeStore::commitLock(AppTransaction& tx, const StoreKey& key,
+                           std::string_view token, LockMode mode) {
   auto* fake = dynamic_cast<FakeTransaction*>(&tx);
   if (fake == nullptr) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT, "not a FakeTransaction");
@@ -476,6 +476,29 @@ bool FakeStore::subscribeReleases(ReleaseListener* listener) {
 void FakeStore::unsubscribeReleases(ReleaseListener* listener) {
   std::lock_guard<std::mutex> lock(mutex_);
   listeners_.erase(listener);
+}
+
+void FakeStore::addWarningListener(StoreWarningListener* listener) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    warningListeners_.insert(listener);
+  } catch (...) {
+    // Out of memory in a test: the listener hears nothing.
+  }
+}
+
+void FakeStore::removeWarningListener(StoreWarningListener* listener) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  warningListeners_.erase(listener);
+}
+
+void FakeStore::warn(std::string_view message) {
+  std::set<StoreWarningListener*> now;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    now = warningListeners_;
+  }
+  for (StoreWarningListener* listener : now) listener->storeWarning(message);
 }
 
 std::vector<std::pair<std::string, std::string>> FakeStore::requests() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlm/lock_store.h"
+#include "dlm/lock_store_admin.h"
 
 namespace dlm::test {
 
@@ -31,7 +32,7 @@ class FakeTransaction final : public AppTransaction {
   bool doomed_ = false;
 };
 
-class FakeStore final : public LockStore {
+class FakeStore final : public LockStore, public LockStoreAdmin {
  public:
   // A store whose clock stands still until advance() moves it.
   FakeStore() = default;
@@ -40,13 +41,14 @@ class FakeStore final : public LockStore {
   explicit FakeStore(bool followRealTime) : realTime_(followRealTime) {}
 
   std::string_view name() const override { return "fake"; }
+  LockStoreAdmin* admin() override { return this; }
   void initialize(bool) override {}
   void close() override {}
   AcquireResult tryAcquire(const AcquireRequest& request) override;
   bool release(const StoreKey& key, std::string_view token,
                LockMode mode) override;
-  void releaseWithin(AppTransaction& tx, const StoreKey& key,
-                     std::string_view token, LockMode mode) override;
+  void commitLock(AppTransaction& tx, const StoreKey& key,
+                  std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;
@@ -65,6 +67,12 @@ class FakeStore final : public LockStore {
   void unregisterWait(std::string_view key, std::string_view owner) override;
   bool subscribeReleases(ReleaseListener* listener) override;
   void unsubscribeReleases(ReleaseListener* listener) override;
+  void addWarningListener(StoreWarningListener* listener) noexcept override;
+  void removeWarningListener(StoreWarningListener* listener) noexcept override;
+
+  // Tells the warning listeners `message`, as a store that noticed
+  // something would.
+  void warn(std::string_view message);
 
   // Live request rows, as "owner waits for key".
   std::vector<std::pair<std::string, std::string>> requests();
@@ -126,6 +134,7 @@ class FakeStore final : public LockStore {
   // (owner, key) -> request.
   std::map<RequestId, Request> requests_;
   std::set<ReleaseListener*> listeners_;
+  std::set<StoreWarningListener*> warningListeners_;
   bool notifies_ = true;
   SchemaState schema_{true, {}};
   // Rows created from now on start their fencing tokens here (purgeIdle).

@@ -10,8 +10,8 @@
 #include "support/random_token.h"
 
 #ifdef DLM_WITH_POSTGRES
+#include "dlm/lock_store_wrapper.h"
 #include "dlm/postgres_store.h"
-#include "support/forwarding_store.h"
 #include "support/pg_test_support.h"
 #include "support/pgbouncer_support.h"
 #endif
@@ -147,20 +147,20 @@ class PostgresAppSession final : public AppSession {
 // The application's store (client role) with the operator calls
 // (forceRelease, purgeIdle) made through a second store logged in with the
 // admin role, as an operator's tool would.
-class ClientStoreWithAdmin final : public ForwardingStore {
+class ClientStoreWithAdmin final : public LockStoreWrapper {
  public:
   ClientStoreWithAdmin(std::shared_ptr<LockStore> client,
                        std::shared_ptr<LockStore> admin)
-      : ForwardingStore(std::move(client)), admin_(std::move(admin)) {}
+      : LockStoreWrapper(std::move(client)), admin_(std::move(admin)) {}
   bool forceRelease(std::string_view key) override {
-    return admin_->forceRelease(key);
+    return adminOf(*admin_).forceRelease(key);
   }
   PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
                        bool dryRun) override {
-    return admin_->purgeIdle(idleFor, batchSize, dryRun);
+    return adminOf(*admin_).purgeIdle(idleFor, batchSize, dryRun);
   }
   void close() override {
-    ForwardingStore::close();
+    LockStoreWrapper::close();
     admin_->close();
   }
 

@@ -8,11 +8,12 @@
 #include <thread>
 
 #include "dlm/dlm.h"
+#include "dlm/lock_store_wrapper.h"
+#include "support/counting_store.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
 #include "support/joining_thread.h"
 #include "support/owners.h"
 
@@ -25,7 +26,6 @@ using test::asOwner;
 using test::codeOf;
 using test::eventually;
 using test::FakeStore;
-using test::ForwardingStore;
 
 milliseconds since(steady_clock::time_point start) {
   return std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
@@ -37,9 +37,9 @@ DLMException noAnswer() {
 
 // Injects the faults of a store that stops answering, loses replies or
 // loses a lazily committed release.
-class FaultyStore final : public ForwardingStore {
+class FaultyStore final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
 
   // Every call waits for its deadline (at most 10 s without one), then
   // fails as a silent server's would.
@@ -61,7 +61,7 @@ class FaultyStore final : public ForwardingStore {
 
   AcquireResult tryAcquire(const AcquireRequest& r) override {
     fault();
-    AcquireResult result = ForwardingStore::tryAcquire(r);
+    AcquireResult result = LockStoreWrapper::tryAcquire(r);
     if (loseAcquireReply) throw noAnswer();
     return result;
   }
@@ -73,10 +73,10 @@ class FaultyStore final : public ForwardingStore {
       throw noAnswer();
     }
     if (undoReleases) return true;
-    const bool freed = ForwardingStore::release(key, token, mode);
+    const bool freed = LockStoreWrapper::release(key, token, mode);
     if (loseReleaseReplyAndTakeOver.exchange(false)) {
       const Holder holder{"elsewhere", 1};
-      ForwardingStore::tryAcquire(
+      LockStoreWrapper::tryAcquire(
           AcquireRequest{key, "someone-else", "their-token",
                          std::chrono::seconds(90), holder});
       throw noAnswer();
@@ -86,24 +86,24 @@ class FaultyStore final : public ForwardingStore {
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   milliseconds ttl, LockMode mode) override {
     fault();
-    return ForwardingStore::extend(key, token, ttl, mode);
+    return LockStoreWrapper::extend(key, token, ttl, mode);
   }
   std::optional<LockRecord> describe(std::string_view key) override {
     fault();
-    return ForwardingStore::describe(key);
+    return LockStoreWrapper::describe(key);
   }
   std::vector<LockRecord> holdersOf(std::string_view key) override {
     fault();
-    return ForwardingStore::holdersOf(key);
+    return LockStoreWrapper::holdersOf(key);
   }
   WaitRegistration registerWait(const WaitRequest& request) override {
     fault();
     ++registrations;
-    return ForwardingStore::registerWait(request);
+    return LockStoreWrapper::registerWait(request);
   }
   bool subscribeReleases(ReleaseListener* l) override {
     listener = l;
-    return ForwardingStore::subscribeReleases(l);
+    return LockStoreWrapper::subscribeReleases(l);
   }
 
  private:
@@ -426,9 +426,9 @@ TEST_F(BoundedTimeTest, StopWaitingEndsWaitsAndLeavesHeldLocksAlone) {
 }
 
 TEST_F(BoundedTimeTest, ASharedStoreIsClosedOnlyByItsLastManager) {
-  class ClosingStore final : public ForwardingStore {
+  class ClosingStore final : public LockStoreWrapper {
    public:
-    using ForwardingStore::ForwardingStore;
+    using LockStoreWrapper::LockStoreWrapper;
     std::atomic<int> closes{0};
     void close() override { ++closes; }
   };

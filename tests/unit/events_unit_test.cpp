@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "dlm/dlm.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/error_code.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
 #include "support/recorded_events.h"
 
 namespace dlm::test {
@@ -27,9 +27,9 @@ using namespace std::chrono_literals;
 // Fails the next `failures` acquire attempts with a transient
 // CONNECTION_ERROR whose message quotes a password-free URL, and reports
 // `reconnects` as its reconnection count.
-class FlakyStore final : public ForwardingStore {
+class FlakyStore final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
   AcquireResult tryAcquire(const AcquireRequest& request) override {
     if (failures > 0) {
       --failures;
@@ -37,7 +37,7 @@ class FlakyStore final : public ForwardingStore {
                          "fake store: connection to postgresql://app@db lost",
                          true);
     }
-    return ForwardingStore::tryAcquire(request);
+    return LockStoreWrapper::tryAcquire(request);
   }
   std::uint64_t reconnections() const override { return reconnects.load(); }
   std::atomic<int> failures{0};
@@ -59,6 +59,53 @@ std::unique_ptr<DistributedLockManager> managerOn(
                .build();
   m->initialize();
   return m;
+}
+
+// A store with the protocol side only.
+class ProtocolOnlyStore final : public LockStoreWrapper {
+ public:
+  using LockStoreWrapper::LockStoreWrapper;
+  LockStoreAdmin* admin() override { return nullptr; }
+};
+
+TEST(StoreWarnings, AreStoreWarningEventsOfEveryManagerOnTheStore) {
+  auto fake = std::make_shared<FakeStore>();
+  auto wrapped = std::make_shared<LockStoreWrapper>(fake);
+  auto events = std::make_shared<RecordedEvents>();
+  auto other = std::make_shared<RecordedEvents>();
+  auto m = managerOn(wrapped, events);
+  {
+    auto n = managerOn(fake, other);
+    fake->warn("acquires do not wait for a standby");
+  }
+  fake->warn("once more");  // the destroyed manager no longer listens
+  const auto warnings = events->of(LockEventKind::STORE_WARNING);
+  ASSERT_EQ(warnings.size(), 2U);
+  EXPECT_EQ(warnings[0].message, "acquires do not wait for a standby");
+  EXPECT_EQ(warnings[0].clientId, "app");
+  EXPECT_EQ(severityOf(warnings[0]), 4);
+  EXPECT_NE(formatEvent(warnings[0])
+                .find("STORE_WARNING client=app "
+                      "message=\"acquires do not"),
+            std::string::npos)
+      << formatEvent(warnings[0]);
+  EXPECT_EQ(other->count(LockEventKind::STORE_WARNING), 1U);
+}
+
+TEST(StoreWithoutAdmin, LocksWorkButDescribeLockIsRefused) {
+  auto store =
+      std::make_shared<ProtocolOnlyStore>(std::make_shared<FakeStore>());
+  auto events = std::make_shared<RecordedEvents>();
+  auto m = managerOn(store, events);
+  Lock lock = m->getLockInstance("x", LockLevel::DC);
+  m->tryAcquireLock(lock);
+  EXPECT_EQ(codeOf([&] { m->describeLock(lock); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] { m->describeHolders(lock); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] { adminOf(*store); }), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(events->count(LockEventKind::STORE_ERROR), 0U);
+  EXPECT_TRUE(m->releaseLock(lock));
 }
 
 TEST(EventsOnAFailingStore, EachFailedStoreCallIsAStoreErrorAndCounted) {

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "dlm/dlm.h"
+#include "support/counting_store.h"
 #include "support/error_code.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
 #include "support/owners.h"
 #include "support/test_keys.h"
 

@@ -11,7 +11,7 @@
 
 #include "dlm/dlm.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/recorded_events.h"
 
 namespace dlm::test {
@@ -21,9 +21,9 @@ using namespace std::chrono_literals;
 
 // Fails the next `failures` releases with a non-transient INTERNAL_ERROR
 // (no store retries).
-class FailingReleaseStore final : public ForwardingStore {
+class FailingReleaseStore final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
   bool release(const StoreKey& key, std::string_view token,
                LockMode mode) override {
     if (failures > 0) {
@@ -31,7 +31,7 @@ class FailingReleaseStore final : public ForwardingStore {
       throw DLMException(ErrorCode::INTERNAL_ERROR,
                          "fake store: release refused");
     }
-    return ForwardingStore::release(key, token, mode);
+    return LockStoreWrapper::release(key, token, mode);
   }
   std::atomic<int> failures{0};
 };

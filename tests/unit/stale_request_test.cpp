@@ -12,10 +12,10 @@
 #include <string>
 
 #include "dlm/dlm.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
 #include "support/owners.h"
 
 namespace dlm::test {
@@ -24,15 +24,15 @@ namespace {
 using namespace std::chrono_literals;
 
 // unregisterWait fails while `failing` is set, as a store mid-failover does.
-class FailingUnregister final : public ForwardingStore {
+class FailingUnregister final : public LockStoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using LockStoreWrapper::LockStoreWrapper;
   void unregisterWait(std::string_view key, std::string_view owner) override {
     if (failing) {
       throw DLMException(ErrorCode::CONNECTION_ERROR, "store unreachable",
                          true);
     }
-    ForwardingStore::unregisterWait(key, owner);
+    LockStoreWrapper::unregisterWait(key, owner);
   }
   std::atomic<bool> failing{false};
 };

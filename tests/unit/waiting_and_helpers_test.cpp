@@ -9,7 +9,6 @@
 #include "support/error_code.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
-#include "support/forwarding_store.h"
 #include "support/joining_thread.h"
 #include "support/owners.h"
 
