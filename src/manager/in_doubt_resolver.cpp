@@ -5,7 +5,7 @@
 
 #include "dlm/deadline.h"
 #include "dlm/error.h"
-#include "manager/wait_hub.h"
+#include "manager/release_wait_hub.h"
 
 namespace dlm::internal {
 namespace {

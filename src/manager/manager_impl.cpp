@@ -14,7 +14,7 @@
 #include "manager/keep_alive.h"
 #include "manager/messages.h"
 #include "manager/store_warning_relay.h"
-#include "manager/wait_hub.h"
+#include "manager/release_wait_hub.h"
 #include "telemetry/telemetry.h"
 
 namespace dlm {
@@ -69,7 +69,7 @@ DistributedLockManager::Impl::Impl(internal::ManagerSettings settings)
       warningRelay_(std::make_unique<internal::StoreWarningRelay>(
           *settings_.store, *telemetry_)),
       retry_(*settings_.store, *settings_.clock, settings_.config, *telemetry_),
-      hub_(std::make_unique<internal::WaitHub>()),
+      hub_(std::make_unique<internal::ReleaseWaitHub>()),
       resolver_(std::make_unique<internal::InDoubtResolver>(
           *settings_.store, settings_.config.operationTimeout)) {
   store().addClient(settings_.clientId);

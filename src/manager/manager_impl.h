@@ -24,7 +24,7 @@ class InDoubtResolver;
 class KeepAlive;
 class StoreWarningRelay;
 class Telemetry;
-class WaitHub;
+class ReleaseWaitHub;
 
 // The longest TTL (and request lifetime) the manager accepts.
 constexpr std::chrono::milliseconds kMaxTtl = std::chrono::hours(24 * 365);
@@ -68,7 +68,7 @@ class DistributedLockManager::Impl {
   LockStore& store() const { return *settings_.store; }
   Clock& clock() const { return *settings_.clock; }
   internal::Telemetry& telemetry() const { return *telemetry_; }
-  internal::WaitHub& hub() const { return *hub_; }
+  internal::ReleaseWaitHub& hub() const { return *hub_; }
   internal::InDoubtResolver& resolver() const { return *resolver_; }
   // Retries of store calls; see StoreRetry::run.
   template <typename Fn>
@@ -128,7 +128,7 @@ class DistributedLockManager::Impl {
   // Store warnings -> STORE_WARNING events; goes before telemetry_.
   const std::unique_ptr<internal::StoreWarningRelay> warningRelay_;
   internal::StoreRetry retry_;
-  const std::unique_ptr<internal::WaitHub> hub_;
+  const std::unique_ptr<internal::ReleaseWaitHub> hub_;
   std::unique_ptr<internal::InDoubtResolver> resolver_;
 
   std::mutex watchMutex_;  // guards watchState_

@@ -69,7 +69,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
   // attempt and the sleep still ends the sleep.
   manager_.watchReleases();
   Waiter waiter(lock_.key_);
-  const internal::WaitHub::Registration registration(manager_.hub(), waiter);
+  const internal::ReleaseWaitHub::Registration registration(manager_.hub(), waiter);
   if (registerRequest()) return;
   const internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
                                         lock_.key_.key, owner_, callEnd_,

@@ -12,7 +12,7 @@
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "manager/manager_impl.h"
-#include "manager/wait_hub.h"
+#include "manager/release_wait_hub.h"
 
 namespace dlm {
 
@@ -32,7 +32,7 @@ class DistributedLockManager::Impl::WaitLoop {
   void run();
 
  private:
-  using Waiter = internal::WaitHub::Waiter;
+  using Waiter = internal::ReleaseWaitHub::Waiter;
 
   // Records the request row, following the wait-for graph first; true when
   // an attempt made on the way acquired the lock. Throws DEADLOCK_DETECTED

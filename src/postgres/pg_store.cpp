@@ -3,7 +3,7 @@
 // call's deadline), calling a server function from schema/postgres.sql, so
 // the function call is the whole transaction and one round trip: no BEGIN,
 // no COMMIT. commitLock is the exception: it runs in the application's
-// own libpqxx transaction. Release notifications come from a ReleaseChannel
+// own libpqxx transaction. Release notifications come from a PgReleaseChannel
 // (its own connection and thread).
 #include <fmt/format.h>
 
@@ -28,7 +28,7 @@
 #include "postgres/pg_replication.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
-#include "postgres/release_channel.h"
+#include "postgres/pg_release_channel.h"
 #include "postgres/warning_listeners.h"
 #include "schema/migration.h"
 #include "schema/schema_compat.h"
@@ -624,7 +624,7 @@ class PostgresStore::Impl {
   internal::PgSessions sessions_;
   internal::PgSessions listenSessions_;  // listenConnection, or connection
   ConnectionPool pool_;
-  internal::ReleaseChannel releases_;
+  internal::PgReleaseChannel releases_;
   std::mutex schemaMu_;
   std::optional<std::string> resolvedSchema_;  // guarded by schemaMu_
 };

@@ -45,12 +45,12 @@
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/cycle_sql.h"
-#include "sqlite/release_bus.h"
+#include "sqlite/sqlite_release_channel.h"
 #include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_connection.h"
 #include "sqlite/sqlite_wait_graph.h"
 #include "sqlite/store_time.h"
-#include "sqlite/wake_file.h"
+#include "sqlite/release_wake_file.h"
 
 namespace dlm {
 
@@ -59,7 +59,7 @@ using internal::sqlite::Durability;
 using internal::sqlite::expiryMs;
 using internal::sqlite::fromMs;
 using internal::sqlite::nowMs;
-using internal::sqlite::ReleaseBus;
+using internal::sqlite::SqliteReleaseChannel;
 using internal::sqlite::Statement;
 using internal::sqlite::Transaction;
 using std::chrono::milliseconds;
@@ -163,7 +163,7 @@ class SqliteStore::Impl {
  public:
   explicit Impl(SqliteStoreOptions options)
       : options_(std::move(options)),
-        bus_(ReleaseBus::shared()),
+        bus_(SqliteReleaseChannel::shared()),
         mutex_(options_.path, options_.busyTimeout) {}
 
   ~Impl() {
@@ -200,7 +200,7 @@ class SqliteStore::Impl {
         // same file gets the same name, however its path was spelled.
         const std::string file =
             internal::sqlite::canonicalFile(connection_->handle());
-        channel_ = file.empty() ? ReleaseBus::privateChannel() : file;
+        channel_ = file.empty() ? SqliteReleaseChannel::privateChannel() : file;
         // File channels are canonical paths; ":memory:" ones have no file.
         if (channel_.front() == '/') {
           wakePath_ = internal::sqlite::wakeFilePath(channel_);
@@ -286,7 +286,7 @@ class SqliteStore::Impl {
 
   bool wakeOtherProcesses() const { return options_.wakeOtherProcesses; }
 
-  ReleaseBus& bus() { return *bus_; }
+  SqliteReleaseChannel& bus() { return *bus_; }
   const std::string& path() const { return options_.path; }
 
   void throwIfClosed() const {
@@ -300,7 +300,7 @@ class SqliteStore::Impl {
  private:
   const SqliteStoreOptions options_;
   // Kept so the process-wide bus outlives this store.
-  const std::shared_ptr<ReleaseBus> bus_;
+  const std::shared_ptr<SqliteReleaseChannel> bus_;
   // Guards connection_ (one thread at a time on the handle).
   internal::sqlite::ConnectionMutex mutex_;
   // Atomic so that commitLock and now() check it without the connection

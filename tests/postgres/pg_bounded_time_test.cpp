@@ -28,7 +28,7 @@
 #include "postgres/pg_client_role_support.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_session.h"
-#include "postgres/release_channel.h"
+#include "postgres/pg_release_channel.h"
 #include "support/error_code.h"
 #include "support/eventually.h"
 #include "support/pg_test_support.h"
@@ -161,7 +161,7 @@ TEST(BoundedTime, CloseInterruptsTheReleaseChannelReconnectingToASilentServer) {
   std::atomic<bool> useSilent{false};
   // The first connection reaches the real server; reconnections after its
   // backend is killed reach the silent one.
-  internal::ReleaseChannel channel(
+  internal::PgReleaseChannel channel(
       [&](Deadline d, int wakeFd) {
         auto p = internal::ConnParams::parse(useSilent ? silent.conninfo()
                                                        : std::string());

@@ -16,7 +16,7 @@
 
 #include "dlm/postgres_store.h"
 #include "postgres/pg_migrate.h"
-#include "postgres/release_channel.h"
+#include "postgres/pg_release_channel.h"
 #include "support/eventually.h"
 #include "support/pg_test_support.h"
 #include "support/test_keys.h"

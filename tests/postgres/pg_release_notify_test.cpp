@@ -1,6 +1,6 @@
 // PostgresStore's release notifications: NOTIFY dlm_release for the keys
 // that waiters wait for, one listening connection and thread per store
-// (ReleaseChannel), delivery to subscribed listeners, reconnection. Every
+// (PgReleaseChannel), delivery to subscribed listeners, reconnection. Every
 // store runs as a dlm_client-only role. The wait-for graph is in
 // tests/store_contract.
 #include <dirent.h>
@@ -16,7 +16,7 @@
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
 #include "postgres/pg_client_role_support.h"
-#include "postgres/release_channel.h"
+#include "postgres/pg_release_channel.h"
 #include "support/error_code.h"
 
 namespace dlm::test {
@@ -266,25 +266,25 @@ TEST_F(ReleaseNotifyTest, KilledListeningBackendIsReplacedAndMissedReported) {
   EXPECT_TRUE(listener_.waitFor(k.key));
 }
 
-// Connections for a bare ReleaseChannel, as the store opens them.
-internal::ReleaseChannel::Connect connectTo(const std::string& conninfo) {
+// Connections for a bare PgReleaseChannel, as the store opens them.
+internal::PgReleaseChannel::Connect connectTo(const std::string& conninfo) {
   return
       [params = internal::ConnParams::parse(conninfo)](Deadline d, int wakeFd) {
         return internal::PgConn::open(params, d, wakeFd);
       };
 }
 
-TEST(ReleaseChannel, SubscribeIsFalseWhenNoServerAnswers) {
+TEST(PgReleaseChannel, SubscribeIsFalseWhenNoServerAnswers) {
   // Port 1 on loopback: nothing listens there.
-  internal::ReleaseChannel channel(connectTo("host=127.0.0.1 port=1"), 2s);
+  internal::PgReleaseChannel channel(connectTo("host=127.0.0.1 port=1"), 2s);
   RecordingListener listener;
   EXPECT_FALSE(channel.subscribe(&listener));
   EXPECT_FALSE(channel.running());
   channel.unsubscribe(&listener);  // harmless
 }
 
-TEST(ReleaseChannel, RunsOnlyWhileSomeoneListens) {
-  internal::ReleaseChannel channel(connectTo(""), 5s);
+TEST(PgReleaseChannel, RunsOnlyWhileSomeoneListens) {
+  internal::PgReleaseChannel channel(connectTo(""), 5s);
   RecordingListener a, b;
   EXPECT_FALSE(channel.running());
   ASSERT_TRUE(channel.subscribe(&a));

@@ -1,4 +1,4 @@
-// Cross-process wake-up on one SQLite file (sqlite/wake_file.h): a release in
+// Cross-process wake-up on one SQLite file (sqlite/release_wake_file.h): a release in
 // one process ends the sleep of a waiter in another, and without the wake
 // file the waiter still gets the lock by polling.
 #include <gtest/gtest.h>

@@ -87,7 +87,7 @@ constexpr Statement kVersion{"dlm_version",
 constexpr Statement kStatements[] = {kAcquire,        kRelease, kRegisterWait,
                                      kUnregisterWait, kExtend,  kVersion};
 constexpr int kPreviousSchemaVersion = 2;
-// Its release channel (src/postgres/release_channel.cpp).
+// Its release channel (src/postgres/pg_release_channel.cpp).
 constexpr const char* kListen = "LISTEN dlm_release";
 
 // Its session settings (PgSessions::openForStore with the default

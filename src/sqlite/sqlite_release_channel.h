@@ -5,7 +5,7 @@
 // database file, so a waiter woken by a release on another SqliteStore (a
 // second manager on the file, a dlmctl in the same process, ...) tries again
 // at once. Waiters in other processes are reached through the file's wake
-// file (sqlite/wake_file.h): a channel of a file with a subscription that
+// file (sqlite/release_wake_file.h): a channel of a file with a subscription that
 // asked for it has one watcher thread, started by the first such subscribe
 // and stopped when the channel's last subscription ends; what it hears is
 // delivered to the channel's listeners as missedReleases() (the signal names
@@ -25,22 +25,22 @@
 #include <vector>
 
 #include "dlm/lock_store.h"
-#include "sqlite/wake_file.h"
+#include "sqlite/release_wake_file.h"
 
 namespace dlm::internal::sqlite {
 
-class ReleaseBus {
+class SqliteReleaseChannel {
  public:
   // The process-wide bus. Stores keep the pointer, so the bus outlives every
   // store even when one is destroyed during static destruction.
-  static std::shared_ptr<ReleaseBus> shared();
+  static std::shared_ptr<SqliteReleaseChannel> shared();
 
   // A channel name no file can have, for one ":memory:" store.
   static std::string privateChannel();
 
-  ReleaseBus() = default;
-  ReleaseBus(const ReleaseBus&) = delete;
-  ReleaseBus& operator=(const ReleaseBus&) = delete;
+  SqliteReleaseChannel() = default;
+  SqliteReleaseChannel(const SqliteReleaseChannel&) = delete;
+  SqliteReleaseChannel& operator=(const SqliteReleaseChannel&) = delete;
 
   // Delivers the keys published on `channel` to `listener` from now on, as
   // a subscription of `subscriber` (one store object; the same listener may

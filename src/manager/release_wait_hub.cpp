@@ -1,4 +1,4 @@
-#include "manager/wait_hub.h"
+#include "manager/release_wait_hub.h"
 
 namespace dlm::internal {
 
@@ -12,22 +12,22 @@ bool mayUnblock(const StoreKey& waiting, std::string_view released) {
          released < waiting.descendantsEnd;
 }
 
-WaitHub::Registration::Registration(WaitHub& hub, Waiter& waiter) : hub_(hub) {
+ReleaseWaitHub::Registration::Registration(ReleaseWaitHub& hub, Waiter& waiter) : hub_(hub) {
   std::lock_guard<std::mutex> lock(hub_.mutex_);
   it_ = hub_.waiters_.insert(hub_.waiters_.end(), &waiter);
 }
 
-WaitHub::Registration::~Registration() {
+ReleaseWaitHub::Registration::~Registration() {
   std::lock_guard<std::mutex> lock(hub_.mutex_);
   hub_.waiters_.erase(it_);
 }
 
-int WaitHub::rankOf(const Waiter& waiter) {
+int ReleaseWaitHub::rankOf(const Waiter& waiter) {
   std::lock_guard<std::mutex> lock(mutex_);
   return waiter.rank;
 }
 
-void WaitHub::released(std::string_view key) {
+void ReleaseWaitHub::released(std::string_view key) {
   std::lock_guard<std::mutex> lock(mutex_);
   int rank = 0;
   for (Waiter* w : waiters_) {
@@ -37,7 +37,7 @@ void WaitHub::released(std::string_view key) {
   }
 }
 
-void WaitHub::missedReleases() {
+void ReleaseWaitHub::missedReleases() {
   std::lock_guard<std::mutex> lock(mutex_);
   int rank = 0;
   for (Waiter* w : waiters_) {
@@ -47,7 +47,7 @@ void WaitHub::missedReleases() {
   }
 }
 
-void WaitHub::wakeAll() {
+void ReleaseWaitHub::wakeAll() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Waiter* w : waiters_) w->signal.notify();
 }

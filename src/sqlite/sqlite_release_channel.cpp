@@ -1,4 +1,4 @@
-#include "sqlite/release_bus.h"
+#include "sqlite/sqlite_release_channel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,18 +7,18 @@
 
 namespace dlm::internal::sqlite {
 
-std::shared_ptr<ReleaseBus> ReleaseBus::shared() {
-  static const std::shared_ptr<ReleaseBus> bus = std::make_shared<ReleaseBus>();
+std::shared_ptr<SqliteReleaseChannel> SqliteReleaseChannel::shared() {
+  static const std::shared_ptr<SqliteReleaseChannel> bus = std::make_shared<SqliteReleaseChannel>();
   return bus;
 }
 
-std::string ReleaseBus::privateChannel() {
+std::string SqliteReleaseChannel::privateChannel() {
   // Canonical file paths start with '/', so this names no file.
   static std::atomic<std::uint64_t> next{0};
   return ":memory:#" + std::to_string(++next);
 }
 
-void ReleaseBus::subscribe(const std::string& channel, const void* subscriber,
+void SqliteReleaseChannel::subscribe(const std::string& channel, const void* subscriber,
                            ReleaseListener* listener,
                            bool watchOtherProcesses) {
   std::lock_guard<std::mutex> registry(mutex_);
@@ -47,7 +47,7 @@ void ReleaseBus::subscribe(const std::string& channel, const void* subscriber,
   }
 }
 
-void ReleaseBus::deliverMissed(Channel& channel) {
+void SqliteReleaseChannel::deliverMissed(Channel& channel) {
   std::lock_guard<std::mutex> guard(channel.mutex);
   for (const auto& [subscriber, listener] : channel.listeners) {
     (void)subscriber;
@@ -59,19 +59,19 @@ void ReleaseBus::deliverMissed(Channel& channel) {
   }
 }
 
-void ReleaseBus::unsubscribe(const std::string& channel, const void* subscriber,
+void SqliteReleaseChannel::unsubscribe(const std::string& channel, const void* subscriber,
                              ReleaseListener* listener) {
   remove(channel, [&](const auto& entry) {
     return entry.first == subscriber && entry.second == listener;
   });
 }
 
-void ReleaseBus::unsubscribeAll(const std::string& channel,
+void SqliteReleaseChannel::unsubscribeAll(const std::string& channel,
                                 const void* subscriber) {
   remove(channel, [&](const auto& entry) { return entry.first == subscriber; });
 }
 
-void ReleaseBus::remove(
+void SqliteReleaseChannel::remove(
     const std::string& channel,
     const std::function<bool(const std::pair<const void*, ReleaseListener*>&)>&
         match) {
@@ -101,7 +101,7 @@ void ReleaseBus::remove(
   stopping.reset();
 }
 
-void ReleaseBus::publish(const std::string& channel, std::string_view key) {
+void SqliteReleaseChannel::publish(const std::string& channel, std::string_view key) {
   std::shared_ptr<Channel> target;
   {
     // The registry's mutex only for the lookup: deliveries on different

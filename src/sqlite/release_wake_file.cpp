@@ -1,4 +1,4 @@
-#include "sqlite/wake_file.h"
+#include "sqlite/release_wake_file.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -41,7 +41,7 @@ inline constexpr const char* kReleaseChannel = "dlm_release";
 // poll in any case (sleepBetweenRetries).
 //
 // Thread-safe. Listeners' callbacks must not call back into the channel.
-class ReleaseChannel {
+class PgReleaseChannel {
  public:
   // The longest pause between two reconnection attempts.
   static constexpr std::chrono::milliseconds kMaxReconnectPause{5000};
@@ -51,11 +51,11 @@ class ReleaseChannel {
   using Connect = std::function<std::unique_ptr<PgConn>(Deadline, int)>;
 
   // Opens nothing yet.
-  ReleaseChannel(Connect connect, std::chrono::milliseconds connectTimeout);
+  PgReleaseChannel(Connect connect, std::chrono::milliseconds connectTimeout);
   // close().
-  ~ReleaseChannel();
-  ReleaseChannel(const ReleaseChannel&) = delete;
-  ReleaseChannel& operator=(const ReleaseChannel&) = delete;
+  ~PgReleaseChannel();
+  PgReleaseChannel(const PgReleaseChannel&) = delete;
+  PgReleaseChannel& operator=(const PgReleaseChannel&) = delete;
 
   // Adds `listener` (borrowed until unsubscribe returns). The first one
   // opens the connection and runs LISTEN before this returns, so a release

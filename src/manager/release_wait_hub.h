@@ -16,7 +16,7 @@ namespace dlm::internal {
 // same key, an ancestor or a descendant of it.
 bool mayUnblock(const StoreKey& waiting, std::string_view released);
 
-class WaitHub final : public ReleaseListener {
+class ReleaseWaitHub final : public ReleaseListener {
  public:
   struct Waiter {
     explicit Waiter(const StoreKey& k) : key(k) {}
@@ -34,13 +34,13 @@ class WaitHub final : public ReleaseListener {
   // Registers `waiter` (in arrival order) for the lifetime of the object.
   class Registration {
    public:
-    Registration(WaitHub& hub, Waiter& waiter);
+    Registration(ReleaseWaitHub& hub, Waiter& waiter);
     ~Registration();
     Registration(const Registration&) = delete;
     Registration& operator=(const Registration&) = delete;
 
    private:
-    WaitHub& hub_;
+    ReleaseWaitHub& hub_;
     std::list<Waiter*>::iterator it_;
   };
 

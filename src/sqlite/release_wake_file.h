@@ -69,7 +69,7 @@ void signalWakeFile(const std::string& wakePath) noexcept;
 // remembers the process that started it (ownedByThisProcess); destroyed in
 // another process, it closes its descriptors and deliberately leaks the
 // thread handle (there is no thread to join, and std::thread would terminate
-// if destroyed joinable). ReleaseBus replaces such an inherited watcher with
+// if destroyed joinable). SqliteReleaseChannel replaces such an inherited watcher with
 // a fresh one on the child's next subscribe.
 class WakeWatcher {
  public:

@@ -1,4 +1,4 @@
-#include "postgres/release_channel.h"
+#include "postgres/pg_release_channel.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +16,7 @@ namespace dlm::internal {
 namespace {
 
 // Connects and LISTENs by `deadline`; throws what PgConn throws.
-std::unique_ptr<PgConn> startListening(const ReleaseChannel::Connect& connect,
+std::unique_ptr<PgConn> startListening(const PgReleaseChannel::Connect& connect,
                                        Deadline deadline, int wakeFd) {
   std::unique_ptr<PgConn> conn = connect(deadline, wakeFd);
   conn->exec(std::string("LISTEN ") + kReleaseChannel, deadline);
@@ -58,9 +58,9 @@ class WakePipe {
 }  // namespace
 
 // The thread and what only it touches (the connection, once started).
-class ReleaseChannel::Worker {
+class PgReleaseChannel::Worker {
  public:
-  Worker(ReleaseChannel& channel, std::unique_ptr<PgConn> listening)
+  Worker(PgReleaseChannel& channel, std::unique_ptr<PgConn> listening)
       : channel_(channel), listening_(std::move(listening)) {
     thread_ = std::thread([this] { run(); });
   }
@@ -163,20 +163,20 @@ class ReleaseChannel::Worker {
     return !stop_;
   }
 
-  ReleaseChannel& channel_;
+  PgReleaseChannel& channel_;
   WakePipe pipe_;
   std::unique_ptr<PgConn> listening_;  // null while reconnecting
   std::atomic<bool> stop_{false};
   std::thread thread_;  // last: starts once the rest exists
 };
 
-ReleaseChannel::ReleaseChannel(Connect connect,
+PgReleaseChannel::PgReleaseChannel(Connect connect,
                                std::chrono::milliseconds connectTimeout)
     : connect_(std::move(connect)), connectTimeout_(connectTimeout) {}
 
-ReleaseChannel::~ReleaseChannel() { close(); }
+PgReleaseChannel::~PgReleaseChannel() { close(); }
 
-bool ReleaseChannel::subscribe(ReleaseListener* listener) {
+bool PgReleaseChannel::subscribe(ReleaseListener* listener) {
   std::lock_guard<std::mutex> life(lifecycleMu_);
   if (closed_) {
     throw DLMException(ErrorCode::INTERNAL_ERROR,
@@ -198,7 +198,7 @@ bool ReleaseChannel::subscribe(ReleaseListener* listener) {
   return true;
 }
 
-void ReleaseChannel::unsubscribe(ReleaseListener* listener) noexcept {
+void PgReleaseChannel::unsubscribe(ReleaseListener* listener) noexcept {
   std::lock_guard<std::mutex> life(lifecycleMu_);
   bool none;
   {
@@ -211,7 +211,7 @@ void ReleaseChannel::unsubscribe(ReleaseListener* listener) noexcept {
   if (none) stopWorker();
 }
 
-void ReleaseChannel::close() noexcept {
+void PgReleaseChannel::close() noexcept {
   std::lock_guard<std::mutex> life(lifecycleMu_);
   closed_ = true;
   {
@@ -221,11 +221,11 @@ void ReleaseChannel::close() noexcept {
   stopWorker();
 }
 
-bool ReleaseChannel::running() const {
+bool PgReleaseChannel::running() const {
   std::lock_guard<std::mutex> life(lifecycleMu_);
   return worker_ != nullptr;
 }
 
-void ReleaseChannel::stopWorker() noexcept { worker_.reset(); }
+void PgReleaseChannel::stopWorker() noexcept { worker_.reset(); }
 
 }  // namespace dlm::internal
