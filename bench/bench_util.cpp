@@ -337,10 +337,10 @@ void Report::add(Result r) {
 }
 
 void Report::addTarget(const std::string& text, bool met,
-                       const std::string& issue) {
+                       const std::string& group) {
   std::cout << "TARGET " << (met ? "met   " : "MISSED") << "  " << text
             << std::endl;
-  targets_.push_back(Target{issue, text, met});
+  targets_.push_back(Target{group, text, met});
 }
 
 const Result* Report::find(const std::string& workload,
@@ -451,17 +451,17 @@ void writeMarkdown(const std::string& path, const Flags& flags,
                        fmtDouble(r.opsPerSec, 0), fmtDouble(r.p50Ms, 3),
                        fmtDouble(r.p99Ms, 3), mdCell(r.ratio), mdCell(r.extra));
   }
-  // One section per issue, in the order their first target came.
-  std::vector<std::string> issues;
+  // One section per group, in the order their first target came.
+  std::vector<std::string> groups;
   for (const auto& t : report.targets()) {
-    if (std::find(issues.begin(), issues.end(), t.issue) == issues.end()) {
-      issues.push_back(t.issue);
+    if (std::find(groups.begin(), groups.end(), t.group) == groups.end()) {
+      groups.push_back(t.group);
     }
   }
-  for (const auto& issue : issues) {
-    out << fmt::format("\n## Targets ({})\n\n", issue);
+  for (const auto& group : groups) {
+    out << fmt::format("\n## Targets ({})\n\n", group);
     for (const auto& t : report.targets()) {
-      if (t.issue != issue) continue;
+      if (t.group != group) continue;
       out << fmt::format("- {} {}\n", t.met ? "met:" : "**MISSED:**", t.text);
     }
   }
@@ -501,8 +501,8 @@ void writeJson(const std::string& path, const Flags& flags, const Machine& m,
   out << "  ],\n  \"targets\": [\n";
   const auto& ts = report.targets();
   for (std::size_t i = 0; i < ts.size(); ++i) {
-    out << fmt::format("    {{\"issue\": {}, \"target\": {}, \"met\": {}}}{}\n",
-                       jsonString(ts[i].issue), jsonString(ts[i].text),
+    out << fmt::format("    {{\"group\": {}, \"target\": {}, \"met\": {}}}{}\n",
+                       jsonString(ts[i].group), jsonString(ts[i].text),
                        ts[i].met ? "true" : "false",
                        i + 1 < ts.size() ? "," : "");
   }

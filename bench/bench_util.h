@@ -143,14 +143,14 @@ class Report {
  public:
   void add(Result r);  // prints the line at once
   const std::vector<Result>& allResults() const { return results_; }
-  // A target line, under the heading of the issue that set it.
+  // A target line, under the heading of its group.
   struct Target {
-    std::string issue;
+    std::string group;
     std::string text;
     bool met = false;
   };
   void addTarget(const std::string& text, bool met,
-                 const std::string& issue = "issue 4");
+                 const std::string& group = "library against raw SQL");
   const std::vector<Target>& targets() const { return targets_; }
   const Result* find(const std::string& workload,
                      const std::string& config) const;

@@ -1,4 +1,4 @@
-// The speed targets of issues 12 and 14, judged from the results of one
+// The speed targets (server time per cycle, events), judged from the results of one
 // dlm_bench run: one target line each in latest.md, for the workloads that ran.
 #pragma once
 
