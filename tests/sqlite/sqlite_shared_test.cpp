@@ -42,8 +42,12 @@ class SqliteSharedTest : public ::testing::Test {
         AcquireRequest{key, owner, fresh, ttl, holder_, mode});
   }
 
-  // Lets leases of a few ms run out.
-  static void letLeasesEnd() { std::this_thread::sleep_for(milliseconds(30)); }
+  // Long enough that a lease taken just before is still live when the next
+  // call checks it, even with other tests sharing the CPU.
+  static constexpr milliseconds kShortLease{150};
+  static void letLeasesEnd() {
+    std::this_thread::sleep_for(kShortLease + milliseconds(30));
+  }  // lets them run out
 
   static std::string key(const std::string& id) { return kScope + id; }
 
@@ -56,7 +60,7 @@ class SqliteSharedTest : public ::testing::Test {
 TEST_F(SqliteSharedTest, ASharedAcquirerTakesOverAnExpiredExclusiveHolder) {
   std::string old;
   const AcquireResult first =
-      take("k", LockMode::EXCLUSIVE, milliseconds(5), &old, "A");
+      take("k", LockMode::EXCLUSIVE, kShortLease, &old, "A");
   ASSERT_TRUE(first.acquired);
   // Live, it blocks a SHARED attempt.
   const AcquireResult early =
@@ -88,8 +92,8 @@ TEST_F(SqliteSharedTest, ASharedAcquirerTakesOverAnExpiredExclusiveHolder) {
 TEST_F(SqliteSharedTest, AnExclusiveAcquirerTakesOverExpiredSharedHolders) {
   std::string r1;
   std::string r2;
-  ASSERT_TRUE(take("k", LockMode::SHARED, milliseconds(5), &r1, "A").acquired);
-  ASSERT_TRUE(take("k", LockMode::SHARED, milliseconds(5), &r2, "B").acquired);
+  ASSERT_TRUE(take("k", LockMode::SHARED, kShortLease, &r1, "A").acquired);
+  ASSERT_TRUE(take("k", LockMode::SHARED, kShortLease, &r2, "B").acquired);
   EXPECT_EQ(store_->holdersOf(key("k")).size(), 2U);
   // Live SHARED holds of the key and of a descendant block EXCLUSIVE.
   EXPECT_FALSE(
@@ -176,7 +180,7 @@ TEST_F(SqliteSharedTest, FencingTokensGrowAcrossModes) {
   EXPECT_TRUE(retried.acquired);
   EXPECT_EQ(retried.fencingToken, last);
   EXPECT_TRUE(store_->release(k, s3, LockMode::SHARED));
-  expectNext(take("f", LockMode::EXCLUSIVE, milliseconds(5), nullptr, "B"));
+  expectNext(take("f", LockMode::EXCLUSIVE, kShortLease, nullptr, "B"));
   letLeasesEnd();
   expectNext(take("f", LockMode::SHARED, seconds(30), nullptr, "A"));
 }
