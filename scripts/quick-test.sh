@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quick loop, for a change in progress (no database server, no
-# sanitizers, nothing installed):
+# sanitizers; the build dependencies must be there):
 #
 #   scripts/quick-test.sh [BUILD_DIR] [ctest options...]
 #
@@ -8,7 +8,7 @@
 # build of scripts/test.sh, so a run of either warms the other; ccache is used
 # when installed) and runs the ctest tests labelled "quick", several at a
 # time: the unit tests, the conformance suite on SQLite and dlmctl's tests on
-# SQLite (cli_*, without the _postgres twins). About 2 minutes on 2 cores once
+# SQLite (cli_*, without the _postgres twins). Under a minute on 2 cores once
 # the build is warm. Extra arguments go to ctest (e.g. -R cli_ or -V).
 # scripts/test.sh runs everything.
 set -uo pipefail
