@@ -32,7 +32,7 @@ fi
 cmake --build "$build" -j"$jobs" --target dlm_unit_tests dlm_conformance_tests \
   dlm_command_line_tests dlm_contention_tests dlmctl dlm_prometheus_sample || exit 1
 
-# RUN_SERIAL tests (the ones that measure time) still run alone.
+# 4 at a time, as in scripts/test.sh.
 ctest --test-dir "$build" -L '^quick$' -j4 --output-on-failure \
   --timeout 300 "$@"
 rc=$?
