@@ -155,12 +155,14 @@ TEST_P(Waiting, ARequestOfACrashedWaiterIsIgnoredAfterItsDeadline) {
   Lock y = m->getLockInstance("y", LockLevel::DC);
   asOwner("a", [&] { m->tryAcquireLock(x); });
   asOwner("crashed", [&] { m->tryAcquireLock(y); });
-  // "crashed" recorded that it waits for x, with a 200 ms deadline, and died.
+  // "crashed" recorded that it waits for x, with a deadline of 1.5 s (long
+  // enough to be live at the next call when other tests share the CPU), and
+  // died.
   Lock probe = m->getLockInstance("x", LockLevel::DC);
   const WaitRegistration r = m->store().registerWait(WaitRequest{
       StoreKey{
           probe.storeKey(), {}, probe.storeKey() + ".", probe.storeKey() + "/"},
-      "crashed", milliseconds(200)});
+      "crashed", milliseconds(1500)});
   ASSERT_TRUE(r.deadlockCycle.empty());
   asOwner("a", [&] {
     Lock wantY = m->getLockInstance("y", LockLevel::DC);
@@ -170,7 +172,7 @@ TEST_P(Waiting, ARequestOfACrashedWaiterIsIgnoredAfterItsDeadline) {
               ErrorCode::DEADLOCK_DETECTED)
         << "the live request closes the cycle";
   });
-  std::this_thread::sleep_for(milliseconds(400));
+  std::this_thread::sleep_for(milliseconds(1700));
   asOwner("a", [&] {
     Lock wantY = m->getLockInstance("y", LockLevel::DC);
     EXPECT_EQ(codeOf([&] {
