@@ -26,9 +26,6 @@
 # 6. a thread sanitizer build (build/tsan) runs the contention, unit and
 #    conformance tests (the ones with threads).
 # --no-sanitizers stops after step 4 (for a quick local run).
-# The sanitizer builds of steps 5 and 6 are compiled in the background at the
-# lowest CPU priority (nice 19) while step 4 runs, and their tests start
-# once step 4 is done.
 #
 # ctest runs 4 tests at a time (CTEST_PARALLEL_LEVEL overrides; most tests
 # wait on sleeps and the server, not the CPU; the cluster allows 200
@@ -111,6 +108,8 @@ build() {
   # the plain build is optimised (-O1 -DNDEBUG: the optimiser's warnings and
   # code paths, a fifth faster to compile than -O2), the sanitizer builds
   # -O0 with -g1 (line tables: enough for their reports' stack traces).
+  # The builds never overlap the tests: a compiler beside them, even at
+  # nice 19, made timing-bound tests fail (row-lock waits, wake-up bounds).
   # ccache: a rerun recompiles only what changed.
   command -v ccache >/dev/null && opts=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache "${opts[@]}")
   cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLM_WERROR=ON \
@@ -179,8 +178,7 @@ start_pg() {
   echo "PgBouncer at 127.0.0.1:$DLM_TEST_PGBOUNCER_PORT"
 }
 
-bg_pid=""
-trap 'stop_builds; stop_pg' EXIT
+trap 'stop_pg' EXIT
 trap 'echo "test.sh: interrupted" >&2; exit 130' INT TERM
 
 if ! stage "install missing packages" install_missing "${packages[@]}"; then
@@ -190,48 +188,7 @@ fi
 
 stage "PostgreSQL: start a throwaway cluster and PgBouncer" start_pg
 
-# The sanitizer builds (see below), compiled in the background at the lowest
-# CPU priority while the plain build's tests run: those tests mostly wait
-# (on the server, on sleeps and deadlines), so the compiler gets the idle
-# CPU, and whenever a test wants the CPU it gets it first (nice 19 weighs
-# 1.5% of a nice-0 process). Saves most of the sanitizer builds' 4 minutes.
-sanitizer_builds() {
-  renice -n 19 -p "$BASHPID" >/dev/null
-  build "$root/build/asan" -DDLM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug \
-    >"$bg_dir/asan.log" 2>&1
-  echo $? >"$bg_dir/asan.rc"
-  build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -- \
-    dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
-    dlm_unit_tests dlm_conformance_tests >"$bg_dir/tsan.log" 2>&1
-  echo $? >"$bg_dir/tsan.rc"
-}
-
-# Stops a background build still running (an interrupted run).
-stop_builds() {
-  if [[ -n "$bg_pid" && "$bg_pid" != 0 ]]; then
-    pkill -TERM -P "$bg_pid" 2>/dev/null
-    kill "$bg_pid" 2>/dev/null
-  fi
-  return 0
-}
-
-# finished_build NAME: waits for that background build (not the ones after
-# it: the thread sanitizer build goes on while the address sanitizer's tests
-# run), then shows the end of its log and gives its status.
-finished_build() {
-  while [[ ! -e "$bg_dir/$1.rc" ]] && kill -0 "$bg_pid" 2>/dev/null; do
-    sleep 1
-  done
-  tail -n 40 "$bg_dir/$1.log"
-  [[ "$(cat "$bg_dir/$1.rc" 2>/dev/null)" == 0 ]]
-}
-
-bg_dir=$(mktemp -d /tmp/dlm-test-builds.XXXXXX)
 if stage "build (warnings as errors) -> build/ci" build "$root/build/ci"; then
-  if ((sanitizers)); then
-    sanitizer_builds &
-    bg_pid=$!
-  fi
   stage "ctest (all tests, SQLite and PostgreSQL)" run_ctest "$root/build/ci" \
     -LE '^ha$'
   stage "dlmctl demo on SQLite" demo_sqlite
@@ -247,14 +204,8 @@ if ((sanitizers)); then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   # Sanitizer builds leave out what they do not run (fault, failover and
   # upgrade tests, dlm_fairness, the busy-wait bench: EXCLUDE_FROM_ALL).
-  # Started in the background after the plain build (sanitizer_builds); if
-  # that build failed, they are built here.
-  if [[ -z "$bg_pid" ]]; then
-    bg_pid=0
-    sanitizer_builds
-  fi
-  if stage "build with address+undefined sanitizers -> build/asan (background)" \
-    finished_build asan; then
+  if stage "build with address+undefined sanitizers -> build/asan" \
+    build "$root/build/asan" -DDLM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug; then
     # Less the fairness runs: they measure shares of holds (run above and
     # under the thread sanitizer); the same code runs here in contention_*.
     # Less what only repeats code paths run here by other tests, to keep the
@@ -270,8 +221,10 @@ if ((sanitizers)); then
   # own or the library's (contention, the manager's wait hub and keep-alive,
   # the stores' release listeners) and the contention workers.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
-  if stage "build with thread sanitizer -> build/tsan (background)" \
-    finished_build tsan; then
+  if stage "build with thread sanitizer -> build/tsan" \
+    build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -- \
+    dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
+    dlm_unit_tests dlm_conformance_tests; then
     # Not the PgBouncer runs: the same threads as the direct ones.
     stage "concurrency tests under thread sanitizer" \
       run_ctest "$root/build/tsan" -R '^(contention_|unit$|conformance_)' \
@@ -282,6 +235,5 @@ if ((sanitizers)); then
 fi
 
 stop_pg
-rm -rf "$bg_dir"
 finish
 ((failures == 0))
