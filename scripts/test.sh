@@ -19,7 +19,7 @@
 #    failover tests (label "ha") on a pg_auto_failover formation of their
 #    own (scripts/ha-test.sh starts and stops it);
 # 5. an address+undefined sanitizer build (build/asan) runs every test again
-#    but, to stay within 10 minutes, the fairness runs, the contention runs
+#    but, to keep the command short, the fairness runs, the contention runs
 #    through PgBouncer, the mixed-fleet upgrade (it exercises the previous
 #    release's SQL), dlmctl's signal tests, the fault tests (label faults:
 #    restarts and stalls, about 40 s) and the failover tests;
@@ -209,7 +209,7 @@ if ((sanitizers)); then
     # Less the fairness runs: they measure shares of holds (run above and
     # under the thread sanitizer); the same code runs here in contention_*.
     # Less what only repeats code paths run here by other tests, to keep the
-    # whole command within 10 minutes (see step 5 above).
+    # whole command short (see step 5 above).
     stage "ctest under address+undefined sanitizers" \
       run_ctest "$root/build/asan" -LE '^(ha|faults)$' \
       -E '^(contention_fairness_.*|contention_pgbouncer|upgrade_mixed_fleet|cli_exec_signals.*)$'
