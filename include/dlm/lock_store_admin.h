@@ -57,7 +57,7 @@ struct SchemaState {
   // The highest applied version; 0 when none.
   int version() const { return applied.empty() ? 0 : applied.back().version; }
   // The oldest library schema version this database still serves (the
-  // rolling-upgrade rule, README "For DBAs"): a library built for schema
+  // rolling-upgrade rule, docs/dba.md): a library built for schema
   // version L accepts it when L == version(), or when
   // compatibleFrom <= L < version(). 0 when not recorded (before version 3):
   // only a library for exactly version() may use it.

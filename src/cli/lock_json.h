@@ -1,5 +1,5 @@
 // The JSON forms of lock rows and waiters in dlmctl's --json output. Field
-// names are part of dlmctl's interface (README): add, never rename.
+// names are part of dlmctl's interface (docs/operations.md): add, never rename.
 #pragma once
 
 #include <cstdint>
