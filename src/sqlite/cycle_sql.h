@@ -1,8 +1,9 @@
 // The SQL text of the SQLite store's acquisition (sqlite_acquire.cpp,
 // conflicts.cpp) and release (sqlite_store.cpp), in one place. The
-// benchmark's raw sqlite3 baseline runs a copy (bench/sqlite_cycle_sql.h),
-// which tests/unit/bench_sql_test.cpp keeps equal to these. Each is an inline constant: one address program-wide,
-// which is what Connection::statement caches prepared statements by.
+// benchmark's raw sqlite3 baseline runs these too (bench/CMakeLists.txt
+// makes its header from this file). Each is an inline constant: one address
+// program-wide, which is what Connection::statement caches prepared
+// statements by.
 #pragma once
 
 namespace dlm::internal::sqlite::sql {
