@@ -8,16 +8,18 @@
 # 1. installs the build dependencies and the PostgreSQL 15 server if missing;
 # 2. builds everything with warnings as errors (build/ci);
 # 3. starts a throwaway PostgreSQL cluster (scripts/pg-cluster.sh, a temp
-#    directory, a free loopback port), exports its PG* variables and its
-#    directory as DLM_TEST_PG_DIR, starts PgBouncer in front of it
-#    (scripts/pgbouncer.sh, transaction pooling; DLM_TEST_PGBOUNCER_*), and
-#    stops both on exit whatever happens;
+#    directory, a free loopback port) and exports its PG* variables, starts
+#    a second one for the tests that restart or stop a whole server
+#    (DLM_TEST_PG_DIR, tests/support/on_own_cluster.sh), starts PgBouncer
+#    in front of the first (scripts/pgbouncer.sh, transaction pooling;
+#    DLM_TEST_PGBOUNCER_*), and stops them on exit whatever happens;
 # 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
 #    both stores; the fault tests among them (tests/faults, label "faults",
-#    about a minute) restart this cluster, terminate its backends and stall
-#    it behind a proxy, one at a time, and leave it running; then the
-#    failover tests (label "ha") on a pg_auto_failover formation of their
-#    own (scripts/ha-test.sh starts and stops it);
+#    about a minute) restart the second cluster, terminate its backends and
+#    stall it behind a proxy, one at a time, and leave it running; the
+#    failover tests (label "ha") among them on a pg_auto_failover formation
+#    of their own (scripts/pg-auto-failover.sh; scripts/ha-test.sh runs
+#    them alone);
 # 5. an address+undefined sanitizer build (build/asan) runs every test again
 #    but, to keep the command short, the fairness runs, the contention runs
 #    through PgBouncer, the mixed-fleet upgrade (it exercises the previous
@@ -29,9 +31,9 @@
 #
 # ctest runs 4 tests at a time (CTEST_PARALLEL_LEVEL overrides; most tests
 # wait on sleeps and the server, not the CPU; the cluster allows 200
-# connections); the tests marked RUN_SERIAL (those that restart, stall or
-# watch the whole server, the fairness runs, the mixed-fleet upgrade) run
-# alone. ccache is used when installed. scripts/quick-test.sh is the quick
+# connections); the tests marked RUN_SERIAL (the fairness runs: they measure
+# shares of the CPU) run alone; those that restart, stall or watch a whole
+# server take turns on the second cluster beside the others. ccache is used when installed. scripts/quick-test.sh is the quick
 # loop (unit, SQLite conformance, dlmctl on SQLite; no server).
 #
 # Prints PASS/FAIL per stage and overall with the elapsed time; exits 1 if
@@ -144,18 +146,31 @@ demo_postgres() {
 }
 
 pg_dir=""
+own_dir=""
 pgb_dir=""
+ha_dir=""
+stop_ha() {
+  if [[ -n "$ha_dir" ]]; then
+    "$root/scripts/pg-auto-failover.sh" stop "$ha_dir" >/dev/null 2>&1 ||
+      echo "test.sh: could not stop the formation in $ha_dir" >&2
+    ha_dir=""
+  fi
+}
 stop_pg() {
+  stop_ha
   if [[ -n "$pgb_dir" ]]; then
     "$root/scripts/pgbouncer.sh" stop "$pgb_dir" >/dev/null 2>&1 ||
       echo "test.sh: could not stop PgBouncer in $pgb_dir" >&2
     pgb_dir=""
   fi
-  if [[ -n "$pg_dir" ]]; then
-    "$root/scripts/pg-cluster.sh" stop "$pg_dir" >/dev/null 2>&1 ||
-      echo "test.sh: could not stop the PostgreSQL cluster in $pg_dir" >&2
-    pg_dir=""
-  fi
+  local dir
+  for dir in "$pg_dir" "$own_dir"; do
+    [[ -n "$dir" ]] || continue
+    "$root/scripts/pg-cluster.sh" stop "$dir" >/dev/null 2>&1 ||
+      echo "test.sh: could not stop the PostgreSQL cluster in $dir" >&2
+  done
+  pg_dir=""
+  own_dir=""
 }
 
 start_pg() {
@@ -165,10 +180,15 @@ start_pg() {
   "$root/scripts/pg-cluster.sh" start "$pg_dir" || return 1
   # shellcheck disable=SC1091
   . "$pg_dir/env"
-  # The fault tests (tests/faults) restart this server through
-  # scripts/pg-cluster.sh restart "$DLM_TEST_PG_DIR" fast|immediate.
-  export DLM_TEST_PG_DIR=$pg_dir
   echo "PostgreSQL at $PGHOST:$PGPORT (cluster in $pg_dir)"
+  # A second cluster for the tests that restart, stop or watch the whole
+  # server (the fault tests, postgres_store_server_wide): they run on it
+  # through tests/support/on_own_cluster.sh, one at a time, beside the tests
+  # on the first (scripts/pg-cluster.sh restart "$DLM_TEST_PG_DIR" ...).
+  own_dir=$(mktemp -d /tmp/dlm-test-pg-own.XXXXXX) || return 1
+  "$root/scripts/pg-cluster.sh" start "$own_dir" >/dev/null || return 1
+  export DLM_TEST_PG_DIR=$own_dir
+  echo "PostgreSQL for the server-wide tests: cluster in $own_dir"
   # PgBouncer in front of it (transaction pooling), for conformance_pgbouncer.
   pgb_dir=$(mktemp -d /tmp/dlm-test-pgbouncer.XXXXXX) || return 1
   "$root/scripts/pgbouncer.sh" start "$pgb_dir" "$pg_dir" || return 1
@@ -176,6 +196,20 @@ start_pg() {
   . "$pgb_dir/env"
   export DLM_TEST_PGBOUNCER_PORT DLM_TEST_PGBOUNCER_AUTH_FILE
   echo "PgBouncer at 127.0.0.1:$DLM_TEST_PGBOUNCER_PORT"
+}
+
+# The pg_auto_failover formation of the failover tests (label ha).
+start_ha() {
+  ha_dir=$(mktemp -d /tmp/dlm-test-ha.XXXXXX) || return 1
+  if ! "$root/scripts/pg-auto-failover.sh" start "$ha_dir" >/dev/null; then
+    echo "test.sh: the formation did not start; its logs:" >&2
+    tail -n 30 "$ha_dir"/*.log >&2 2>/dev/null
+    return 1
+  fi
+  # shellcheck disable=SC1091
+  . "$ha_dir/env"
+  export DLM_TEST_HA_URL DLM_TEST_HA_DIR
+  echo "pg_auto_failover formation: $DLM_TEST_HA_URL"
 }
 
 trap 'stop_pg' EXIT
@@ -189,12 +223,16 @@ fi
 stage "PostgreSQL: start a throwaway cluster and PgBouncer" start_pg
 
 if stage "build (warnings as errors) -> build/ci" build "$root/build/ci"; then
-  stage "ctest (all tests, SQLite and PostgreSQL)" run_ctest "$root/build/ci" \
-    -LE '^ha$'
+  # The failover tests run beside the others, on servers of their own.
+  if stage "pg_auto_failover: start a throwaway formation" start_ha; then
+    stage "ctest (all tests: SQLite, PostgreSQL, failover)" \
+      run_ctest "$root/build/ci"
+    stop_ha
+  else
+    stage "ctest (all tests but failover)" run_ctest "$root/build/ci" -LE '^ha$'
+  fi
   stage "dlmctl demo on SQLite" demo_sqlite
   stage "dlmctl demo on PostgreSQL" demo_postgres
-  stage "failover tests on a pg_auto_failover formation" \
-    "$root/scripts/ha-test.sh" "$root/build/ci"
 else
   skip "ctest (all tests)" "build failed"
 fi
