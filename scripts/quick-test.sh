@@ -30,7 +30,8 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "${launcher[@]}" || exit 1
 fi
 cmake --build "$build" -j"$jobs" --target dlm_unit_tests dlm_conformance_tests \
-  dlm_command_line_tests dlm_contention_tests dlmctl dlm_prometheus_sample || exit 1
+  dlm_store_contract_tests dlm_command_line_tests dlm_contention_tests dlmctl \
+  dlm_prometheus_sample || exit 1
 
 # 4 at a time, as in scripts/test.sh.
 ctest --test-dir "$build" -L '^quick$' -j4 --output-on-failure \
