@@ -32,6 +32,10 @@ enum class ErrorCode {
   DEADLOCK_DETECTED,
   // The lock is not held by the caller (lost to expiry and takeover).
   LOCK_NOT_HELD,
+  // The database refused the call: the login lacks a privilege it needs
+  // (PostgreSQL SQLSTATE 42501; e.g. an admin call without dlm_admin). The
+  // message says what was refused. Not transient.
+  PERMISSION_DENIED,
 };
 
 // "LOCK_UNAVAILABLE", ...

@@ -26,7 +26,7 @@ enum class LockEventKind {
   LEASE_RENEWED,      // a LockGuard's keep-alive extended its lease
   LEASE_LOST,         // a LockGuard's lease is judged lost
   DEADLOCK,           // acquireLock found a cycle and threw
-  STORE_ERROR,        // a store call failed (each failure, retries too)
+  STORE_ERROR,        // a store call failed (each failure: retries, renewals)
   STORE_RECONNECTED,  // the store replaced a dead connection with a new one
   RELEASE_FAILED,     // a release the library made on its own (a LockGuard's
                       // or ClusteredLockService's destructor) threw; the

@@ -14,6 +14,9 @@ namespace dlm::cli {
 
 // Exit status of a command-line mistake.
 constexpr int kUsageExitStatus = 2;
+// Exit status when the database refused the login a privilege
+// (PERMISSION_DENIED; EX_NOPERM of sysexits.h).
+constexpr int kPermissionDeniedExitStatus = 77;
 
 struct CommandLine {
   GlobalOptions global;

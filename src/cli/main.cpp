@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
     // what kind of failure it is (for scripts grepping the output).
     std::fprintf(stderr, "dlmctl: %s [%s]\n", e.what(),
                  std::string(dlm::toString(e.code())).c_str());
-    return 1;
+    return e.code() == dlm::ErrorCode::PERMISSION_DENIED
+               ? dlm::cli::kPermissionDeniedExitStatus
+               : 1;
   } catch (const std::exception& e) {
     // Anything else (out of memory, a system call failing in demo) is still
     // reported rather than aborting with a core dump.

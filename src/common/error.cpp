@@ -22,6 +22,8 @@ std::string_view toString(ErrorCode code) {
       return "DEADLOCK_DETECTED";
     case ErrorCode::LOCK_NOT_HELD:
       return "LOCK_NOT_HELD";
+    case ErrorCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
   }
   return "UNKNOWN";
 }

@@ -96,6 +96,7 @@ bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline, bool* renewed) {
   } catch (const DLMException& ex) {
     failed = true;
     transient = ex.transient();
+    emitStoreError(e, ex);
   }
   const SteadyTime now = std::chrono::steady_clock::now();
   bool lost = false;
@@ -137,6 +138,22 @@ void KeepAlive::emit(const KeepAliveEntry& e, LockEventKind kind) {
   event.fencingToken = e.fencingToken;
   event.heldFor = std::chrono::duration_cast<milliseconds>(
       std::chrono::steady_clock::now() - e.acquiredAt);
+  telemetry_->emit(event);
+}
+
+void KeepAlive::emitStoreError(const KeepAliveEntry& e,
+                               const DLMException& why) {
+  if (telemetry_ == nullptr) return;
+  telemetry_->storeError(why.code());
+  if (!telemetry_->reporting()) return;
+  LockEvent event;
+  event.kind = LockEventKind::STORE_ERROR;
+  event.lockId = e.lockId;
+  event.key = e.key.key;
+  event.mode = e.mode;
+  event.fencingToken = e.fencingToken;
+  event.code = why.code();
+  event.message = fmt::format("renewing {}: {}", e.lockName, why.what());
   telemetry_->emit(event);
 }
 

@@ -99,6 +99,8 @@ class KeepAlive {
   // False when the entry was cancelled meanwhile (nothing reported).
   bool reportLost(KeepAliveEntry& entry);
   void emit(const KeepAliveEntry& entry, LockEventKind kind);
+  // A STORE_ERROR event for a renewal the store failed.
+  void emitStoreError(const KeepAliveEntry& entry, const DLMException& why);
 
   LockStore& store_;
   const std::chrono::milliseconds operationTimeout_;

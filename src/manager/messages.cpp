@@ -53,6 +53,7 @@ bool isStoreFailure(const DLMException& e) {
     case ErrorCode::INTERNAL_ERROR:
     case ErrorCode::SCHEMA_MISMATCH:
     case ErrorCode::TABLE_CREATION_ERROR:
+    case ErrorCode::PERMISSION_DENIED:
       return true;
     default:
       return e.transient();

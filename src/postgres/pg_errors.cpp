@@ -63,6 +63,13 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
     // Raised by dlm_release_within: the lock was lost before commitLock.
     return DLMException(ErrorCode::LOCK_NOT_HELD, text);
   }
+  if (state == "42501") {
+    return DLMException(
+        ErrorCode::PERMISSION_DENIED,
+        fmt::format("{}; the login lacks a privilege this call needs (grant "
+                    "it dlm_client; admin calls need dlm_admin)",
+                    text));
+  }
   if (state == "42P01" || state == "42883") {
     return DLMException(
         ErrorCode::SCHEMA_MISMATCH,

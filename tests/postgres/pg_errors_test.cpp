@@ -73,9 +73,6 @@ TEST(TranslatePgError,
 TEST(TranslatePgError, EverythingElseIsInternalWithTheSqlState) {
   expectClass(translated(pqxx::sql_error("duplicate key", "q", "23505")),
               ErrorCode::INTERNAL_ERROR, false, "SQLSTATE 23505");
-  expectClass(
-      translated(pqxx::insufficient_privilege("permission denied", "q")),
-      ErrorCode::INTERNAL_ERROR, false, "SQLSTATE 42501");
   expectClass(translated(pqxx::in_doubt_error("commit in doubt")),
               ErrorCode::INTERNAL_ERROR, false, "outcome unknown");
   expectClass(translated(pqxx::conversion_error("bad int")),
@@ -83,6 +80,17 @@ TEST(TranslatePgError, EverythingElseIsInternalWithTheSqlState) {
   expectClass(translated(std::runtime_error("odd")), ErrorCode::INTERNAL_ERROR,
               false, "odd");
   expectClass(translated(42), ErrorCode::INTERNAL_ERROR, false, "unknown");
+}
+
+TEST(TranslatePgError, EveryPermissionDenialIsPermissionDenied) {
+  const DLMException e =
+      translated(pqxx::insufficient_privilege("permission denied", "q"));
+  expectClass(e, ErrorCode::PERMISSION_DENIED, false, "SQLSTATE 42501");
+  EXPECT_NE(std::string(e.what()).find("dlm_admin"), std::string::npos)
+      << e.what();
+  expectClass(translated(internal::PgError("42501", "permission denied for "
+                                           "function dlm_purge", false)),
+              ErrorCode::PERMISSION_DENIED, false, "dlm_purge");
 }
 
 TEST(TranslatePgError, LockLostInReleaseWithinIsLockNotHeld) {

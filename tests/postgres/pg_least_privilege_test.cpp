@@ -68,7 +68,8 @@ std::string tryStore(Fn&& fn) {
     fn();
     return "allowed";
   } catch (const DLMException& e) {
-    return std::string("denied ") + e.what();
+    return std::string("denied ") + e.what() + " [" +
+           std::string(toString(e.code())) + "]";
   }
 }
 
@@ -191,7 +192,8 @@ TEST_F(LeastPrivilegeTest, AppRoleCannotTouchTablesRunDdlOrAdminFunctions) {
     logCheck(who, sql, result);
     EXPECT_TRUE(startsWith(result, "denied 42501")) << sql << ": " << result;
   }
-  // Through the library: the operator calls are refused too.
+  // Through the library: the operator calls are refused too, as
+  // PERMISSION_DENIED.
   PostgresStore store = attackerStore();
   for (const auto& [op, result] :
        std::vector<std::pair<std::string, std::string>>{
@@ -201,6 +203,8 @@ TEST_F(LeastPrivilegeTest, AppRoleCannotTouchTablesRunDdlOrAdminFunctions) {
             tryStore([&] { store.purgeIdle(0ms, 10, false); })}}) {
     logCheck(who, op, result.substr(0, 60));
     EXPECT_NE(result.find("42501"), std::string::npos) << op << ": " << result;
+    EXPECT_NE(result.find("[PERMISSION_DENIED]"), std::string::npos)
+        << op << ": " << result;
   }
 }
 

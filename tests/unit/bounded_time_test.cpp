@@ -16,6 +16,7 @@
 #include "support/fake_store.h"
 #include "support/joining_thread.h"
 #include "support/owners.h"
+#include "support/recorded_events.h"
 
 namespace dlm {
 namespace {
@@ -496,6 +497,38 @@ TEST_F(BoundedTimeTest,
   guard.expiresAt();
   EXPECT_LT(since(start), milliseconds(50));
   faulty_->hang = false;
+}
+
+// Renewals the store refuses are STORE_ERROR events (one per failed try,
+// naming the lock), then the loss is LEASE_LOST.
+TEST_F(BoundedTimeTest, EachFailedRenewalIsAStoreErrorBeforeTheLeaseIsLost) {
+  auto events = std::make_shared<test::RecordedEvents>();
+  auto m = DistributedLockManager::builder()
+               .clientId("svc")
+               .farmId("farm1")
+               .store(faulty_)
+               .configuration(config_)
+               .events(events)
+               .build();
+  m->initialize();
+  Lock lock = m->getLockInstance("job", LockLevel::DC);
+  m->tryAcquireLock(lock, milliseconds(900));
+  const std::string key = lock.storeKey();
+  LockGuard guard(*m, std::move(lock));
+  faulty_->refuse = true;
+  ASSERT_TRUE(eventually(
+      [&] { return events->count(LockEventKind::LEASE_LOST) == 1; },
+      std::chrono::seconds(3), milliseconds(1)));
+  faulty_->refuse = false;
+  const auto errors = events->of(LockEventKind::STORE_ERROR);
+  ASSERT_GE(errors.size(), 2U) << "a renewal is retried while the lease lasts";
+  for (const LockEvent& e : errors) {
+    EXPECT_EQ(e.key, key);
+    EXPECT_EQ(e.code, ErrorCode::CONNECTION_ERROR);
+    EXPECT_NE(e.message.find("renewing"), std::string::npos) << e.message;
+  }
+  EXPECT_GE(m->metrics().storeErrors.at(ErrorCode::CONNECTION_ERROR),
+            errors.size());
 }
 
 TEST_F(BoundedTimeTest, GuardAccessorsAnswerAtOnceWhileARenewalHangs) {
