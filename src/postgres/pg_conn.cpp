@@ -6,7 +6,11 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <string_view>
+#include <vector>
 
 #include "dlm/error.h"
 #include "postgres/pg_errors.h"
@@ -23,6 +27,71 @@ std::string oneLine(const char* message) {
     if (c == '\n' || c == '\t') c = ' ';
   }
   return redactSecrets(s);
+}
+
+// A postgresql:// URI whose user name or password holds a '/' or '@' that
+// is not percent-encoded: libpq would read the rest of the password as the
+// host, port or path, and quote it back in its errors.
+bool userInfoSpills(std::string_view s) {
+  std::string_view rest;
+  for (std::string_view scheme : {"postgresql://", "postgres://"}) {
+    if (s.size() >= scheme.size() &&
+        std::equal(scheme.begin(), scheme.end(), s.begin(),
+                   [](char a, char b) {
+                     return std::tolower(static_cast<unsigned char>(a)) == b;
+                   })) {
+      rest = s.substr(scheme.size());
+    }
+  }
+  if (rest.empty()) return false;
+  rest = rest.substr(0, rest.find_first_of("?#"));
+  const std::size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  const std::size_t at = authority.find('@');
+  if (at != std::string_view::npos &&
+      authority.find('@', at + 1) != std::string_view::npos) {
+    return true;
+  }
+  return slash != std::string_view::npos &&
+         rest.find('@', slash) != std::string_view::npos;
+}
+
+// The values in a keyword string or a URI's query ("k=v" pairs) and its
+// bare words: what libpq's message must not quote back.
+std::vector<std::string> valuesOf(std::string_view s) {
+  std::vector<std::string> values;
+  std::size_t i = 0;
+  const auto isSep = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '&' || c == '?';
+  };
+  while (i < s.size()) {
+    while (i < s.size() && isSep(s[i])) ++i;
+    std::size_t j = i;
+    while (j < s.size() && !isSep(s[j])) ++j;
+    const std::string_view word = s.substr(i, j - i);
+    const std::size_t eq = word.find('=');
+    std::string_view value =
+        eq == std::string_view::npos ? word : word.substr(eq + 1);
+    if (!value.empty() && value.front() == '\'') value.remove_prefix(1);
+    if (!value.empty() && value.back() == '\'') value.remove_suffix(1);
+    if (!value.empty()) values.emplace_back(value);
+    i = j;
+  }
+  return values;
+}
+
+// libpq's parse error with every quoted value or bare word of the string
+// masked (a misspelt keyword is kept, its value is not).
+std::string parseErrorOf(const char* error, std::string_view conninfo) {
+  std::string why = error ? error : "out of memory";
+  for (const std::string& value : valuesOf(conninfo)) {
+    const std::string quoted = "\"" + value + "\"";
+    for (std::size_t at = why.find(quoted); at != std::string::npos;
+         at = why.find(quoted, at + 5)) {
+      why.replace(at, quoted.size(), "\"***\"");
+    }
+  }
+  return oneLine(why.c_str());
 }
 
 // poll()'s timeout for `deadline`: -1 (forever) for a saturated deadline.
@@ -42,16 +111,25 @@ long long budgetMs(Deadline::duration budget) {
 
 ConnParams ConnParams::parse(std::string_view conninfo) {
   const std::string text(conninfo);
+  // Neither message quotes the string: it may hold a password where no
+  // pattern finds it.
+  if (userInfoSpills(text)) {
+    throw DLMException(
+        ErrorCode::INVALID_ARGUMENT,
+        "PostgreSQL store: malformed connection URI (not shown: it may hold "
+        "a password): its user name or password holds a '/' or '@' that is "
+        "not percent-encoded; write '/' as %2F and '@' as %40");
+  }
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(text.c_str(), &error);
   if (options == nullptr) {
-    // libpq's message may quote the offending part of the string.
-    const std::string why = error ? oneLine(error) : "out of memory";
+    const std::string why = parseErrorOf(error, text);
     if (error) PQfreemem(error);
     throw DLMException(
         ErrorCode::INVALID_ARGUMENT,
-        fmt::format("PostgreSQL store: malformed connection string \"{}\": {}",
-                    redactSecrets(text), why));
+        fmt::format("PostgreSQL store: malformed connection string (not "
+                    "shown: it may hold a password): {}",
+                    why));
   }
   ConnParams params;
   // Only what the string set has a value; libpq fills the rest (PG*

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dlm/error.h"
 #include "postgres/pg_conn.h"
@@ -59,6 +61,48 @@ TEST(ConnParams, MalformedIsInvalidArgument) {
     EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT) << e.what();
     EXPECT_FALSE(e.transient());
   }
+}
+
+std::string refusal(const std::string& conninfo) {
+  try {
+    internal::ConnParams::parse(conninfo);
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << conninfo;
+  return "";
+}
+
+// No part of a password reaches a message, wherever the user put it: a
+// '/' or a second '@' unencoded in a URI's password, a misspelt keyword,
+// an unknown query parameter, a bare word.
+TEST(ConnParams, NoMalformedStringIsQuotedBackWithItsSecret) {
+  for (const auto& [conninfo, secret] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"postgresql://u:Xk/9v+Qz=@127.0.0.1:27399/db", "Xk"},
+           {"postgresql://u:Xk/9v+Qz=@127.0.0.1:27399/db", "9v+Qz="},
+           {"postgresql://u:Mk@rk3r9@127.0.0.1:27399/db", "rk3r9"},
+           {"POSTGRES://u:Mk@rk3r9@h/db", "rk3r9"},
+           {"host=127.0.0.1 port=27399 pasword=S3cret", "S3cret"},
+           {"host=h passwrd='S3 cret'", "S3 cret"},
+           {"postgresql://u@h:1/db?passwd=S3cret", "S3cret"},
+           {"host=h S3cret", "S3cret"}}) {
+    const std::string message = refusal(conninfo);
+    EXPECT_EQ(message.find(secret), std::string::npos) << message;
+    EXPECT_NE(message.find("not shown"), std::string::npos) << message;
+  }
+  // What helps the user stays: the misspelt keyword, the encoding to use.
+  EXPECT_NE(refusal("host=h pasword=S3cret").find("\"pasword\""),
+            std::string::npos);
+  EXPECT_NE(refusal("postgresql://u:a/b@h/db").find("%2F"), std::string::npos);
+  // Percent-encoded, the same password is fine.
+  EXPECT_EQ(internal::ConnParams::parse("postgresql://u:Xk%2F9v@h/db")
+                .value("password"),
+            "Xk/9v");
+  EXPECT_EQ(internal::ConnParams::parse("postgresql://u@h/db?options=a@b")
+                .value("options"),
+            "a@b");
 }
 
 }  // namespace
