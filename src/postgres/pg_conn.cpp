@@ -29,8 +29,8 @@ std::string oneLine(const char* message) {
   return redactSecrets(s);
 }
 
-// A postgresql:// URI whose user name or password holds a '/' or '@' that
-// is not percent-encoded: libpq would read the rest of the password as the
+// A postgresql:// URI whose user name or password holds a '/', '?' or '@'
+// that is not percent-encoded: libpq would read the rest of the password as the
 // host, port or path, and quote it back in its errors.
 bool userInfoSpills(std::string_view s) {
   std::string_view rest;
@@ -44,53 +44,86 @@ bool userInfoSpills(std::string_view s) {
     }
   }
   if (rest.empty()) return false;
-  rest = rest.substr(0, rest.find_first_of("?#"));
+  // libpq takes user:password up to the first '@' before any '/', then the
+  // hosts up to the next '/' or '?'.
   const std::size_t slash = rest.find('/');
-  const std::string_view authority = rest.substr(0, slash);
-  const std::size_t at = authority.find('@');
+  const std::size_t at = rest.find('@');
   if (at != std::string_view::npos &&
-      authority.find('@', at + 1) != std::string_view::npos) {
-    return true;
+      (slash == std::string_view::npos || at < slash)) {
+    // A second '@' in the hosts or the path: the password held one (and
+    // perhaps a '/'); a database name with an '@' must encode it too.
+    const std::string_view after = rest.substr(at + 1);
+    return after.substr(0, after.find('?')).find('@') !=
+           std::string_view::npos;
   }
-  return slash != std::string_view::npos &&
-         rest.find('@', slash) != std::string_view::npos;
-}
-
-// The values in a keyword string or a URI's query ("k=v" pairs) and its
-// bare words: what libpq's message must not quote back.
-std::vector<std::string> valuesOf(std::string_view s) {
-  std::vector<std::string> values;
-  std::size_t i = 0;
-  const auto isSep = [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '&' || c == '?';
-  };
-  while (i < s.size()) {
-    while (i < s.size() && isSep(s[i])) ++i;
-    std::size_t j = i;
-    while (j < s.size() && !isSep(s[j])) ++j;
-    const std::string_view word = s.substr(i, j - i);
-    const std::size_t eq = word.find('=');
-    std::string_view value =
-        eq == std::string_view::npos ? word : word.substr(eq + 1);
-    if (!value.empty() && value.front() == '\'') value.remove_prefix(1);
-    if (!value.empty() && value.back() == '\'') value.remove_suffix(1);
-    if (!value.empty()) values.emplace_back(value);
-    i = j;
-  }
-  return values;
-}
-
-// libpq's parse error with every quoted value or bare word of the string
-// masked (a misspelt keyword is kept, its value is not).
-std::string parseErrorOf(const char* error, std::string_view conninfo) {
-  std::string why = error ? error : "out of memory";
-  for (const std::string& value : valuesOf(conninfo)) {
-    const std::string quoted = "\"" + value + "\"";
-    for (std::size_t at = why.find(quoted); at != std::string::npos;
-         at = why.find(quoted, at + 5)) {
-      why.replace(at, quoted.size(), "\"***\"");
+  if (at == std::string_view::npos) return false;
+  // No user-info, but an '@' later: the password held a '/' (or a '?'),
+  // and "user:pass..." now reads as a host with a port that is not a
+  // number, or the '@' sits in the path.
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?"));
+  if (authority.find('[') == std::string_view::npos) {
+    std::size_t from = 0;
+    while (from <= authority.size()) {
+      std::size_t comma = authority.find(',', from);
+      if (comma == std::string_view::npos) comma = authority.size();
+      const std::string_view hostPort = authority.substr(from, comma - from);
+      const std::size_t colon = hostPort.find(':');
+      if (colon != std::string_view::npos) {
+        const std::string_view port = hostPort.substr(colon + 1);
+        if (port.empty() ||
+            !std::all_of(port.begin(), port.end(), [](char c) {
+              return std::isdigit(static_cast<unsigned char>(c)) != 0;
+            })) {
+          return true;
+        }
+      }
+      from = comma + 1;
     }
   }
+  return rest.substr(0, rest.find('?')).find('@') != std::string_view::npos;
+}
+
+// Whether `word` looks like a keyword and stands in `conninfo` as one
+// (`word=` at the start, after a space, '?' or '&'): a name, not a secret.
+bool isKeywordIn(std::string_view conninfo, std::string_view word) {
+  // libpq's keywords are lower-case letters and '_'.
+  if (word.empty() || word.size() > 40 ||
+      !std::all_of(word.begin(), word.end(),
+                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; })) {
+    return false;
+  }
+  const std::string key = std::string(word) + "=";
+  for (std::size_t at = conninfo.find(key); at != std::string_view::npos;
+       at = conninfo.find(key, at + 1)) {
+    if (at == 0 || conninfo[at - 1] == ' ' || conninfo[at - 1] == '\t' ||
+        conninfo[at - 1] == '?' || conninfo[at - 1] == '&') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// libpq's parse error with every quoted part masked but keywords (a
+// misspelt keyword is named, its value is not) and single characters
+// (missing "="): libpq quotes values, bare words and percent-encoded parts
+// of a URI's password alike.
+std::string parseErrorOf(const char* error, std::string_view conninfo) {
+  const std::string raw = error ? error : "out of memory";
+  std::string why;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t open = raw.find('"', from);
+    const std::size_t close =
+        open == std::string::npos ? open : raw.find('"', open + 1);
+    if (close == std::string::npos) break;
+    const std::string_view word(raw.data() + open + 1, close - open - 1);
+    why.append(raw, from, open + 1 - from);
+    why += word.size() <= 1 || isKeywordIn(conninfo, word) ? std::string(word)
+                                                           : "***";
+    why += '"';
+    from = close + 1;
+  }
+  why.append(raw, from, std::string::npos);
   return oneLine(why.c_str());
 }
 
@@ -117,8 +150,9 @@ ConnParams ConnParams::parse(std::string_view conninfo) {
     throw DLMException(
         ErrorCode::INVALID_ARGUMENT,
         "PostgreSQL store: malformed connection URI (not shown: it may hold "
-        "a password): its user name or password holds a '/' or '@' that is "
-        "not percent-encoded; write '/' as %2F and '@' as %40");
+        "a password): its user name or password holds a '/', '?' or '@' "
+        "that is not percent-encoded; write '/' as %2F, '?' as %3F and '@' "
+        "as %40");
   }
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(text.c_str(), &error);

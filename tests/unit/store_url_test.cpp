@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,63 @@ TEST(DescribeStoreUrl, ShowsWhereLibpqGoesWithoutThePassword) {
   const std::string nested = describeStoreUrl(
       "user=app host=db port=1 dbname='postgresql://u:secretpw@h/x'");
   EXPECT_EQ(nested.find(kSecret), std::string::npos) << nested;
+}
+
+// Passwords made of the characters users put in them (unencoded '/', '@',
+// ':', '?', '=', '&', quotes, spaces, '%'), around a marker, in every place
+// a password goes: a URI's user-info, a password keyword (spelt right or
+// wrong), a URI query parameter. Whether the string is accepted or
+// refused, neither describeStoreUrl nor any message shows the marker.
+TEST(DescribeStoreUrl, NoPlacementOfAPasswordReachesAMessage) {
+  constexpr const char* kMarker = "Q7xMARKx9";
+  const std::string specials = "/@:?=&' %#+,;";
+  std::mt19937 random(20261127);
+  const auto pick = [&](const std::string& from) {
+    return from[random() % from.size()];
+  };
+  const auto password = [&] {
+    std::string p;
+    for (int i = random() % 4; i > 0; --i) p += pick(specials + "ab9");
+    p += kMarker;
+    for (int i = random() % 4; i > 0; --i) p += pick(specials + "cd8");
+    return p;
+  };
+  const std::vector<std::string> keywords = {"password", "pasword", "passwd",
+                                             "passwrd", "PASSWORD"};
+  int refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string pw = password();
+    std::string url;
+    switch (random() % 4) {
+      case 0:
+        url = "postgresql://app:" + pw + "@127.0.0.1:1/db";
+        break;
+      case 1:
+        url = "postgres://app:" + pw + "@h1:1,h2:2/db?sslmode=disable";
+        break;
+      case 2:
+        url = "host=127.0.0.1 port=1 " + keywords[random() % keywords.size()] +
+              "=" + pw + " dbname=db";
+        break;
+      default:
+        url = "postgresql://app@127.0.0.1:1/db?" +
+              keywords[random() % keywords.size()] + "=" + pw;
+        break;
+    }
+    std::string shown;
+    try {
+      shown = describeStoreUrl(url);
+      openStore(url);
+    } catch (const DLMException& e) {
+      ++refused;
+      shown += e.what();
+    }
+    ASSERT_EQ(shown.find(kMarker), std::string::npos)
+        << "from " << url << ": " << shown;
+  }
+  // Both paths were taken.
+  EXPECT_GT(refused, 100);
+  EXPECT_LT(refused, 1900);
 }
 
 #endif  // DLM_WITH_POSTGRES
