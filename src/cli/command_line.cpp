@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -17,11 +18,23 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// CLI11's range check without its "in [min - max]" in the help (the
-// option's description says what matters).
+// A range check without "in [min - max]" in the help (the option's
+// description says what matters). Not CLI::Range: "nan" passes it (every
+// comparison with NaN is false).
 template <typename T>
 CLI::Validator range(T min, T max) {
-  return CLI::Range(min, max).description("");
+  return CLI::Validator(
+      [min, max](std::string& input) {
+        char* end = nullptr;
+        const double value = std::strtod(input.c_str(), &end);
+        const bool number = !input.empty() && end != nullptr && *end == '\0';
+        if (number && !std::isnan(value) && value >= static_cast<double>(min) &&
+            value <= static_cast<double>(max)) {
+          return std::string();
+        }
+        return fmt::format("Value {} not in range {} to {}", input, min, max);
+      },
+      "");
 }
 
 milliseconds fromSeconds(double seconds) {

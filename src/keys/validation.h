@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string_view>
 
+#include "common/utf8.h"
 #include "dlm/lock_key.h"
 
 namespace dlm::internal {
@@ -25,6 +26,5 @@ void validateScopeName(std::string_view what, std::string_view value,
 void requirePositive(std::string_view what, std::chrono::milliseconds value);
 void requireNonNegative(std::string_view what, std::chrono::milliseconds value);
 
-bool isValidUtf8(std::string_view bytes);
 
 }  // namespace dlm::internal

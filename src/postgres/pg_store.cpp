@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/crc32.h"
+#include "common/utf8.h"
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
@@ -576,6 +577,14 @@ class PostgresStore::Impl {
   template <typename Fn>
   auto run(std::string_view op, std::string_view key, Fn&& fn)
       -> std::invoke_result_t<Fn&, PgConn&, Deadline> {
+    // A PostgreSQL text value is valid UTF-8: no key or prefix that is not
+    // can name anything, and the server would refuse it as an error.
+    if (!internal::isValidUtf8(key)) {
+      throw DLMException(
+          ErrorCode::INVALID_ARGUMENT,
+          fmt::format("PostgreSQL store: {} {}: not valid UTF-8", op,
+                      internal::printableBytes(key)));
+    }
     const Deadline deadline = deadlineOr(options_.operationTimeout);
     if (std::chrono::steady_clock::now() >= deadline) {
       // Nothing to wait for: fail without leasing (a pooled connection
@@ -585,7 +594,7 @@ class PostgresStore::Impl {
           key.empty()
               ? fmt::format("PostgreSQL store: {}: deadline already passed", op)
               : fmt::format("PostgreSQL store: {} {}: deadline already passed",
-                            op, key),
+                            op, internal::printableBytes(key)),
           true);
     }
     for (int attempt = 0;; ++attempt) {
@@ -606,7 +615,8 @@ class PostgresStore::Impl {
         }
         DLMException error = internal::translatePgError(
             key.empty() ? fmt::format("PostgreSQL store: {}", op)
-                        : fmt::format("PostgreSQL store: {} {}", op, key));
+                        : fmt::format("PostgreSQL store: {} {}", op,
+                                      internal::printableBytes(key)));
         if (lease && error.code() == ErrorCode::CONNECTION_ERROR) {
           lease->discard();
         }

@@ -105,6 +105,10 @@ TEST(CommandLine, ExecOptionsAreChecked) {
   for (const Words& bad : {Words{"exec", "--lock", "x", "--ttl", "0", "t"},
                            Words{"exec", "--lock", "x", "-E", "256", "t"},
                            Words{"exec", "--lock", "x", "-w", "abc", "t"},
+                           Words{"exec", "--lock", "x", "--ttl", "nan", "t"},
+                           Words{"exec", "--lock", "x", "--ttl", "NaN", "t"},
+                           Words{"exec", "--lock", "x", "-w", "nan", "t"},
+                           Words{"exec", "--lock", "x", "--ttl", "1s", "t"},
                            Words{"exec", "true"}}) {
     const ParseOutcome out = parse(bad);
     EXPECT_FALSE(out.run) << bad.back();

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "common/crc32.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
+#include "dlm/lock_store_admin.h"
 #include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
 #include "postgres/pg_migrate.h"
@@ -92,6 +94,27 @@ TEST(PostgresErrors, ConnectingToAClosedPortIsATransientConnectionError) {
   EXPECT_TRUE(e2.transient());
   EXPECT_TRUE(contains(e2.what(), "t#x"))
       << "the message names the lock: " << e2.what();
+}
+
+// No PostgreSQL text holds them: refused before any I/O, and quoted back
+// escaped (not as raw bytes, not as the server's INTERNAL_ERROR).
+TEST(PostgresErrors, AKeyOrPrefixThatIsNotUtf8IsInvalidArgument) {
+  MigratedSchema schema;
+  PostgresStore store(schema.options());
+  store.initialize(false);
+  auto& admin = adminOf(store);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { admin.listHeld("DC#\xFF"); },
+           [&] { admin.listWaiters("\xC3"); },
+           [&] { admin.describe("k\xFF"); },
+           [&] { admin.holdersOf("k\xFF"); },
+           [&] { admin.forceRelease("k\xFF"); }}) {
+    const DLMException e = errorOf(call);
+    EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT) << e.what();
+    EXPECT_TRUE(contains(e.what(), "\\x")) << e.what();
+    EXPECT_FALSE(contains(e.what(), "\xFF")) << e.what();
+  }
+  EXPECT_TRUE(admin.listHeld("").empty());
 }
 
 TEST(PostgresErrors, InitializeOnAnEmptySchemaIsSchemaMismatchNamingV1) {

@@ -22,6 +22,14 @@ TEST(IsValidUtf8, RejectsMalformedSequences) {
   }
 }
 
+TEST(PrintableBytes, EscapesOnlyWhatIsNotPlainText) {
+  EXPECT_EQ(printableBytes("b\xC3\xA4r.job"), "b\xC3\xA4r.job");
+  EXPECT_EQ(printableBytes("a\xFF"), "a\\xFF");
+  EXPECT_EQ(printableBytes("a\x01" "b"), "a\\x01b");
+  // Not valid UTF-8 as a whole: every high byte is escaped.
+  EXPECT_EQ(printableBytes("\xC3\xA4\xFF"), "\\xC3\\xA4\\xFF");
+}
+
 TEST(Crc32, MatchesTheStandardCheckValue) {
   EXPECT_EQ(crc32("123456789"), 0xCBF43926U);
   EXPECT_EQ(crc32(""), 0U);
