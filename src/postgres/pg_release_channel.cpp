@@ -176,7 +176,8 @@ PgReleaseChannel::PgReleaseChannel(Connect connect,
 
 PgReleaseChannel::~PgReleaseChannel() { close(); }
 
-bool PgReleaseChannel::subscribe(ReleaseListener* listener) {
+bool PgReleaseChannel::subscribe(ReleaseListener* listener,
+                                 std::string* whyNot) {
   std::lock_guard<std::mutex> life(lifecycleMu_);
   if (closed_) {
     throw DLMException(ErrorCode::INTERNAL_ERROR,
@@ -187,8 +188,13 @@ bool PgReleaseChannel::subscribe(ReleaseListener* listener) {
     try {
       // Connect and LISTEN here, so delivery is active when we return.
       listening = startListening(connect_, deadlineOr(connectTimeout_), -1);
-    } catch (...) {
+    } catch (const std::exception& e) {
       // Unreachable server, or LISTEN refused: the caller polls instead.
+      // (The store's messages carry no password.)
+      if (whyNot != nullptr) *whyNot = e.what();
+      return false;
+    } catch (...) {
+      if (whyNot != nullptr) *whyNot = "unknown error";
       return false;
     }
     worker_ = std::make_unique<Worker>(*this, std::move(listening));

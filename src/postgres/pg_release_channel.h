@@ -62,9 +62,10 @@ class PgReleaseChannel {
   // committed after it returns is delivered. False, and nothing kept, when
   // the connection cannot be opened or the server refuses LISTEN (a hot
   // standby, an engine without LISTEN): the caller polls, and may try again
-  // later. Throws DLMException INTERNAL_ERROR after close(). Blocks for the
-  // connection set-up: until currentDeadline(), or connectTimeout.
-  bool subscribe(ReleaseListener* listener);
+  // later; `whyNot` (when given) then says why. Throws DLMException
+  // INTERNAL_ERROR after close(). Blocks for the connection set-up: until
+  // currentDeadline(), or connectTimeout.
+  bool subscribe(ReleaseListener* listener, std::string* whyNot = nullptr);
 
   // Removes `listener`; no call to it is running or made after this returns.
   // The last one stops the thread and closes the connection (waiting for a

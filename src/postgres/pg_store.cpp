@@ -380,7 +380,20 @@ class PostgresStore::Impl {
     if (options_.poolerSafe && options_.listenConnection.empty()) {
       return false;
     }
-    return releases_.subscribe(listener);
+    std::string whyNot;
+    if (releases_.subscribe(listener, &whyNot)) return true;
+    // Waiters still get the lock, by polling: slower, and worth telling
+    // (a misspelt dlm_listen_host, a LISTEN the server refuses).
+    if (!whyNot.empty()) {
+      warnings_.warn(fmt::format(
+          "release notifications are off: the LISTEN connection{} could not "
+          "be opened ({}); waiting acquires poll every sleepBetweenRetries",
+          options_.listenConnection.empty()
+              ? ""
+              : " (listenConnection, dlm_listen_host/dlm_listen_port)",
+          whyNot));
+    }
+    return false;
   }
 
   void unsubscribeReleases(ReleaseListener* listener) {

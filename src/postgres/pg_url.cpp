@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <string>
 
 #include "common/redact.h"
 #include "dlm/error.h"
@@ -59,6 +61,18 @@ void applyDlmParameters(
           "unknown dlm parameter '{}' (dlm's are dlm_pooler_safe, "
           "dlm_listen_host, dlm_listen_port, dlm_synchronous_replication)",
           internal::redactSecrets(keyword)));
+    }
+  }
+  if (!listenPort.empty()) {
+    // libpq checks a port only when it connects: a typo would only turn
+    // wake-ups off.
+    const bool digits = listenPort.size() <= 5 &&
+                        std::all_of(listenPort.begin(), listenPort.end(),
+                                    [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoi(listenPort) < 1 || std::stoi(listenPort) > 65535) {
+      refuse(fmt::format("dlm_listen_port must be a port number (1 to "
+                         "65535), got '{}'",
+                         internal::redactSecrets(listenPort)));
     }
   }
   if (!listenHost.empty() || !listenPort.empty()) {

@@ -283,6 +283,33 @@ TEST(PgReleaseChannel, SubscribeIsFalseWhenNoServerAnswers) {
   channel.unsubscribe(&listener);  // harmless
 }
 
+// A LISTEN connection that cannot be opened (a misspelt dlm_listen_host,
+// say) turns wake-ups off: the store says so as a warning, with the cause.
+TEST(PgReleaseChannel, AStoreThatCannotListenWarnsWhy) {
+  class Warnings final : public StoreWarningListener {
+   public:
+    void storeWarning(std::string_view message) override {
+      messages.emplace_back(message);
+    }
+    std::vector<std::string> messages;
+  };
+  PostgresStoreOptions options;
+  options.listenConnection = "host=127.0.0.1 port=1";
+  PostgresStore store(options);
+  Warnings warnings;
+  store.addWarningListener(&warnings);
+  RecordingListener listener;
+  EXPECT_FALSE(store.subscribeReleases(&listener));
+  ASSERT_EQ(warnings.messages.size(), 1U);
+  EXPECT_NE(warnings.messages[0].find("release notifications are off"),
+            std::string::npos)
+      << warnings.messages[0];
+  EXPECT_NE(warnings.messages[0].find("dlm_listen_host"), std::string::npos)
+      << warnings.messages[0];
+  store.removeWarningListener(&warnings);
+  store.close();
+}
+
 TEST(PgReleaseChannel, RunsOnlyWhileSomeoneListens) {
   internal::PgReleaseChannel channel(connectTo(""), 5s);
   RecordingListener a, b;

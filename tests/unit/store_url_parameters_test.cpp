@@ -101,7 +101,12 @@ TEST(StoreUrlParameters, UnknownOnesAndBadValuesAreRefusedWithoutThePassword) {
         "postgresql://u:secretpw@h/db?dlm_poolersafe=true",
         "host=h password=secretpw dlm_synchronous_replication=always",
         "host=h password=secretpw dlm_listen_host='x",
-        "postgresql://u:secretpw@h/db?dlm_listen_port=5432&bogus=1"}) {
+        "postgresql://u:secretpw@h/db?dlm_listen_port=5432&bogus=1",
+        // A port libpq would only refuse when it connects (wake-ups off).
+        "postgresql://u:secretpw@h/db?dlm_listen_port=abc",
+        "host=h password=secretpw dlm_listen_port=0",
+        "host=h password=secretpw dlm_listen_port=65536",
+        "host=h password=secretpw dlm_listen_port=-1"}) {
     SCOPED_TRACE(url);
     const DLMException e = errorOf([&] { parseStoreUrl(url); });
     EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
