@@ -45,10 +45,18 @@ void throwError(sqlite3* db, std::string_view path, int rc,
       // a retry's backoff.
       throw DLMException(ErrorCode::CONNECTION_ERROR, detail);
     case SQLITE_IOERR:
-      // An I/O error may be passing (e.g. a file system hiccup); every store
-      // call is safe to repeat.
+    case SQLITE_FULL:
+      // An I/O error may be passing (e.g. a file system hiccup), and a full
+      // disk may get space back; every store call is safe to repeat.
       throw DLMException(ErrorCode::CONNECTION_ERROR, detail,
                          /*transient=*/true);
+    case SQLITE_READONLY:
+      // The file (or its directory, or the file system) cannot be written:
+      // the store is unusable for changes until someone fixes that.
+      throw DLMException(ErrorCode::CONNECTION_ERROR, detail);
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      throw DLMException(ErrorCode::PERMISSION_DENIED, detail);
     default:
       break;
   }
