@@ -76,6 +76,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
                                         manager_.config().operationTimeout);
   for (;;) {
     if (attemptAgain(waiter)) return;
+    if (woken_) ++fruitlessWakes_;
     throwIfTimedOut();
     reportIfDue();
     // Checked after the signal's reset: a stopWaiting() after this check
@@ -243,6 +244,13 @@ void DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
   // Never past the deadline: the loop makes a last attempt there.
   const bool woken = manager_.clock().sleepUntilSignalled(
       std::min(sleep, left()), waiter.signal);
+  woken_ = woken;
+  if (woken && fruitlessWakes_ > 0) {
+    // Wake-ups that come during the gap are folded into this one (the
+    // attempt resets the signal).
+    manager_.clock().sleepFor(
+        std::min(wakeGap(), std::max(milliseconds(0), left())));
+  }
   if (woken && manager_.config().retryJitter > 0 &&
       manager_.hub().rankOf(waiter) > 0) {
     // Others were woken by the same release; the longest waiter goes first.
@@ -252,6 +260,18 @@ void DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
             milliseconds(1),
         std::max(milliseconds(0), left())));
   }
+}
+
+// 1 ms after the first fruitless wake-up, doubling, up to a quarter of
+// sleepBetweenRetries (at most 100 ms): a waiter behind others in the queue
+// reacts to its turn at most that late, and a flood of wake-ups gives at
+// most one attempt per gap.
+milliseconds DistributedLockManager::Impl::WaitLoop::wakeGap() const {
+  const milliseconds cap = std::clamp(
+      manager_.config().sleepBetweenRetries / 4, milliseconds(1),
+      milliseconds(100));
+  const int doublings = std::min(fruitlessWakes_ - 1, 10);
+  return std::min(cap, milliseconds(1) * (1 << std::max(doublings, 0)));
 }
 
 // sleepBetweenRetries shortened by the jitter, and by the next report.

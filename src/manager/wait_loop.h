@@ -59,8 +59,12 @@ class DistributedLockManager::Impl::WaitLoop {
   // What blocks the lock as the last refusal said, with its holder when
   // the store can tell.
   LockBlocker blocker() const;
-  // Sleeps until a release wakes `waiter` or the next attempt is due.
+  // Sleeps until a release wakes `waiter` or the next attempt is due. After
+  // wake-ups that won nothing, a woken waiter waits a growing quiet gap
+  // first (wakeGap): a flood of wake-ups (a forged NOTIFY needs no dlm
+  // role) costs a few attempts, not one per notification.
   void sleepUntilWakeOrRetry(Waiter& waiter);
+  std::chrono::milliseconds wakeGap() const;
   std::chrono::milliseconds nextSleep() const;
 
   // What is left of the wait by the manager's clock.
@@ -79,6 +83,10 @@ class DistributedLockManager::Impl::WaitLoop {
   // Reports follow the manager's clock, as the waiting does.
   Clock::TimePoint reportStart_;
   Clock::TimePoint nextReport_;
+  // Whether the last sleep ended by a wake-up, and how many wake-ups in a
+  // row were followed by a refused attempt.
+  bool woken_ = false;
+  int fruitlessWakes_ = 0;
 };
 
 }  // namespace dlm

@@ -499,6 +499,44 @@ TEST_F(BoundedTimeTest,
   faulty_->hang = false;
 }
 
+// Wake-ups for a key that stays held (a forged NOTIFY dlm_release needs no
+// dlm role): a flood of them gives a few attempts, not one per wake-up, and
+// the waiter still gives up at its deadline.
+TEST_F(BoundedTimeTest, AFloodOfWakeUpsCostsAFewAttemptsNotOneEach) {
+  config_.sleepBetweenRetries = milliseconds(400);
+  config_.retryJitter = 0;
+  auto m = manager();
+  Lock held = m->getLockInstance("job", LockLevel::DC);
+  asOwner("holder", [&] { m->tryAcquireLock(held); });
+  const std::uint64_t refusedBefore = m->metrics().refusals;
+  std::atomic<bool> waiting{true};
+  std::atomic<long> wakeUps{0};
+  test::JoiningThread flood([&] {
+    while (waiting) {
+      if (ReleaseListener* l = faulty_->listener.load()) {
+        l->released(held.storeKey());
+        ++wakeUps;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  const auto start = steady_clock::now();
+  asOwner("waiter", [&] {
+    Lock l = m->getLockInstance("job", LockLevel::DC);
+    EXPECT_EQ(test::codeOf([&] { m->acquireLock(l, milliseconds(1000),
+                                                milliseconds(1500)); }),
+              ErrorCode::LOCK_UNAVAILABLE);
+  });
+  waiting = false;
+  EXPECT_LT(since(start), milliseconds(1500 + 1000));
+  const std::uint64_t attempts = m->metrics().refusals - refusedBefore;
+  // 1.5 s: the gap grows 1, 2, ... 64 ms, then 100 ms (a quarter of
+  // sleepBetweenRetries, capped): about 20 attempts; thousands without.
+  EXPECT_GT(wakeUps.load(), 1000) << "the flood did not reach the waiter";
+  EXPECT_LT(attempts, 40U) << wakeUps.load() << " wake-ups";
+  asOwner("holder", [&] { m->releaseLock(held); });
+}
+
 // Renewals the store refuses are STORE_ERROR events (one per failed try,
 // naming the lock), then the loss is LEASE_LOST.
 TEST_F(BoundedTimeTest, EachFailedRenewalIsAStoreErrorBeforeTheLeaseIsLost) {
