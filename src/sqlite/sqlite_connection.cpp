@@ -1,6 +1,7 @@
 #include "sqlite/sqlite_connection.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -69,6 +70,13 @@ void throwError(sqlite3* db, std::string_view path, int rc,
                     detail, path));
   }
   throw DLMException(ErrorCode::INTERNAL_ERROR, detail);
+}
+
+std::optional<FileId> fileIdOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{static_cast<unsigned long long>(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino)};
 }
 
 std::string canonicalFile(sqlite3* db) {

@@ -61,6 +61,18 @@ class Connection;
 // string; empty for an in-memory or temporary database.
 std::string canonicalFile(sqlite3* db);
 
+// Which file a path names now: device and inode.
+struct FileId {
+  unsigned long long device = 0;
+  unsigned long long inode = 0;
+  bool operator==(const FileId& o) const {
+    return device == o.device && inode == o.inode;
+  }
+  bool operator!=(const FileId& o) const { return !(*this == o); }
+};
+// The file `path` names, or nullopt when there is none (deleted).
+std::optional<FileId> fileIdOf(const std::string& path);
+
 // A cached prepared statement in use. Resets the statement when destroyed,
 // so a cached statement never keeps a read transaction open between calls.
 // The parameters keep the values of the previous use (cheaper than clearing

@@ -190,10 +190,29 @@ class SqliteStore::Impl {
                                    : deadlineAfter(options_.busyTimeout);
     const auto guard = mutex_.lock(what, callLimit);
     throwIfClosed();
+    if (connection_ && fileId_ && internal::sqlite::fileIdOf(fileName_) != fileId_) {
+      // Deleted (or replaced) under the open connection: it would go on
+      // reading and writing the unlinked file, so a holder would keep
+      // renewing a lock that a new file no longer has, and a new file's
+      // fencing tokens would start again from 1. Every lock held through
+      // the old file is lost; the next call opens whatever is there now.
+      connection_.reset();
+      fileId_.reset();
+      throw DLMException(
+          ErrorCode::CONNECTION_ERROR,
+          fmt::format("sqlite store '{}': {}: the database file was deleted "
+                      "or replaced while in use; locks held through it are "
+                      "lost",
+                      options_.path, what));
+    }
     if (!connection_) {
       // Not kept when opening fails, so the next call tries again.
       connection_ = std::make_unique<Connection>(
           options_.path, options_.busyTimeout, callLimit);
+      fileName_ = internal::sqlite::canonicalFile(connection_->handle());
+      fileId_ = fileName_.empty()
+                    ? std::nullopt
+                    : internal::sqlite::fileIdOf(fileName_);
       std::lock_guard<std::mutex> channelGuard(channelMutex_);
       if (channel_.empty()) {
         // Named once, by the first connection: every store object on the
@@ -307,6 +326,10 @@ class SqliteStore::Impl {
   // mutex, and close() can refuse new calls before it waits for that mutex.
   std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
+  // The file connection_ opened (device and inode; none for in-memory and
+  // temporary databases), checked before every call. Guarded by mutex_.
+  std::string fileName_;
+  std::optional<internal::sqlite::FileId> fileId_;
   // Set once, when the first connection opens; guarded apart from mutex_ so
   // unsubscribing and announcing never wait for a transaction.
   // channel_ and wakePath_ are written once, under channelMutex_, before

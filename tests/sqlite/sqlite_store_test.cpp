@@ -8,13 +8,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "dlm/dlm.h"
 #include "dlm/error.h"
+#include "dlm/sqlite_store.h"
 #include "sqlite_test_util.h"
 #include "support/error_code.h"
 
@@ -208,6 +211,59 @@ TEST_F(SqliteStoreTest, OperationsOnAFileWithoutTheSchemaAreSchemaMismatch) {
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
   EXPECT_NE(std::string(e.what()).find("dlmctl migrate"), std::string::npos)
       << e.what();
+}
+
+// The file deleted under a holder (and made again, as `dlmctl migrate` or
+// applyMigrations(true) would): the holder's renewals fail at once instead
+// of going on in the unlinked file, so its guard reports the loss, and the
+// new file's holder is the only one.
+TEST_F(SqliteStoreTest, AFileDeletedWhileInUseEndsTheHoldsMadeThroughIt) {
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path_});
+  store->initialize(true);
+  auto m = DistributedLockManager::builder()
+               .clientId("c")
+               .farmId("f")
+               .store(store)
+               .build();
+  m->initialize();
+  Lock lock = m->getLockInstance("job", LockLevel::DC);
+  m->tryAcquireLock(lock, std::chrono::seconds(3));
+  const std::string key = lock.storeKey();
+  std::atomic<bool> lost{false};
+  KeepAliveOptions keepAlive;
+  keepAlive.onLost = [&](const DLMException&) { lost = true; };
+  LockGuard guard(*m, std::move(lock), keepAlive);
+
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::filesystem::remove(path_ + suffix);
+  }
+  // Another process makes the file again and takes the key: token 1.
+  auto fresh = openStore(path_);
+  std::string token;
+  const AcquireResult taken = acquire(*fresh, StoreKey{key, {}, "", ""},
+                                      std::chrono::seconds(30), &token);
+  ASSERT_TRUE(taken.acquired);
+  EXPECT_EQ(taken.fencingToken, 1);
+
+  // The old store says so on its next call...
+  const DLMException e =
+      errorOf([&] { store->extend(key, "any", std::chrono::seconds(3),
+                                  LockMode::EXCLUSIVE); });
+  EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
+  EXPECT_NE(std::string(e.what()).find("deleted or replaced"),
+            std::string::npos)
+      << e.what();
+  // ...and the guard reports the loss within a renewal period (1 s of the
+  // 3 s TTL), before its lease would have ended.
+  const auto start = std::chrono::steady_clock::now();
+  while (!lost && std::chrono::steady_clock::now() - start <
+                      std::chrono::seconds(3)) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_TRUE(lost.load());
+  EXPECT_TRUE(guard.lost());
+  // After that the store works on the file that is there now.
+  EXPECT_FALSE(acquire(*store, StoreKey{key, {}, "", ""}).acquired);
 }
 
 TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
