@@ -76,7 +76,9 @@ void DistributedLockManager::Impl::WaitLoop::run() {
                                         manager_.config().operationTimeout);
   for (;;) {
     if (attemptAgain(waiter)) return;
-    if (woken_) ++fruitlessWakes_;
+    // A sleep that ran its course: no flood now, so the next wake-up is
+    // tried at once again.
+    fruitlessWakes_ = woken_ ? fruitlessWakes_ + 1 : 0;
     throwIfTimedOut();
     reportIfDue();
     // Checked after the signal's reset: a stopWaiting() after this check

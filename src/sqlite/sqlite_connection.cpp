@@ -161,7 +161,7 @@ Connection::Connection(std::string path, std::chrono::milliseconds busyTimeout,
   // owns the connection) already serialises every use of the handle.
   // Query-only goes without CREATE, so a missing file is never created.
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
-                    (mode == OpenMode::kQueryOnly ? 0 : SQLITE_OPEN_CREATE);
+                    (mode == OpenMode::kReadWrite ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(path_.c_str(), &raw, flags, nullptr);
   db_.reset(raw);  // even a failed open allocates a handle that must be closed
   if (rc != SQLITE_OK) fail(rc, "opening the database file");

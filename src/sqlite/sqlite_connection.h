@@ -111,6 +111,9 @@ enum class OpenMode {
   // Read and write, creating the file if missing, switched to WAL: the
   // store's own connection.
   kReadWrite,
+  // As kReadWrite, but an existing file only (SQLITE_CANTOPEN otherwise):
+  // a store whose file disappeared under it never makes a new one.
+  kReadWriteExisting,
   // An existing file only (SQLITE_CANTOPEN otherwise, never created), with
   // PRAGMA query_only on and the journal mode left as it is: for looking at
   // a file without changing it (schemaState). Opened read-write rather than

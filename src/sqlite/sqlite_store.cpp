@@ -198,6 +198,7 @@ class SqliteStore::Impl {
       // the old file is lost; the next call opens whatever is there now.
       connection_.reset();
       fileId_.reset();
+      fileLost_ = true;
       throw DLMException(
           ErrorCode::CONNECTION_ERROR,
           fmt::format("sqlite store '{}': {}: the database file was deleted "
@@ -207,8 +208,13 @@ class SqliteStore::Impl {
     }
     if (!connection_) {
       // Not kept when opening fails, so the next call tries again.
+      // After its file disappeared, never a new one in its place (not even
+      // through initialize(true)): that file would hand fencing tokens out
+      // from 1 again. Someone who means it makes the file (dlmctl migrate).
       connection_ = std::make_unique<Connection>(
-          options_.path, options_.busyTimeout, callLimit);
+          options_.path, options_.busyTimeout, callLimit,
+          fileLost_ ? internal::sqlite::OpenMode::kReadWriteExisting
+                    : internal::sqlite::OpenMode::kReadWrite);
       fileName_ = internal::sqlite::canonicalFile(connection_->handle());
       fileId_ = fileName_.empty()
                     ? std::nullopt
@@ -327,9 +333,11 @@ class SqliteStore::Impl {
   std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
   // The file connection_ opened (device and inode; none for in-memory and
-  // temporary databases), checked before every call. Guarded by mutex_.
+  // temporary databases), checked before every call, and whether a file was
+  // lost (deleted, replaced or moved) under it. Guarded by mutex_.
   std::string fileName_;
   std::optional<internal::sqlite::FileId> fileId_;
+  bool fileLost_ = false;
   // Set once, when the first connection opens; guarded apart from mutex_ so
   // unsubscribing and announcing never wait for a transaction.
   // channel_ and wakePath_ are written once, under channelMutex_, before

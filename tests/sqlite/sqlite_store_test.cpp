@@ -266,6 +266,27 @@ TEST_F(SqliteStoreTest, AFileDeletedWhileInUseEndsTheHoldsMadeThroughIt) {
   EXPECT_FALSE(acquire(*store, StoreKey{key, {}, "", ""}).acquired);
 }
 
+// A store whose file disappeared never makes a new one in its place, not
+// even initialize(true) (a new file's tokens start at 1 again); once
+// someone makes the file (dlmctl migrate), the store uses it.
+TEST_F(SqliteStoreTest, AStoreNeverRecreatesAFileThatDisappearedUnderIt) {
+  SqliteStore store(SqliteStoreOptions{path_});
+  store.initialize(true);
+  const StoreKey key{kScope + "k", {}, "", ""};
+  ASSERT_TRUE(acquire(store, key).acquired);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::filesystem::remove(path_ + suffix);
+  }
+  EXPECT_EQ(errorOf([&] { acquire(store, key); }).code(),
+            ErrorCode::CONNECTION_ERROR);
+  EXPECT_EQ(errorOf([&] { store.initialize(true); }).code(),
+            ErrorCode::CONNECTION_ERROR);
+  EXPECT_FALSE(std::filesystem::exists(path_));
+  openStore(path_);  // made again, on purpose
+  EXPECT_NO_THROW(store.initialize(false));
+  EXPECT_TRUE(acquire(store, key).acquired);
+}
+
 TEST_F(SqliteStoreTest, AClosedStoreRefusesEveryCall) {
   auto store = openStore(path_);
   store->close();
