@@ -201,7 +201,7 @@ TEST(DescribeStoreUrl, NoPlacementOfAPasswordReachesAMessage) {
   for (int i = 0; i < 2000; ++i) {
     const std::string pw = password();
     std::string url;
-    switch (random() % 4) {
+    switch (random() % 7) {
       case 0:
         url = "postgresql://app:" + pw + "@127.0.0.1:1/db";
         break;
@@ -212,9 +212,20 @@ TEST(DescribeStoreUrl, NoPlacementOfAPasswordReachesAMessage) {
         url = "host=127.0.0.1 port=1 " + keywords[random() % keywords.size()] +
               "=" + pw + " dbname=db";
         break;
-      default:
+      case 3:
         url = "postgresql://app@127.0.0.1:1/db?" +
               keywords[random() % keywords.size()] + "=" + pw;
+        break;
+      // With dlm's own parameters, right, misspelt or with a bad value.
+      case 4:
+        url = "postgresql://app:" + pw +
+              "@127.0.0.1:1/db?dlm_listen_port=5432&dlm_pooler_safe=true";
+        break;
+      case 5:
+        url = "host=127.0.0.1 port=1 password=" + pw + " dlm_listen_hots=h";
+        break;
+      default:
+        url = "postgresql://app:" + pw + "@127.0.0.1:1/db?dlm_listen_port=x";
         break;
     }
     std::string shown;
