@@ -142,19 +142,18 @@ void KeepAlive::emit(const KeepAliveEntry& e, LockEventKind kind) {
 }
 
 void KeepAlive::emitStoreError(const KeepAliveEntry& e,
-                               const DLMException& why) {
+                               const DLMException& why) noexcept try {
   if (telemetry_ == nullptr) return;
-  telemetry_->storeError(why.code());
-  if (!telemetry_->reporting()) return;
   LockEvent event;
-  event.kind = LockEventKind::STORE_ERROR;
   event.lockId = e.lockId;
   event.key = e.key.key;
   event.mode = e.mode;
   event.fencingToken = e.fencingToken;
-  event.code = why.code();
-  event.message = fmt::format("renewing {}: {}", e.lockName, why.what());
-  telemetry_->emit(event);
+  telemetry_->storeFailed(
+      why, std::move(event),
+      fmt::format("renewing {}: {}", e.lockName, why.what()));
+} catch (...) {
+  // Out of memory: the renewal's outcome matters more than its report.
 }
 
 bool KeepAlive::reportLost(KeepAliveEntry& e) {

@@ -100,7 +100,8 @@ class KeepAlive {
   bool reportLost(KeepAliveEntry& entry);
   void emit(const KeepAliveEntry& entry, LockEventKind kind);
   // A STORE_ERROR event for a renewal the store failed.
-  void emitStoreError(const KeepAliveEntry& entry, const DLMException& why);
+  void emitStoreError(const KeepAliveEntry& entry,
+                      const DLMException& why) noexcept;
 
   LockStore& store_;
   const std::chrono::milliseconds operationTimeout_;

@@ -50,13 +50,7 @@ void StoreRetry::pauseOrGiveUp(const DLMException& e, const Lock* lock,
 }
 
 void StoreRetry::reportStoreError(const DLMException& e) {
-  telemetry_.storeError(e.code());
-  if (!telemetry_.reporting()) return;
-  LockEvent event;
-  event.kind = LockEventKind::STORE_ERROR;
-  event.code = e.code();
-  event.message = e.what();  // stores' messages carry no password
-  telemetry_.emit(event);
+  telemetry_.storeFailed(e);
 }
 
 void StoreRetry::checkReconnections() noexcept try {

@@ -34,6 +34,19 @@ void Telemetry::storeError(ErrorCode code) {
   if (i < kCodes) storeErrors_[i].fetch_add(1, std::memory_order_relaxed);
 }
 
+void Telemetry::storeFailed(const DLMException& failure, LockEvent event,
+                            std::string message) noexcept try {
+  storeError(failure.code());
+  if (!reporting()) return;
+  event.kind = LockEventKind::STORE_ERROR;
+  event.code = failure.code();
+  event.message = message.empty() ? std::string(failure.what())
+                                  : std::move(message);
+  emit(event);
+} catch (...) {
+  // Out of memory building the event: the count is kept.
+}
+
 void Telemetry::Histogram::observe(std::chrono::steady_clock::duration d) {
   const auto ns = std::max<std::int64_t>(
       0, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "dlm/error.h"
 #include "dlm/lock_events.h"
 #include "dlm/lock_metrics.h"
 
@@ -41,6 +42,12 @@ class Telemetry {
     releaseFailures_.fetch_add(1, std::memory_order_relaxed);
   }
   void storeError(ErrorCode code);
+  // Counts a failed store call and, when reporting, emits `event` (the
+  // lock's fields, if any) as STORE_ERROR with `failure`'s code and
+  // `message` (the failure's own when empty; stores' messages carry no
+  // password).
+  void storeFailed(const DLMException& failure, LockEvent event = {},
+                   std::string message = {}) noexcept;
   void reconnected() { reconnects_.fetch_add(1, std::memory_order_relaxed); }
 
   LockMetrics snapshot() const;
