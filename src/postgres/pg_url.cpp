@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cctype>
 #include <string>
 
 #include "common/redact.h"
 #include "dlm/error.h"
 #include "postgres/conninfo_parameters.h"
+#include "postgres/conninfo_text.h"
 #include "postgres/pg_conninfo.h"
 
 namespace dlm {
@@ -66,10 +66,8 @@ void applyDlmParameters(
   if (!listenPort.empty()) {
     // libpq checks a port only when it connects: a typo would only turn
     // wake-ups off.
-    const bool digits = listenPort.size() <= 5 &&
-                        std::all_of(listenPort.begin(), listenPort.end(),
-                                    [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || std::stoi(listenPort) < 1 || std::stoi(listenPort) > 65535) {
+    if (!internal::isDigits(listenPort) || listenPort.size() > 5 ||
+        std::stoi(listenPort) < 1 || std::stoi(listenPort) > 65535) {
       refuse(fmt::format("dlm_listen_port must be a port number (1 to "
                          "65535), got '{}'",
                          internal::redactSecrets(listenPort)));
