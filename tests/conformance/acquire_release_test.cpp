@@ -21,7 +21,7 @@ TEST_P(AcquireRelease, TryAcquireOnAFreeKeySucceeds) {
   const auto row = adminOf(m->store()).describe(lock.storeKey());
   ASSERT_TRUE(row.has_value());
   EXPECT_TRUE(row->held);
-  EXPECT_EQ(row->owner, lock.owner());
+  EXPECT_EQ(row->owner, m->listedOwner(lock.owner()));
   EXPECT_EQ(row->fencingToken, lock.fencingToken());
   EXPECT_EQ(row->holder.pid, static_cast<std::int64_t>(getpid()));
   EXPECT_FALSE(row->holder.host.empty());
@@ -154,7 +154,7 @@ TEST_P(AcquireRelease, ListHeldNamesTheHolder) {
       adminOf(m->store()).listHeld("DC#farm1#" + m->clientId() + "#");
   ASSERT_EQ(held.size(), 1U);
   EXPECT_EQ(held[0].key, lock.storeKey());
-  EXPECT_EQ(held[0].owner, lock.owner());
+  EXPECT_EQ(held[0].owner, m->listedOwner(lock.owner()));
   EXPECT_TRUE(held[0].held);
 }
 

@@ -81,7 +81,7 @@ TEST_P(Events, AWaitIsReportedAtItsStartAndThenAtTheIntervalNamingTheHolder) {
     ASSERT_TRUE(e.blocker.has_value());
     EXPECT_EQ(e.blocker->key, held.storeKey());
     EXPECT_FALSE(e.blocker->queued);
-    EXPECT_EQ(e.blocker->owner, "the-holder");
+    EXPECT_EQ(e.blocker->owner, m->listedOwner("the-holder"));
     EXPECT_EQ(e.blocker->pid, static_cast<std::int64_t>(getpid()));
     EXPECT_FALSE(e.blocker->host.empty());
     EXPECT_TRUE(e.blocker->since.has_value());

@@ -47,7 +47,7 @@ TEST_P(ExpiryAndWait,
   const auto row = adminOf(second->store()).describe(fresh.storeKey());
   ASSERT_TRUE(row.has_value());
   EXPECT_TRUE(row->held);
-  EXPECT_EQ(row->owner, fresh.owner());
+  EXPECT_EQ(row->owner, second->listedOwner(fresh.owner()));
   EXPECT_EQ(row->fencingToken, fresh.fencingToken());
   Lock third = first->getLockInstance("job", LockLevel::DC);
   EXPECT_EQ(codeOf([&] { first->tryAcquireLock(third); }),

@@ -60,7 +60,7 @@ TEST_P(Inspection, ListWaitersShowsAWaitingAcquireUntilItsWaitEnds) {
   ASSERT_TRUE(started.load());
   ASSERT_EQ(waiters.size(), 1U);
   EXPECT_EQ(waiters[0].key, key);
-  EXPECT_EQ(waiters[0].owner, waiterOwner);
+  EXPECT_EQ(waiters[0].owner, store->listedOwner(waiterOwner));
   EXPECT_NE(waiters[0].requestedAt, StoreTime{});
   EXPECT_LE(waiters[0].requestedAt, waiters[0].expiresAt);
   EXPECT_GT(waiters[0].expiresAt, store->now());
@@ -126,8 +126,8 @@ TEST_P(Inspection, ListWaitersMatchesPrefixesAsBytesInKeyThenAgeOrder) {
   EXPECT_EQ(keysOf(underA), (std::vector<std::string>{p + "a%", p + "a_c",
                                                       p + "ab", p + "ab"}));
   ASSERT_EQ(underA.size(), 4U);
-  EXPECT_EQ(underA[2].owner, "owner-z");
-  EXPECT_EQ(underA[3].owner, "owner-a");
+  EXPECT_EQ(underA[2].owner, store->listedOwner("owner-z"));
+  EXPECT_EQ(underA[3].owner, store->listedOwner("owner-a"));
   EXPECT_LE(underA[2].requestedAt, underA[3].requestedAt);
   EXPECT_EQ(adminOf(*store).listWaiters(p).size(), 5U);
   // No prefix: everything live in the database, ours included.

@@ -72,7 +72,7 @@ bool requestRecorded(DistributedLockManager& m, const Lock& lock,
   const bool seen = eventually([&] {
     for (const WaitRecord& w :
          adminOf(m.store()).listWaiters(lock.storeKey())) {
-      if (w.key == lock.storeKey() && w.owner == owner && w.mode == mode) {
+      if (w.key == lock.storeKey() && w.owner == m.listedOwner(owner) && w.mode == mode) {
         recordedAt = w.requestedAt;
         return true;
       }
@@ -163,7 +163,7 @@ void sharedHoldersTogether(const ManagerFactory& make) {
   ASSERT_EQ(holders.size(), 3U);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(holders[i].mode, kShared);
-    EXPECT_EQ(holders[i].owner, "reader-" + std::to_string(i));
+    EXPECT_EQ(holders[i].owner, m->listedOwner("reader-" + std::to_string(i)));
     EXPECT_EQ(holders[i].fencingToken, readers[i].fencingToken());
     EXPECT_TRUE(holders[i].held);
   }
@@ -172,8 +172,8 @@ void sharedHoldersTogether(const ManagerFactory& make) {
   ASSERT_TRUE(other->releaseLock(readers[1]));
   holders = other->describeHolders(probe);
   ASSERT_EQ(holders.size(), 2U);
-  EXPECT_EQ(holders[0].owner, "reader-0");
-  EXPECT_EQ(holders[1].owner, "reader-2");
+  EXPECT_EQ(holders[0].owner, m->listedOwner("reader-0"));
+  EXPECT_EQ(holders[1].owner, m->listedOwner("reader-2"));
 
   // Extension is per holder: reader-0's moves, reader-2's stays.
   m->extendLock(readers[0], seconds(120));
@@ -242,7 +242,7 @@ void takeoverAcrossModes(const ManagerFactory& make) {
   auto holders = other->describeHolders(s);
   ASSERT_EQ(holders.size(), 1U);
   EXPECT_EQ(holders[0].mode, kShared);
-  EXPECT_EQ(holders[0].owner, "new");
+  EXPECT_EQ(holders[0].owner, m->listedOwner("new"));
   EXPECT_TRUE(other->releaseLock(s));
 
   // An expired SHARED holder is taken over by an EXCLUSIVE acquisition.
@@ -284,8 +284,8 @@ void inspectionShowsModes(const ManagerFactory& make) {
   Lock probe = other->getLockInstance("shelf", kLevel, kExclusive);
   auto holders = other->describeHolders(probe);
   ASSERT_EQ(holders.size(), 2U);
-  EXPECT_EQ(holders[0].owner, "reader-0");
-  EXPECT_EQ(holders[1].owner, "reader-1");
+  EXPECT_EQ(holders[0].owner, m->listedOwner("reader-0"));
+  EXPECT_EQ(holders[1].owner, m->listedOwner("reader-1"));
   for (const auto& h : holders) EXPECT_EQ(h.mode, kShared);
   auto first = other->describeLock(probe);
   ASSERT_TRUE(first.has_value());
@@ -296,7 +296,7 @@ void inspectionShowsModes(const ManagerFactory& make) {
       other->describeHolders(other->getLockInstance("crate", kLevel, kShared));
   ASSERT_EQ(crate.size(), 1U);
   EXPECT_EQ(crate[0].mode, kExclusive);
-  EXPECT_EQ(crate[0].owner, "packer");
+  EXPECT_EQ(crate[0].owner, m->listedOwner("packer"));
 
   auto stored = adminOf(other->store()).holdersOf(r0.storeKey());
   ASSERT_EQ(stored.size(), 2U);
@@ -310,12 +310,12 @@ void inspectionShowsModes(const ManagerFactory& make) {
   ASSERT_EQ(held.size(), 3U);
   EXPECT_EQ(held[0].key, packer.storeKey());
   EXPECT_EQ(held[0].mode, kExclusive);
-  EXPECT_EQ(held[0].owner, "packer");
+  EXPECT_EQ(held[0].owner, m->listedOwner("packer"));
   EXPECT_EQ(held[1].key, shelfKey);
   EXPECT_EQ(held[1].mode, kShared);
-  EXPECT_EQ(held[1].owner, "reader-0");
+  EXPECT_EQ(held[1].owner, m->listedOwner("reader-0"));
   EXPECT_EQ(held[2].mode, kShared);
-  EXPECT_EQ(held[2].owner, "reader-1");
+  EXPECT_EQ(held[2].owner, m->listedOwner("reader-1"));
   for (const auto& h : held) EXPECT_TRUE(h.held);
 
   // Waiters in both modes.
@@ -339,10 +339,10 @@ void inspectionShowsModes(const ManagerFactory& make) {
     auto waiters = adminOf(m->store()).listWaiters(prefix);
     ASSERT_EQ(waiters.size(), 2U);
     EXPECT_EQ(waiters[0].key, packer.storeKey());
-    EXPECT_EQ(waiters[0].owner, "counter");
+    EXPECT_EQ(waiters[0].owner, m->listedOwner("counter"));
     EXPECT_EQ(waiters[0].mode, kShared);
     EXPECT_EQ(waiters[1].key, shelfKey);
-    EXPECT_EQ(waiters[1].owner, "mover");
+    EXPECT_EQ(waiters[1].owner, m->listedOwner("mover"));
     EXPECT_EQ(waiters[1].mode, kExclusive);
     EXPECT_TRUE(m->releaseLock(packer));
     EXPECT_TRUE(m->releaseLock(r0));

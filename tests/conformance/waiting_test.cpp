@@ -24,7 +24,7 @@ TEST_P(Waiting, HolderDetailsAreReadableForAHeldLock) {
   // Same client id, so the same key: anyone can read who holds it.
   auto row = observer->describeLock(same);
   ASSERT_TRUE(row.has_value());
-  EXPECT_EQ(row->owner, "billing-job-7");
+  EXPECT_EQ(row->owner, observer->listedOwner("billing-job-7"));
   EXPECT_EQ(row->holder.pid, static_cast<std::int64_t>(getpid()));
   EXPECT_FALSE(row->holder.host.empty());
   EXPECT_EQ(row->fencingToken, lock.fencingToken());

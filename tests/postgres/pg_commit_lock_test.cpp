@@ -94,7 +94,7 @@ TEST_F(ReleaseWithinTest, RollbackOfTheApplicationTransactionKeepsTheLockHeld) {
   const auto record = store_->describe(key.key);
   ASSERT_TRUE(record.has_value());
   EXPECT_TRUE(record->held);
-  EXPECT_EQ(record->owner, "owner-a");
+  EXPECT_EQ(record->owner, store_->listedOwner("owner-a"));
   // rollbackLock then releases it in a transaction of the store's own.
   EXPECT_TRUE(store_->release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
   EXPECT_FALSE(store_->describe(key.key)->held);
@@ -127,7 +127,7 @@ TEST_F(ReleaseWithinTest,
   const auto record = store_->describe(key.key);
   ASSERT_TRUE(record.has_value());
   EXPECT_TRUE(record->held);
-  EXPECT_EQ(record->owner, "owner-b");
+  EXPECT_EQ(record->owner, store_->listedOwner("owner-b"));
   EXPECT_EQ(record->fencingToken, 2);
   // The application's connection is usable for its next transaction.
   pqxx::work next(*app_conn_);

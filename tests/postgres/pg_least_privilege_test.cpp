@@ -212,6 +212,12 @@ TEST_F(LeastPrivilegeTest, NoListingShowsAnotherHoldersToken) {
   const std::string secret = "tok-secret-4f1c9a";
   const StoreKey key = pathKey("lp#", "orders.o1");
   ASSERT_TRUE(acquireAs(*app_, key, "owner-a", secret).acquired);
+  // Another login of the same service (a member of the login that bound
+  // client "lp" at its first use): it may see the holds, never a token.
+  // (Another service sees nothing of them: tests/security.)
+  execSql(stores_.admin(), fmt::format("GRANT {} TO {}",
+                                       stores_.admin().quote_name(stores_.role()),
+                                       stores_.admin().quote_name(attacker_.name())));
   ASSERT_TRUE(app_->registerWait({pathKey("lp#", "orders"), "owner-w", 10s})
                   .deadlockCycle.empty());
   auto conn = attackerConnection();

@@ -162,14 +162,14 @@ TEST(PostgresErrors, OlderAndNewerSchemaVersionsAreSchemaMismatch) {
   EXPECT_EQ(e2.code(), ErrorCode::SCHEMA_MISMATCH) << e2.what();
 }
 
-TEST(PostgresErrors, OtherServerErrorsAreInternalWithTheSqlState) {
+TEST(PostgresErrors, ArgumentsAFunctionRefusesAreInvalidWithTheSqlState) {
   MigratedSchema schema;
   PostgresStore store(schema.options());
   store.initialize(false);
   // dlm_acquire rejects a non-positive TTL (the manager validates first).
   const DLMException e =
       errorOf([&] { acquire(store, pathKey("t#", "x"), "t1", 0ms); });
-  EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
+  EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT) << e.what();
   EXPECT_FALSE(e.transient());
   EXPECT_TRUE(contains(e.what(), "SQLSTATE 22023")) << e.what();
 }
@@ -487,7 +487,7 @@ TEST_F(PostgresStoreTest,
   EXPECT_EQ(r->key, key.key);
   EXPECT_TRUE(r->held);
   EXPECT_TRUE(r->statusHeld);
-  EXPECT_EQ(r->owner, "owner-x");
+  EXPECT_EQ(r->owner, store_.listedOwner("owner-x"));
   EXPECT_EQ(r->fencingToken, 1);
   EXPECT_EQ(r->ttl, 5s);
   EXPECT_EQ(r->expiresAt - r->acquiredAt, 5s);
