@@ -289,7 +289,7 @@ void inspectionShowsModes(const ManagerFactory& make) {
   for (const auto& h : holders) EXPECT_EQ(h.mode, kShared);
   auto first = other->describeLock(probe);
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(first->owner, "reader-0");
+  EXPECT_EQ(first->owner, other->listedOwner("reader-0"));
   EXPECT_EQ(first->mode, kShared);
   EXPECT_EQ(first->fencingToken, r0.fencingToken());
   auto crate =
