@@ -153,14 +153,19 @@ class DistributedLockManager {
   void extendLock(Lock& lock);
   void extendLock(Lock& lock, std::chrono::milliseconds ttl);
 
-  // A live (unexpired) hold of `lock`'s key, by anyone: owner GUID, holder
-  // host and pid, mode, fencing token, times; the EXCLUSIVE holder, else the
+  // A live (unexpired) hold of `lock`'s key, by anyone: owner (as the store
+  // lists it, see listedOwner), holder host and pid as the holder reported
+  // them, mode, fencing token, times; the EXCLUSIVE holder, else the
   // oldest SHARED one. nullopt when nobody holds the key. Throws
   // CONNECTION_ERROR / RETRIES_EXHAUSTED.
   std::optional<LockRecord> describeLock(const Lock& lock);
   // Every live hold of `lock`'s key: the EXCLUSIVE holder, or the SHARED
   // holders oldest first. Empty when nobody holds it.
   std::vector<LockRecord> describeHolders(const Lock& lock);
+  // How describeLock / describeHolders show `owner` (e.g. lock.owner()):
+  // the owner itself, or on PostgreSQL a digest of it, so that what a
+  // listing shows cannot be used to act as that owner. No I/O.
+  std::string listedOwner(std::string_view owner) const;
 
   // Runs fn under the lock `id` at `level`: acquireLock with the default
   // ttl and timeout, a LockGuard with keep-alive while fn runs, released on

@@ -249,4 +249,8 @@ std::vector<LockRecord> DistributedLockManager::describeHolders(
   return holds;
 }
 
+std::string DistributedLockManager::listedOwner(std::string_view owner) const {
+  return impl_->store().listedOwner(owner);
+}
+
 }  // namespace dlm

@@ -328,5 +328,55 @@ TEST_F(Neighbours, ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient
   }
 }
 
+// --- the wait-for graph walk is bounded ------------------------------------------
+
+// A chain of `length` owners in client "chain": owner i holds key i and
+// waits for key i + 1; written straight into the tables (what a long run
+// of waits would leave), owners as digests.
+void writeChain(pqxx::connection& admin, const std::string& schema,
+                int length) {
+  const std::string s = admin.quote_name(schema);
+  execSql(admin, fmt::format(
+      "INSERT INTO {0}.dlm_locks (resource, resource_crc, status, owner_id, "
+      "token, fencing_token, acquired_at, ttl_ms, expires_at) "
+      "SELECT 'DC#farm1#chain#k' || i, 0, 'HELD', "
+      "{0}.dlm_owner_digest('o' || i), 't' || i, 1, now(), 600000, "
+      "now() + interval '10 min' FROM generate_series(0, {1}) i",
+      s, length));
+  execSql(admin, fmt::format(
+      "INSERT INTO {0}.dlm_lock_requests (resource, owner_id, requested_at, "
+      "expires_at, mode) SELECT 'DC#farm1#chain#k' || (i + 1), "
+      "{0}.dlm_owner_digest('o' || i), now(), now() + interval '10 min', "
+      "'EXCLUSIVE' FROM generate_series(0, {1} - 1) i",
+      s, length));
+}
+
+TEST_F(Neighbours, TheWaitForGraphWalkStopsAfterAThousandOwners) {
+  writeChain(schema_.admin(), schema_.name(), 1500);
+  auto store = storeAs(orders_.name());
+  const auto flat = [](const std::string& id) {
+    return StoreKey{"DC#farm1#chain#" + id, {}, {}, {}};
+  };
+  // "me" holds key 500 and waits for key 0: a cycle of 501 owners, found.
+  execSql(schema_.admin(),
+          fmt::format("UPDATE {}.dlm_locks SET owner_id = {}.dlm_owner_digest"
+                      "('me') WHERE resource = 'DC#farm1#chain#k500'",
+                      schema_.admin().quote_name(schema_.name()),
+                      schema_.admin().quote_name(schema_.name())));
+  const auto found =
+      store->registerWait(WaitRequest{flat("k0"), "me", 30s}).deadlockCycle;
+  EXPECT_EQ(found.size(), 501U);
+  // "far" holds key 1400 and waits for key 0: a cycle of 1,401 owners,
+  // past the walk's bound: not searched to its end, the wait is recorded.
+  execSql(schema_.admin(),
+          fmt::format("UPDATE {}.dlm_locks SET owner_id = {}.dlm_owner_digest"
+                      "('far') WHERE resource = 'DC#farm1#chain#k1400'",
+                      schema_.admin().quote_name(schema_.name()),
+                      schema_.admin().quote_name(schema_.name())));
+  EXPECT_TRUE(store->registerWait(WaitRequest{flat("k0"), "far", 30s})
+                  .deadlockCycle.empty());
+  EXPECT_EQ(adminOf(*store).listWaiters("DC#farm1#chain#k0").size(), 1U);
+}
+
 }  // namespace
 }  // namespace dlm::test
