@@ -49,7 +49,9 @@ mistake; exec and release have their own (see their help).
 
 constexpr const char* kListFooter = R"(
 One row per hold (a key held SHARED by three owners is three rows): store
-key, mode (EXCLUSIVE or SHARED), owner GUID, holder host, pid and address,
+key, mode (EXCLUSIVE or SHARED), owner (on PostgreSQL a digest of it),
+holder host and pid as the holder reported them (HOST*, PID*: not checked
+by the database), the address the database saw,
 fencing token, acquired-at and expires-at (UTC, the store's clock), time
 left (EXPIRED for a hold past its TTL that nobody took over yet) and how
 many requests wait for the key. Control characters in keys are

@@ -53,7 +53,7 @@ std::string waitersTable(const std::vector<WaitRecord>& waiters,
 // One row per hold of one key, for show.
 std::string holdersTable(const std::vector<LockRecord>& holders,
                          StoreTime now) {
-  Table table({"MODE", "OWNER", "HOST", "PID", "IP", "FENCING",
+  Table table({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
                "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING"});
   for (const LockRecord& r : holders) {
     table.add({lockModeName(r.mode), printable(r.owner),
@@ -91,7 +91,7 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                                                     printable(options.prefix)));
     return 0;
   }
-  Table table({"KEY", "MODE", "OWNER", "HOST", "PID", "IP", "FENCING",
+  Table table({"KEY", "MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
                "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"});
   std::set<std::string> keys;
   for (const LockRecord& r : records) {
@@ -186,8 +186,8 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   if (holders.size() <= 1) {
     if (r.statusHeld) table.add({"mode", lockModeName(r.mode)});
     table.add({r.statusHeld ? "owner" : "last owner", printable(r.owner)});
-    table.add({"host", printable(r.holder.host)});
-    table.add({"pid", std::to_string(r.holder.pid)});
+    table.add({"host (reported)", printable(r.holder.host)});
+    table.add({"pid (reported)", std::to_string(r.holder.pid)});
     table.add({"ip", r.holderIp.empty() ? "-" : printable(r.holderIp)});
     table.add({"fencing token", std::to_string(r.fencingToken)});
     table.add({"acquired (UTC)", formatUtc(r.acquiredAt)});

@@ -143,7 +143,7 @@ std::string frameText(const Frame& f, const std::string& database,
   if (f.held.empty()) {
     out += "no held locks\n";
   } else {
-    Table table({"KEY", "MODE", "OWNER", "HOST", "PID", "FENCING",
+    Table table({"KEY", "MODE", "OWNER", "HOST*", "PID*", "FENCING",
                  "HELD SINCE (UTC)", "FOR", "EXPIRES IN"});
     for (const LockRecord& r : f.held) {
       table.add({printable(r.key), lockModeName(r.mode), printable(r.owner),
