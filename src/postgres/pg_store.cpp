@@ -21,7 +21,9 @@
 #include "common/utf8.h"
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
+#include "dlm/lock_key.h"
 #include "postgres/connection_pool.h"
+#include "postgres/pg_admin_calls.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
@@ -502,6 +504,13 @@ class PostgresStore::Impl {
     });
   }
 
+  // The calls of postgres/pg_admin_calls: run() (deadline, pool, error
+  // translation) around fn(connection, deadline).
+  template <typename Fn>
+  auto adminCall(std::string_view op, std::string_view key, Fn&& fn) {
+    return run(op, key, std::forward<Fn>(fn));
+  }
+
   StoreTime now() {
     return run("now", "", [](PgConn& c, Deadline d) {
       const PgResult r =
@@ -739,6 +748,59 @@ bool PostgresStore::forceRelease(std::string_view key) {
   return impl_->forceRelease(key);
 }
 StoreTime PostgresStore::now() { return impl_->now(); }
+
+namespace {
+
+// What run() does not check (it checks the key): other text arguments of
+// the admin calls must be UTF-8 for the server to take them.
+void requireUtf8(std::string_view op, std::string_view what,
+                 std::string_view text) {
+  if (!internal::isValidUtf8(text)) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       fmt::format("PostgreSQL store: {}: {} {} is not valid "
+                                   "UTF-8",
+                                   op, what, internal::printableBytes(text)));
+  }
+}
+
+}  // namespace
+
+int PostgresStore::cancelRequests(std::string_view key,
+                                  std::optional<std::string_view> owner) {
+  if (key.empty()) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "PostgreSQL store: cancelRequests: the key is empty");
+  }
+  if (owner) requireUtf8("cancelRequests", "owner", *owner);
+  return impl_->adminCall("cancelRequests", key, [&](PgConn& c, Deadline d) {
+    return internal::pgCancelRequests(c, d, key, owner);
+  });
+}
+
+std::vector<ClientBinding> PostgresStore::listClients() {
+  return impl_->adminCall("listClients", "", internal::pgListClients);
+}
+
+void PostgresStore::bindClient(std::string_view clientId,
+                               std::string_view role) {
+  // The server checks too; the library's rule, before any I/O.
+  validateClientId(clientId);
+  if (role.empty()) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "PostgreSQL store: bindClient: the role is empty");
+  }
+  requireUtf8("bindClient", "role", role);
+  impl_->adminCall("bindClient", clientId, [&](PgConn& c, Deadline d) {
+    internal::pgBindClient(c, d, clientId, role);
+  });
+}
+
+bool PostgresStore::unbindClient(std::string_view clientId) {
+  validateClientId(clientId);
+  return impl_->adminCall("unbindClient", clientId, [&](PgConn& c, Deadline d) {
+    return internal::pgUnbindClient(c, d, clientId);
+  });
+}
 
 WaitRegistration PostgresStore::registerWait(const WaitRequest& request) {
   return impl_->registerWait(request);
