@@ -8,7 +8,9 @@ namespace dlm::cli {
 inline constexpr const char* kProgramFooter = R"(
 Each command says on stderr which database it uses. Exit status: 0 success,
 1 failure (library errors print their message and code), 2 command-line
-mistake; exec and release have their own (see their help).
+mistake, 77 when the database refuses the login a privilege; exec, show,
+release, waiters cancel, clients unbind and schema status have their own
+(see their help).
 'dlmctl help COMMAND' or 'dlmctl COMMAND --help' shows a command's options.)";
 
 inline constexpr const char* kListFooter = R"(
@@ -30,9 +32,20 @@ waits for it. Exit status 1 when the key was never locked.)";
 
 inline constexpr const char* kWaitersFooter = R"(
 One row per waiting acquireLock (its request row, until the waiter's
-deadline): key waited for, mode asked for, owner GUID, since when and
+deadline): key waited for, mode asked for, owner, since when and
 until when it waits. Older conflicting requests are served first.
---json prints a JSON array.)";
+--json prints a JSON array. 'dlmctl waiters cancel' removes requests.)";
+
+inline constexpr const char* kWaitersCancelFooter = R"(
+Deletes the request rows of exactly KEY (not of its ancestors or
+descendants): the one of --owner OWNER (as 'dlmctl waiters' shows it), or
+with --all every one. For a waiter that is stuck or forged (a row that holds
+newer requests back by fair queueing): the key's other waiters are woken
+and go on in queue order. A live waiter is not told: it keeps trying until
+its own timeout and may record its request again, at the back of the
+queue. KEY as for show. On
+PostgreSQL it needs the admin role. Exit status 0 when requests were
+removed, 1 when there was none to remove.)";
 
 inline constexpr const char* kTopFooter = R"(
 A live view of the locks, redrawn every --interval seconds until q, Ctrl-C
@@ -55,6 +68,29 @@ is gone (the holder is not told; its next renewal or release finds the lock
 lost). KEY as for show. --force is required: it says that you mean it.
 Exit status 0 when the lock was held and is now free, 1 when nothing was
 held.)";
+
+inline constexpr const char* kClientsFooter = R"(
+PostgreSQL: which role each clientId (the key namespace, --client of a
+service) is bound to. Only logins that are members of that role may lock,
+wait, release or see holders' secrets under it. One row per clientId: the
+role, how it was bound (first use: to the first login that used it; admin:
+'dlmctl clients bind'), the login that bound it, when (UTC, the store's
+clock) and the hierarchy setting its first acquire recorded (the separator,
+"off", or "-" before the first acquire). --json prints a JSON array of
+{"client_id", "role", "first_use", "bound_by", "bound_at", "separator",
+"hierarchy"}. Any dlm role may list; binding and unbinding need the admin
+role. SQLite has no roles: these commands fail there.)";
+
+inline constexpr const char* kClientsBindFooter = R"(
+Binds CLIENT to the existing role ROLE, or rebinds it (its recorded
+hierarchy setting stays): bind each service's clientId to its role before
+the service first uses it. Every login that is a member of ROLE shares the
+namespace. Needs the admin role; a role that does not exist is an error.)";
+
+inline constexpr const char* kClientsUnbindFooter = R"(
+Forgets CLIENT's binding and its recorded hierarchy setting: the next login
+that uses CLIENT is bound to it. Needs the admin role. Exit status 0 when
+there was a binding, 1 when there was none.)";
 
 inline constexpr const char* kSchemaStatusFooter = R"(
 Reads the schema-version table without changing anything: the version found,

@@ -87,9 +87,9 @@ int pgCancelRequests(PgConn& c, Deadline deadline, std::string_view key,
   const std::optional<std::string> o =
       owner ? std::optional<std::string>(std::string(*owner)) : std::nullopt;
   // A NULL owner: every waiter of the key.
-  const PgResult r = c.execPrepared(
-      pgStatements().cancelRequests,
-      Params{k.c_str(), o ? o->c_str() : nullptr}, deadline);
+  const PgResult r =
+      c.execPrepared(pgStatements().cancelRequests,
+                     Params{k.c_str(), o ? o->c_str() : nullptr}, deadline);
   return static_cast<int>(scalar(r, "dlm_cancel_requests").int64(0, 0));
 }
 

@@ -82,8 +82,7 @@ TEST_P(CancelRequests, WakesTheKeysOtherWaiters) {
 
 TEST_P(ClientBindings, AStoreWithoutRolesRefusesThemAsInvalidArguments) {
   if (traits().clientBindings) GTEST_SKIP() << "this store binds clients";
-  EXPECT_EQ(codeOf([&] { listClients(store()); }),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] { listClients(store()); }), ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { bindClient(store(), "svc", "svc_role"); }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { unbindClient(store(), "svc"); }),
@@ -97,9 +96,9 @@ TEST_P(ClientBindings, AnAdminBindsListsAndUnbindsAClient) {
   const std::string client = "contract_bind_" + GetParam();
   bindClient(store(), client, "pg_monitor");
   const auto bindings = listClients(store());
-  const auto it =
-      std::find_if(bindings.begin(), bindings.end(),
-                   [&](const ClientBinding& b) { return b.clientId == client; });
+  const auto it = std::find_if(
+      bindings.begin(), bindings.end(),
+      [&](const ClientBinding& b) { return b.clientId == client; });
   ASSERT_NE(it, bindings.end());
   EXPECT_EQ(it->role, "pg_monitor");
   EXPECT_FALSE(it->firstUse);
@@ -107,10 +106,11 @@ TEST_P(ClientBindings, AnAdminBindsListsAndUnbindsAClient) {
   EXPECT_LE(it->boundAt, store().now());
   EXPECT_GT(it->boundAt, store().now() - std::chrono::minutes(10));
   EXPECT_FALSE(it->hierarchy.has_value());
-  EXPECT_TRUE(std::is_sorted(bindings.begin(), bindings.end(),
-                             [](const ClientBinding& a, const ClientBinding& b) {
-                               return a.clientId < b.clientId;
-                             }));
+  EXPECT_TRUE(
+      std::is_sorted(bindings.begin(), bindings.end(),
+                     [](const ClientBinding& a, const ClientBinding& b) {
+                       return a.clientId < b.clientId;
+                     }));
   EXPECT_TRUE(unbindClient(store(), client));
   EXPECT_FALSE(unbindClient(store(), client));
   for (const ClientBinding& b : listClients(store())) {
