@@ -192,7 +192,9 @@ void Cli::addListing() {
   show->add_flag("--xdc", line.show.xdc, "KEY is an XDC lock id");
   show->add_flag("--json", line.show.json, "a JSON object");
 
-  CLI::App* waiters = command("waiters", "list waiting lock requests");
+  CLI::App* waiters = command("waiters",
+                              "list waiting lock requests (cancel: remove "
+                              "them)");
   waiters->footer(kWaitersFooter);
   waiters->add_option("--prefix", line.list.prefix, "only keys starting with P")
       ->type_name("P");
@@ -236,7 +238,9 @@ void Cli::addWaitersCancel(CLI::App* waiters) {
 
 void Cli::addClients() {
   CLI::App* clients =
-      command("clients", "list the clientIds bound to database roles");
+      command("clients",
+              "list the clientIds bound to database roles (bind, "
+              "unbind)");
   clients->footer(kClientsFooter);
   clients->add_flag("--json", line.clients.json, "a JSON array");
   CLI::App* bind =
