@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "common/utf8.h"
 #include "dlm/error.h"
+#include "dlm/lock_key.h"
 #include "postgres/pg_statements.h"
 
 namespace dlm::internal {
@@ -23,7 +25,37 @@ const PgResult& scalar(const PgResult& r, const char* function) {
   return r;
 }
 
+// Text the server would refuse (every text value is UTF-8).
+void requireUtf8(std::string_view op, std::string_view what,
+                 std::string_view text) {
+  if (!isValidUtf8(text)) {
+    throw DLMException(
+        ErrorCode::INVALID_ARGUMENT,
+        fmt::format("PostgreSQL store: {}: {} {} is not valid UTF-8", op, what,
+                    printableBytes(text)));
+  }
+}
+
 }  // namespace
+
+void checkCancelArguments(std::string_view key,
+                          std::optional<std::string_view> owner) {
+  if (key.empty()) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "PostgreSQL store: cancelRequests: the key is empty");
+  }
+  if (owner) requireUtf8("cancelRequests", "owner", *owner);
+}
+
+void checkBindArguments(std::string_view clientId, std::string_view role) {
+  // The server checks too; the library's rule, before any I/O.
+  validateClientId(clientId);
+  if (role.empty()) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "PostgreSQL store: bindClient: the role is empty");
+  }
+  requireUtf8("bindClient", "role", role);
+}
 
 std::vector<ClientBinding> pgListClients(PgConn& c, Deadline deadline) {
   const PgResult r =

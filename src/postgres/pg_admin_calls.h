@@ -14,6 +14,15 @@
 
 namespace dlm::internal {
 
+// Before any I/O: INVALID_ARGUMENT for an empty key or an owner that is not
+// UTF-8 (the store's run() checks the key's UTF-8).
+void checkCancelArguments(std::string_view key,
+                          std::optional<std::string_view> owner);
+
+// Before any I/O: INVALID_ARGUMENT for a clientId the library refuses
+// (validateClientId) and an empty role or one that is not UTF-8.
+void checkBindArguments(std::string_view clientId, std::string_view role);
+
 // dlm_list_clients(), in clientId (byte) order.
 std::vector<ClientBinding> pgListClients(PgConn& c, Deadline deadline);
 

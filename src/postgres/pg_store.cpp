@@ -749,29 +749,9 @@ bool PostgresStore::forceRelease(std::string_view key) {
 }
 StoreTime PostgresStore::now() { return impl_->now(); }
 
-namespace {
-
-// What run() does not check (it checks the key): other text arguments of
-// the admin calls must be UTF-8 for the server to take them.
-void requireUtf8(std::string_view op, std::string_view what,
-                 std::string_view text) {
-  if (!internal::isValidUtf8(text)) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       fmt::format("PostgreSQL store: {}: {} {} is not valid "
-                                   "UTF-8",
-                                   op, what, internal::printableBytes(text)));
-  }
-}
-
-}  // namespace
-
 int PostgresStore::cancelRequests(std::string_view key,
                                   std::optional<std::string_view> owner) {
-  if (key.empty()) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       "PostgreSQL store: cancelRequests: the key is empty");
-  }
-  if (owner) requireUtf8("cancelRequests", "owner", *owner);
+  internal::checkCancelArguments(key, owner);
   return impl_->adminCall("cancelRequests", key, [&](PgConn& c, Deadline d) {
     return internal::pgCancelRequests(c, d, key, owner);
   });
@@ -783,13 +763,7 @@ std::vector<ClientBinding> PostgresStore::listClients() {
 
 void PostgresStore::bindClient(std::string_view clientId,
                                std::string_view role) {
-  // The server checks too; the library's rule, before any I/O.
-  validateClientId(clientId);
-  if (role.empty()) {
-    throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                       "PostgreSQL store: bindClient: the role is empty");
-  }
-  requireUtf8("bindClient", "role", role);
+  internal::checkBindArguments(clientId, role);
   impl_->adminCall("bindClient", clientId, [&](PgConn& c, Deadline d) {
     internal::pgBindClient(c, d, clientId, role);
   });
