@@ -92,7 +92,7 @@ COMMENT ON COLUMN dlm_locks.resource_crc IS 'CRC-32 of resource, computed by the
 
 COMMENT ON COLUMN dlm_locks.status IS 'HELD while a lease is on the row (expired ones included), else FREE.';
 
-COMMENT ON COLUMN dlm_locks.owner_id IS 'Owner GUID of the current (or last) holder.';
+COMMENT ON COLUMN dlm_locks.owner_id IS 'Digest of the owner of the current (or last) holder (dlm_owner_digest, V7).';
 
 COMMENT ON COLUMN dlm_locks.token IS 'Secret per-acquisition token; release and extend are conditional on it. Never shown by the listing functions.';
 
@@ -104,9 +104,9 @@ COMMENT ON COLUMN dlm_locks.ttl_ms IS 'Lease length last asked for, in milliseco
 
 COMMENT ON COLUMN dlm_locks.expires_at IS 'End of the lease; a HELD row past it can be taken by anyone.';
 
-COMMENT ON COLUMN dlm_locks.holder_host IS 'Host name the holder sent.';
+COMMENT ON COLUMN dlm_locks.holder_host IS 'Host name the holder reported (not checked by the server).';
 
-COMMENT ON COLUMN dlm_locks.holder_pid IS 'Process id the holder sent.';
+COMMENT ON COLUMN dlm_locks.holder_pid IS 'Process id the holder reported (not checked by the server).';
 
 COMMENT ON COLUMN dlm_locks.holder_ip IS 'Holder''s address as the server saw it (NULL over a unix socket).';
 
@@ -130,11 +130,11 @@ COMMENT ON TABLE dlm_lock_requests IS 'dlm: one row per owner waiting in acquire
 
 COMMENT ON COLUMN dlm_lock_requests.resource IS 'Scoped key waited for.';
 
-COMMENT ON COLUMN dlm_lock_requests.owner_id IS 'Waiting owner GUID.';
+COMMENT ON COLUMN dlm_lock_requests.owner_id IS 'Digest of the waiting owner (dlm_owner_digest, V7).';
 
 COMMENT ON COLUMN dlm_lock_requests.requested_at IS 'When the wait began (server clock).';
 
-COMMENT ON COLUMN dlm_lock_requests.expires_at IS 'Waiter''s deadline; the row no longer counts after it.';
+COMMENT ON COLUMN dlm_lock_requests.expires_at IS 'End of the request''s lease (at most 10 s after it was last registered, V7, and never past the waiter''s deadline); the row no longer counts after it.';
 
 COMMENT ON COLUMN dlm_lock_requests.ancestors IS 'Scoped keys of the waited key''s ancestors, root first.';
 
@@ -190,7 +190,7 @@ COMMENT ON COLUMN dlm_shared_holds.resource IS 'Scoped key held (its dlm_locks r
 
 COMMENT ON COLUMN dlm_shared_holds.token IS 'Secret per-acquisition token; release and extend are conditional on it. Never shown by the listing functions.';
 
-COMMENT ON COLUMN dlm_shared_holds.owner_id IS 'Owner GUID of the holder.';
+COMMENT ON COLUMN dlm_shared_holds.owner_id IS 'Digest of the holder''s owner (dlm_owner_digest, V7).';
 
 COMMENT ON COLUMN dlm_shared_holds.fencing_token IS 'The key''s fencing token this acquisition took.';
 
@@ -200,11 +200,42 @@ COMMENT ON COLUMN dlm_shared_holds.ttl_ms IS 'Lease length last asked for, in mi
 
 COMMENT ON COLUMN dlm_shared_holds.expires_at IS 'End of the lease; past it the hold no longer blocks anyone and an EXCLUSIVE acquirer takes the key over.';
 
-COMMENT ON COLUMN dlm_shared_holds.holder_host IS 'Host name the holder sent.';
+COMMENT ON COLUMN dlm_shared_holds.holder_host IS 'Host name the holder reported (not checked by the server).';
 
-COMMENT ON COLUMN dlm_shared_holds.holder_pid IS 'Process id the holder sent.';
+COMMENT ON COLUMN dlm_shared_holds.holder_pid IS 'Process id the holder reported (not checked by the server).';
 
 COMMENT ON COLUMN dlm_shared_holds.holder_ip IS 'Holder''s address as the server saw it (NULL over a unix socket).';
+
+CREATE TABLE dlm_clients (
+    client_id text NOT NULL COLLATE pg_catalog."C",
+    role_oid oid NOT NULL,
+    role_name text NOT NULL,
+    first_use boolean NOT NULL,
+    bound_by text NOT NULL,
+    bound_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    separator text COLLATE pg_catalog."C",
+    hierarchy boolean,
+    CONSTRAINT dlm_clients_check CHECK ((hierarchy OR (separator IS NULL))),
+    CONSTRAINT dlm_clients_separator_check CHECK ((length(separator) = 1))
+);
+
+COMMENT ON TABLE dlm_clients IS 'dlm: which role may use each client id (key namespace), and the hierarchy setting recorded at its first use.';
+
+COMMENT ON COLUMN dlm_clients.client_id IS 'The <client> of DC#<farm>#<client>#<id> and XDC#<client>#<id> (other keys: the text before their first #).';
+
+COMMENT ON COLUMN dlm_clients.role_oid IS 'The role whose members may use the client.';
+
+COMMENT ON COLUMN dlm_clients.role_name IS 'That role''s name when it was bound (shown if the role is dropped).';
+
+COMMENT ON COLUMN dlm_clients.first_use IS 'True: bound to the login that used it first; false: bound by an admin.';
+
+COMMENT ON COLUMN dlm_clients.bound_by IS 'The login that bound it.';
+
+COMMENT ON COLUMN dlm_clients.bound_at IS 'When (server clock).';
+
+COMMENT ON COLUMN dlm_clients.separator IS 'Hierarchy separator recorded at the first acquire or wait; NULL when the client uses no hierarchy or none was recorded yet.';
+
+COMMENT ON COLUMN dlm_clients.hierarchy IS 'Whether the client uses a hierarchy; NULL until its first acquire or wait records it.';
 
 -- ------------------------------------------------- keys and indexes
 
@@ -227,6 +258,9 @@ ALTER TABLE ONLY dlm_fencing_floor
 
 ALTER TABLE ONLY dlm_shared_holds
     ADD CONSTRAINT dlm_shared_holds_pkey PRIMARY KEY (resource, token);
+
+ALTER TABLE ONLY dlm_clients
+    ADD CONSTRAINT dlm_clients_pkey PRIMARY KEY (client_id);
 
 -- ------------------------------------------------ settings and roles
 
@@ -303,14 +337,221 @@ $$;
 
 COMMENT ON FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean) IS 'dlm (client, schema 5 callers): dlm_try_acquire as a set of one row.';
 
--- dlm_describe: the row of p_key for operators, or no row when the key was
--- never acquired (intention-only rows, fencing_token 0, count as never
--- locked). No token: a caller must not be able to release someone else's
--- lock with what it read. Times in epoch milliseconds by the server clock.
+-- dlm_bind_client (admin): binds client p_client to role p_role (which must
+-- exist), or rebinds it; the recorded hierarchy setting stays.
+CREATE FUNCTION dlm_bind_client(p_client text, p_role text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_oid oid;
+BEGIN
+  IF p_client IS NULL OR p_client = '' OR position('#' IN p_client) > 0 THEN
+    RAISE EXCEPTION 'dlm_bind_client: a client id is not empty and has no "#"'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT r.oid INTO v_oid FROM pg_roles r WHERE r.rolname = p_role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'dlm_bind_client: role "%" does not exist', p_role
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  INSERT INTO dlm_clients AS c
+      (client_id, role_oid, role_name, first_use, bound_by)
+    VALUES (p_client, v_oid, p_role, false, session_user)
+    ON CONFLICT (client_id) DO UPDATE
+      SET role_oid = excluded.role_oid, role_name = excluded.role_name,
+          first_use = false, bound_by = excluded.bound_by,
+          bound_at = clock_timestamp();
+END
+$$;
+
+COMMENT ON FUNCTION dlm_bind_client(p_client text, p_role text) IS 'dlm (admin): binds a client id to a role.';
+
+-- dlm_cancel_requests (admin): deletes the requests for exactly p_key, or
+-- only p_owner's (an owner as the listings show it) when not NULL, and
+-- wakes the waiters they held back. How many were deleted. A cancelled
+-- waiter of this release registers again at its next renewal (its wait
+-- goes on, at the back of the queue).
+CREATE FUNCTION dlm_cancel_requests(p_key text, p_owner text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_count integer;
+  v_row   record;
+BEGIN
+  SELECT r.ancestors, r.desc_begin, r.desc_end INTO v_row
+    FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND (p_owner IS NULL OR r.owner_id = p_owner)
+   LIMIT 1;
+  DELETE FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND (p_owner IS NULL OR r.owner_id = p_owner);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM dlm_notify_waiters(p_key, v_row.ancestors, v_row.desc_begin,
+                               v_row.desc_end);
+  END IF;
+  RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_cancel_requests(p_key text, p_owner text) IS 'dlm (admin): deletes the requests of a key (or of one owner on it).';
+
+-- dlm_check_path (internal): the tenancy check of an acquire or a wait for
+-- p_key, and its hierarchy checked against the client's recorded setting
+-- (recorded by this call when there is none yet): the ancestors and
+-- descendant range the caller sent must be the ones the server computes.
+-- 22023 otherwise, saying which setting is recorded.
+CREATE FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_client record;
+  v_scope  text;
+  v_sep    text;
+  v_hier   boolean;
+  v_expect text[];
+BEGIN
+  IF octet_length(p_key) > 8192 THEN
+    RAISE EXCEPTION 'dlm: key longer than 8192 bytes'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT * INTO v_client FROM dlm_client_for(p_key, true);
+  -- The setting this call uses: no descendant range, no hierarchy.
+  v_hier := p_desc_begin IS NOT NULL OR p_desc_end IS NOT NULL;
+  IF v_hier THEN
+    v_sep := substr(p_desc_begin, length(p_key) + 1);
+    IF NOT starts_with(p_desc_begin, p_key) OR length(v_sep) <> 1
+       OR p_desc_end IS DISTINCT FROM p_key || chr(ascii(v_sep) + 1) THEN
+      RAISE EXCEPTION 'dlm: the descendant range sent for "%" is not one of its path', p_key
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+  END IF;
+  IF v_client.hierarchy IS NULL THEN
+    UPDATE dlm_clients c SET hierarchy = v_hier, separator = v_sep
+     WHERE c.client_id = v_client.client_id AND c.hierarchy IS NULL
+    RETURNING c.* INTO v_client;
+    IF NOT FOUND THEN
+      SELECT * INTO v_client FROM dlm_clients c
+       WHERE c.client_id = v_client.client_id;
+    END IF;
+  END IF;
+  IF v_client.hierarchy IS DISTINCT FROM v_hier
+     OR v_client.separator IS DISTINCT FROM v_sep THEN
+    RAISE EXCEPTION 'dlm: client "%" is recorded as %; this call uses %',
+      v_client.client_id,
+      CASE WHEN v_client.hierarchy
+           THEN format('using the hierarchy separator "%s"', v_client.separator)
+           ELSE 'using no hierarchy' END,
+      CASE WHEN v_hier THEN format('the separator "%s"', v_sep)
+           ELSE 'no hierarchy' END
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Configure every instance of a client alike; an admin can forget the recorded setting with dlmctl clients unbind.';
+  END IF;
+  IF v_hier THEN
+    v_scope := dlm_key_scope(p_key);
+    v_expect := dlm_path_ancestors(p_key, v_scope, v_sep);
+  ELSE
+    v_expect := '{}';
+  END IF;
+  IF coalesce(p_ancestors, '{}') IS DISTINCT FROM v_expect THEN
+    RAISE EXCEPTION 'dlm: the ancestors sent for "%" are not those of its path', p_key
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (internal): tenancy and recorded hierarchy of an acquire or a wait.';
+
+-- dlm_client_for (internal): the binding of p_key's client, checked: the
+-- login must be a member of its role (42501 otherwise, naming both). An
+-- unbound client is bound to the login when p_bind (acquire, wait), else
+-- answered as a row with a NULL client_id (release, extend, unregister:
+-- only holds and requests made before V7 can be under an unbound client).
+CREATE FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, OUT separator text, OUT hierarchy boolean) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_client text;
+  v_row    record;
+BEGIN
+  v_client := dlm_scope_client(dlm_key_scope(p_key));
+  SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
+  IF NOT FOUND THEN
+    IF NOT p_bind THEN
+      RETURN;
+    END IF;
+    -- First use. A concurrent first use of the same client waits here for
+    -- the other's transaction (bounded by the caller's lock_timeout), then
+    -- finds its row.
+    INSERT INTO dlm_clients AS c
+        (client_id, role_oid, role_name, first_use, bound_by)
+      SELECT v_client, r.oid, r.rolname, true, session_user
+        FROM pg_roles r WHERE r.rolname = session_user
+      ON CONFLICT (client_id) DO NOTHING;
+    SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
+  END IF;
+  IF NOT coalesce(pg_has_role(session_user, v_row.role_oid, 'MEMBER'), false) THEN
+    RAISE EXCEPTION 'dlm: client "%" is bound to role "%"; login "%" is not a member of it',
+      v_client,
+      coalesce((SELECT r.rolname FROM pg_roles r WHERE r.oid = v_row.role_oid),
+               v_row.role_name),
+      session_user
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'GRANT that role to the login, or have an admin bind the client to the service''s role (dlmctl clients bind).';
+  END IF;
+  client_id := v_row.client_id;
+  separator := v_row.separator;
+  hierarchy := v_row.hierarchy;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, OUT separator text, OUT hierarchy boolean) IS 'dlm (internal): the checked binding of a key''s client (42501 for a non-member).';
+
+-- dlm_confirmed_cycle (internal): dlm_find_cycle, and when it finds a cycle
+-- the request rows of every owner on it are locked (one order for all
+-- callers) and the graph walked again in a new snapshot: of two waits that
+-- close a cycle together, the one that locks second finds the first's row
+-- deleted (its caller was told, and dropped it) and answers '{}'. So each
+-- cycle is reported to one of its waiters, with no lock held between calls.
+CREATE FUNCTION dlm_confirmed_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text) RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_found record;
+BEGIN
+  SELECT * INTO v_found
+    FROM dlm_find_cycle(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                        p_shared, p_my_at, p_owner, clock_timestamp());
+  IF cardinality(v_found.cycle) = 0 THEN
+    RETURN v_found.cycle;
+  END IF;
+  PERFORM 1 FROM dlm_lock_requests r
+    WHERE r.owner_id = ANY (v_found.owners || p_owner)
+    ORDER BY r.resource, r.owner_id FOR UPDATE OF r;
+  SELECT * INTO v_found
+    FROM dlm_find_cycle(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                        p_shared, p_my_at, p_owner, clock_timestamp());
+  IF cardinality(v_found.cycle) > 0 THEN
+    DELETE FROM dlm_lock_requests r
+     WHERE r.resource = p_key AND r.owner_id = p_owner;
+  END IF;
+  RETURN v_found.cycle;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_confirmed_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text) IS 'dlm (internal): a cycle found, confirmed under row locks so that one waiter of it is told.';
+
 CREATE FUNCTION dlm_describe(p_key text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_all boolean := dlm_is_admin();
 BEGIN
   RETURN QUERY
     SELECT l.resource::text, l.status = 'HELD',
@@ -320,17 +561,13 @@ BEGIN
            floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
            l.holder_host, l.holder_pid, host(l.holder_ip)
       FROM dlm_locks l
-     WHERE l.resource = p_key AND l.fencing_token > 0;
+     WHERE l.resource = p_key AND l.fencing_token > 0
+       AND (v_all OR dlm_visible(l.resource));
 END
 $$;
 
 COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock row, without its token.';
 
--- dlm_extend: moves the lease end to now + p_ttl_ms if p_token still holds
--- the row (status HELD, expired but not taken included). Returns the new
--- expires_at in epoch milliseconds, or NULL when the lock was lost (released,
--- force-released, taken by another acquisition, or purged). Durable commit:
--- a lost extension would shorten a lease its holder relies on.
 CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -342,6 +579,12 @@ BEGIN
     RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  IF p_ttl_ms > 31536000000 THEN
+    RAISE EXCEPTION 'dlm_extend: a TTL is at most 365 days'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   -- Durable like an acquire, whatever the default (see dlm_acquire).
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
@@ -357,9 +600,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
 
--- dlm_extend_shared: moves the SHARED hold's lease end to now + p_ttl_ms.
--- The new expires_at in epoch milliseconds, or NULL when the hold is gone.
--- Durable, like dlm_extend.
 CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -371,6 +611,12 @@ BEGIN
     RAISE EXCEPTION 'dlm_extend_shared: the TTL must be positive'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  IF p_ttl_ms > 31536000000 THEN
+    RAISE EXCEPTION 'dlm_extend_shared: a TTL is at most 365 days'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
   END IF;
@@ -384,6 +630,83 @@ END
 $$;
 
 COMMENT ON FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional extension of a SHARED hold; NULL when lost.';
+
+-- dlm_find_cycle (internal): the wait-for graph walked from a request of
+-- p_owner (a digest) for p_key (its ancestors, descendant range and mode,
+-- and its age p_my_at for the queue edges): the keys along a cycle back to
+-- p_owner, starting with p_key, and the other owners on it; or '{}' and
+-- '{}'. Breadth first, each owner once;
+-- at most 1,000 owners are visited: past that the walk stops and answers
+-- '{}' (the wait goes on and ends at its timeout), so its work is bounded
+-- whatever the graph. Runs as its caller (the schema owner).
+CREATE FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_owners text[] := '{}';
+  v_parent integer[] := '{}';
+  v_via    text[] := '{}';
+  v_next   integer := 1;
+  v_at     integer;
+  v_cycle  text[];
+  v_hop    record;
+BEGIN
+  FOR v_hop IN
+    SELECT DISTINCT b.owner_id
+      FROM dlm_wait_blockers(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                             p_shared, p_my_at, p_owner, p_now) b
+     ORDER BY b.owner_id
+     LIMIT 1000
+  LOOP
+    -- The caller holds what blocks its own request: a cycle of one.
+    IF v_hop.owner_id = p_owner THEN
+      cycle := ARRAY[p_key];
+      owners := '{}';
+      RETURN;
+    END IF;
+    v_owners := v_owners || v_hop.owner_id;
+    v_parent := v_parent || 0;
+    v_via := v_via || p_key;
+  END LOOP;
+
+  WHILE v_next <= cardinality(v_owners) AND v_next <= 1000 LOOP
+    FOR v_hop IN
+      SELECT r.resource, b.owner_id
+        FROM dlm_lock_requests r
+        CROSS JOIN LATERAL dlm_wait_blockers(
+          r.resource, r.ancestors, r.desc_begin, r.desc_end,
+          r.mode = 'SHARED', r.requested_at, r.owner_id, p_now) b
+       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > p_now
+       ORDER BY r.resource, b.owner_id
+    LOOP
+      IF v_hop.owner_id = p_owner THEN
+        v_cycle := ARRAY[v_hop.resource];
+        v_at := v_next;
+        owners := '{}';
+        WHILE v_at > 0 LOOP
+          v_cycle := v_via[v_at] || v_cycle;
+          owners := owners || v_owners[v_at];
+          v_at := v_parent[v_at];
+        END LOOP;
+        cycle := v_cycle;
+        RETURN;
+      END IF;
+      IF cardinality(v_owners) < 1000
+         AND NOT (v_hop.owner_id = ANY (v_owners)) THEN
+        v_owners := v_owners || v_hop.owner_id;
+        v_parent := v_parent || v_next;
+        v_via := v_via || v_hop.resource;
+      END IF;
+    END LOOP;
+    v_next := v_next + 1;
+  END LOOP;
+  cycle := '{}';
+  owners := '{}';
+END
+$$;
+
+COMMENT ON FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) IS 'dlm (internal): the wait-for graph walk, at most 1,000 owners.';
 
 -- dlm_force_release (admin): frees the key whoever holds it, in both modes
 -- (the EXCLUSIVE row and every SHARED hold). True if anything was held.
@@ -414,15 +737,12 @@ $$;
 
 COMMENT ON FUNCTION dlm_force_release(p_key text) IS 'dlm (admin): frees a lock whoever holds it.';
 
--- dlm_holders: every hold not released or taken over, of exactly p_key
--- (p_exact) or under the key prefix p_key ('' for all): EXCLUSIVE rows
--- (status HELD) and SHARED holds, in key order, per key the EXCLUSIVE one
--- first and SHARED ones oldest first. No tokens. Times in epoch ms.
 CREATE FUNCTION dlm_holders(p_key text, p_exact boolean) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, shared boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  v_all    boolean := dlm_is_admin();
   v_from text := coalesce(p_key, '');
   v_end  text := dlm_prefix_end(coalesce(p_key, ''));
   v_now  timestamptz := clock_timestamp();
@@ -475,20 +795,68 @@ BEGIN
          WHERE NOT coalesce(p_exact, false)
            AND s.resource >= v_from AND (v_end IS NULL OR s.resource < v_end)
            AND starts_with(s.resource, v_from)) h
+     WHERE v_all OR dlm_visible(h.resource)
      ORDER BY h.resource COLLATE "C", h.shared, h.since, h.token_order;
 END
 $$;
 
 COMMENT ON FUNCTION dlm_holders(p_key text, p_exact boolean) IS 'dlm (client): holds of both modes of a key or under a prefix, without tokens.';
 
--- dlm_list_held: rows with status HELD (expired ones included; held tells)
--- whose key starts with p_prefix ('' for all), in key order, columns as
--- dlm_describe. A range scan on the primary key, then the exact prefix test.
+-- dlm_is_admin (internal): whether the login is a member of the admin role.
+CREATE FUNCTION dlm_is_admin() RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN coalesce((SELECT pg_has_role(session_user, r.oid, 'MEMBER')
+                     FROM dlm_config c JOIN pg_roles r ON r.rolname = c.value
+                    WHERE c.name = 'admin_role'), false);
+END
+$$;
+
+COMMENT ON FUNCTION dlm_is_admin() IS 'dlm (internal): whether the login is a member of the admin role.';
+
+-- dlm_key_scope (internal): the part of a key before its lock id:
+-- 'DC#<farm>#<client>#', 'XDC#<client>#', else the text up to and with the
+-- first '#', else ''.
+CREATE FUNCTION dlm_key_scope(p_key text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT CASE
+           WHEN p_key LIKE 'DC#%#%#%' THEN substring(p_key FROM '^DC#[^#]*#[^#]*#')
+           WHEN p_key LIKE 'XDC#%#%' THEN substring(p_key FROM '^XDC#[^#]*#')
+           ELSE coalesce(substring(p_key FROM '^[^#]*#'), '')
+         END
+$$;
+
+COMMENT ON FUNCTION dlm_key_scope(p_key text) IS 'dlm (internal): the part of a key before its lock id.';
+
+-- dlm_list_clients: every binding, by client id. Not secret: it tells a
+-- refused service whom to ask.
+CREATE FUNCTION dlm_list_clients() RETURNS TABLE(client_id text, role_name text, first_use boolean, bound_by text, bound_at_ms bigint, separator text, hierarchy boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN QUERY
+    SELECT c.client_id::text, coalesce(r.rolname::text, c.role_name),
+           c.first_use, c.bound_by,
+           floor(extract(epoch FROM c.bound_at) * 1000)::bigint,
+           c.separator::text, c.hierarchy
+      FROM dlm_clients c LEFT JOIN pg_roles r ON r.oid = c.role_oid
+     ORDER BY c.client_id;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_list_clients() IS 'dlm (client): the client bindings.';
+
 CREATE FUNCTION dlm_list_held(p_prefix text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  v_all    boolean := dlm_is_admin();
   v_prefix text := coalesce(p_prefix, '');
   v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
 BEGIN
@@ -503,6 +871,7 @@ BEGIN
              l.holder_host, l.holder_pid, host(l.holder_ip)
         FROM dlm_locks l
        WHERE l.status = 'HELD' AND l.resource >= v_prefix
+         AND (v_all OR dlm_visible(l.resource))
          AND starts_with(l.resource, v_prefix)
        ORDER BY l.resource;
   ELSE
@@ -514,6 +883,7 @@ BEGIN
              l.holder_host, l.holder_pid, host(l.holder_ip)
         FROM dlm_locks l
        WHERE l.status = 'HELD' AND l.resource >= v_prefix
+         AND (v_all OR dlm_visible(l.resource))
          AND l.resource < v_end AND starts_with(l.resource, v_prefix)
        ORDER BY l.resource;
   END IF;
@@ -522,14 +892,12 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_held(p_prefix text) IS 'dlm (client): HELD rows under a key prefix, without tokens.';
 
--- dlm_list_requests: live request rows under a key prefix ('' for all) with
--- their mode, in key order, then oldest first (dlm_list_waiters plus the
--- mode, which V3's result type cannot gain).
 CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  v_all    boolean := dlm_is_admin();
   v_prefix text := coalesce(p_prefix, '');
   v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
 BEGIN
@@ -540,6 +908,7 @@ BEGIN
            r.mode = 'SHARED'
       FROM dlm_lock_requests r
      WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+       AND (v_all OR dlm_visible(r.resource))
        AND (v_end IS NULL OR r.resource < v_end)
        AND starts_with(r.resource, v_prefix)
      ORDER BY r.resource, r.requested_at, r.owner_id;
@@ -548,14 +917,12 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live request rows under a key prefix, with their mode.';
 
--- dlm_list_waiters: live request rows (deadline not passed) whose key starts
--- with p_prefix ('' for all), in key order, then oldest first. A range scan
--- on the primary key (resource is its first column).
 CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  v_all    boolean := dlm_is_admin();
   v_prefix text := coalesce(p_prefix, '');
   v_end    text := dlm_prefix_end(coalesce(p_prefix, ''));
 BEGIN
@@ -566,6 +933,7 @@ BEGIN
              floor(extract(epoch FROM r.expires_at) * 1000)::bigint
         FROM dlm_lock_requests r
        WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+       AND (v_all OR dlm_visible(r.resource))
          AND starts_with(r.resource, v_prefix)
        ORDER BY r.resource, r.requested_at, r.owner_id;
   ELSE
@@ -575,6 +943,7 @@ BEGIN
              floor(extract(epoch FROM r.expires_at) * 1000)::bigint
         FROM dlm_lock_requests r
        WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
+       AND (v_all OR dlm_visible(r.resource))
          AND r.resource < v_end AND starts_with(r.resource, v_prefix)
        ORDER BY r.resource, r.requested_at, r.owner_id;
   END IF;
@@ -612,6 +981,43 @@ $$;
 
 COMMENT ON FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (internal): NOTIFY dlm_release when a live request waits for the freed key.';
 
+-- dlm_owner_digest (internal): what the tables keep and the listings show
+-- of an owner: the first 32 hex digits of SHA-256 of its UTF-8 bytes. The
+-- library computes the same to recognise its own rows in listings.
+CREATE FUNCTION dlm_owner_digest(p_owner text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
+$$;
+
+COMMENT ON FUNCTION dlm_owner_digest(p_owner text) IS 'dlm (internal): what is kept and shown of an owner (SHA-256, 32 hex digits).';
+
+-- dlm_path_ancestors (internal): the scoped keys of the ancestors of p_key
+-- (whose scope is p_scope) for separator p_sep, root first; '{}' for a
+-- one-segment id.
+CREATE FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_id    text := substr(p_key, length(p_scope) + 1);
+  v_parts text[];
+  v_out   text[] := '{}';
+BEGIN
+  IF position(p_sep IN v_id) = 0 THEN
+    RETURN v_out;
+  END IF;
+  v_parts := string_to_array(v_id, p_sep);
+  FOR i IN 1 .. cardinality(v_parts) - 1 LOOP
+    v_out := v_out || (p_scope || array_to_string(v_parts[1:i], p_sep));
+  END LOOP;
+  RETURN v_out;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) IS 'dlm (internal): a key''s ancestors for a separator.';
+
 -- dlm_prefix_end: the smallest string above every string that starts with
 -- p_prefix, for a primary-key range scan [p_prefix, end); NULL when there is
 -- none that is easy to write (empty prefix, or only non-ASCII characters):
@@ -637,10 +1043,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_prefix_end(p_prefix text) IS 'dlm (internal): upper bound of a key-prefix range scan.';
 
--- dlm_purge (admin): as V3's, and first deletes SHARED holds whose lease
--- ended at least p_idle_for_ms ago (holders that never released; a
--- holder's token is never above its key row's counter, so the floor rule is
--- unchanged); a row with any SHARED hold left is not idle. Rows counts both.
 CREATE FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) RETURNS TABLE(rows bigint, fencing_floor bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -652,6 +1054,8 @@ DECLARE
   v_rows   bigint := 0;
   v_holds  bigint := 0;
   v_floor  bigint;
+  v_reqs   bigint := 0;
+  v_batch  integer;
 BEGIN
   IF p_idle_for_ms IS NULL OR p_idle_for_ms < 0 OR p_batch IS NULL
      OR p_batch <= 0 THEN
@@ -660,10 +1064,31 @@ BEGIN
   END IF;
   v_cutoff := clock_timestamp() - p_idle_for_ms * interval '1 millisecond';
 
+  -- Requests whose lease ended at least p_idle_for_ms ago first (V7):
+  -- their waiters no longer renew them.
+  IF coalesce(p_dry_run, false) THEN
+    SELECT count(*) INTO v_reqs FROM (
+      SELECT 1 FROM dlm_lock_requests r WHERE r.expires_at < v_cutoff
+       LIMIT p_batch) q;
+  ELSE
+    DELETE FROM dlm_lock_requests r
+     WHERE (r.resource, r.owner_id) IN (
+             SELECT q.resource, q.owner_id FROM dlm_lock_requests q
+              WHERE q.expires_at < v_cutoff
+              LIMIT p_batch FOR UPDATE SKIP LOCKED)
+       AND r.expires_at < v_cutoff;
+    GET DIAGNOSTICS v_reqs = ROW_COUNT;
+  END IF;
+  v_batch := p_batch - v_reqs;
+  IF v_batch <= 0 THEN
+    RETURN QUERY SELECT v_reqs, coalesce((SELECT f.floor_token FROM dlm_fencing_floor f WHERE f.id), 0);
+    RETURN;
+  END IF;
+
   IF coalesce(p_dry_run, false) THEN
     SELECT count(*) INTO v_holds FROM (
       SELECT 1 FROM dlm_shared_holds s WHERE s.expires_at < v_cutoff
-       LIMIT p_batch) h;
+       LIMIT v_batch) h;
     SELECT count(*) INTO v_rows FROM (
       SELECT 1 FROM dlm_locks l
        WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
@@ -673,9 +1098,9 @@ BEGIN
          AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
                           WHERE s.resource = l.resource
                             AND s.expires_at >= v_cutoff)
-       LIMIT greatest(p_batch - v_holds, 0)) s;
+       LIMIT greatest(v_batch - v_holds, 0)) s;
     SELECT f.floor_token INTO v_floor FROM dlm_fencing_floor f WHERE f.id;
-    RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
+    RETURN QUERY SELECT v_reqs + v_holds + v_rows, coalesce(v_floor, 0);
     RETURN;
   END IF;
 
@@ -687,14 +1112,14 @@ BEGIN
     SELECT s.resource, s.token FROM dlm_shared_holds s
       JOIN dlm_locks l ON l.resource = s.resource
      WHERE s.expires_at < v_cutoff
-     LIMIT p_batch
+     LIMIT v_batch
      FOR UPDATE OF l SKIP LOCKED)
   DELETE FROM dlm_shared_holds s USING stale
    WHERE s.resource = stale.resource AND s.token = stale.token
      AND s.expires_at < v_cutoff;
   GET DIAGNOSTICS v_holds = ROW_COUNT;
 
-  IF v_holds < p_batch THEN
+  IF v_holds < v_batch THEN
     SELECT array_agg(s.resource), max(s.fencing_token) INTO v_keys, v_max
       FROM (SELECT l.resource, l.fencing_token FROM dlm_locks l
              WHERE (l.expires_at IS NULL OR l.expires_at < v_cutoff)
@@ -703,7 +1128,7 @@ BEGIN
                                   AND r.expires_at > clock_timestamp())
                AND NOT EXISTS (SELECT 1 FROM dlm_shared_holds s
                                 WHERE s.resource = l.resource)
-             LIMIT p_batch - v_holds
+             LIMIT v_batch - v_holds
              FOR UPDATE OF l SKIP LOCKED) s;
   END IF;
 
@@ -717,11 +1142,11 @@ BEGIN
                        WHERE s.resource = l.resource);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
   END IF;
-  RETURN QUERY SELECT v_holds + v_rows, coalesce(v_floor, 0);
+  RETURN QUERY SELECT v_reqs + v_holds + v_rows, coalesce(v_floor, 0);
 END
 $$;
 
-COMMENT ON FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) IS 'dlm (admin): deletes a batch of idle rows after raising the fencing floor.';
+COMMENT ON FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) IS 'dlm (admin): deletes a batch of ended requests and idle rows after raising the fencing floor.';
 
 -- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) RETURNS text[]
@@ -736,108 +1161,58 @@ $$;
 
 COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) IS 'dlm (client, schema 4 callers): an EXCLUSIVE dlm_register_wait.';
 
--- dlm_register_wait (7 arguments): as V3's, for a request of either mode,
--- with the edges of dlm_wait_blockers (mode-aware holds and the queue).
--- The request's age for its own queue edges: its existing row's
--- requested_at when it re-registers, else now.
+-- dlm_register_wait (7 arguments): records (or renews) p_owner's request
+-- for p_key in either mode, then walks the wait-for graph from it. The
+-- row's lease ends min(p_max_wait_ms, 10 s) from now: a waiter renews it
+-- by registering again, which keeps its place in the queue (requested_at)
+-- while the lease has not ended; a lapsed one starts again at the back.
+-- Returns '{}', or the cycle that waiting would close (then the row is
+-- not kept). No table lock (V7): the row is written first, and the caller
+-- walks the graph again with dlm_wait_cycle after this commits (see the
+-- header). Tenancy and hierarchy checked (dlm_check_path). Lazy commit.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  v_now    timestamptz;
-  v_my_at  timestamptz;
-  v_owners text[] := '{}';
-  v_parent integer[] := '{}';
-  v_via    text[] := '{}';
-  v_next   integer := 1;
-  v_at     integer;
-  v_cycle  text[];
-  v_hop    record;
+  v_now   timestamptz;
+  v_owner text;
+  v_my_at timestamptz;
 BEGIN
   IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
      OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
     RAISE EXCEPTION 'dlm_register_wait: bad arguments'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- Serialised with every other registration (see V3).
-  LOCK TABLE dlm_lock_requests IN SHARE ROW EXCLUSIVE MODE;
+  PERFORM dlm_check_path(p_key, p_ancestors, p_desc_begin, p_desc_end);
   PERFORM set_config('synchronous_commit', 'off', true);
+  v_owner := dlm_owner_digest(p_owner);
   v_now := clock_timestamp();
-  DELETE FROM dlm_lock_requests r WHERE r.expires_at <= v_now;
   SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
-   WHERE r.resource = p_key AND r.owner_id = p_owner;
-  v_my_at := coalesce(v_my_at, v_now);
-
-  FOR v_hop IN
-    SELECT DISTINCT b.owner_id
-      FROM dlm_wait_blockers(p_key, p_ancestors, p_desc_begin, p_desc_end,
-                             p_shared, v_my_at, p_owner, v_now) b
-     ORDER BY b.owner_id
-  LOOP
-    -- The caller holds what blocks its own request: a cycle of one.
-    IF v_hop.owner_id = p_owner THEN
-      RETURN ARRAY[p_key];
-    END IF;
-    v_owners := v_owners || v_hop.owner_id;
-    v_parent := v_parent || 0;
-    v_via := v_via || p_key;
-  END LOOP;
-
-  WHILE v_next <= cardinality(v_owners) LOOP
-    FOR v_hop IN
-      SELECT r.resource, b.owner_id
-        FROM dlm_lock_requests r
-        CROSS JOIN LATERAL dlm_wait_blockers(
-          r.resource, r.ancestors, r.desc_begin, r.desc_end,
-          r.mode = 'SHARED', r.requested_at, r.owner_id, v_now) b
-       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > v_now
-       ORDER BY r.resource, b.owner_id
-    LOOP
-      IF v_hop.owner_id = p_owner THEN
-        v_cycle := ARRAY[v_hop.resource];
-        v_at := v_next;
-        WHILE v_at > 0 LOOP
-          v_cycle := v_via[v_at] || v_cycle;
-          v_at := v_parent[v_at];
-        END LOOP;
-        RETURN v_cycle;
-      END IF;
-      IF NOT (v_hop.owner_id = ANY (v_owners)) THEN
-        v_owners := v_owners || v_hop.owner_id;
-        v_parent := v_parent || v_next;
-        v_via := v_via || v_hop.resource;
-      END IF;
-    END LOOP;
-    v_next := v_next + 1;
-  END LOOP;
+   WHERE r.resource = p_key AND r.owner_id = v_owner
+     AND r.expires_at > v_now;
 
   INSERT INTO dlm_lock_requests AS r
       (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
        desc_end, mode)
-    VALUES (p_key, p_owner, v_now,
-            v_now + p_max_wait_ms * interval '1 millisecond',
+    VALUES (p_key, v_owner, coalesce(v_my_at, v_now),
+            v_now + least(p_max_wait_ms, 10000) * interval '1 millisecond',
             coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end,
             CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END)
     ON CONFLICT (resource, owner_id) DO UPDATE
-      SET expires_at = excluded.expires_at, ancestors = excluded.ancestors,
+      SET requested_at = excluded.requested_at,
+          expires_at = excluded.expires_at, ancestors = excluded.ancestors,
           desc_begin = excluded.desc_begin, desc_end = excluded.desc_end,
           mode = excluded.mode;
-  RETURN '{}'::text[];
+
+  RETURN dlm_confirmed_cycle(p_key, coalesce(p_ancestors, '{}'),
+                             p_desc_begin, p_desc_end, p_shared,
+                             coalesce(v_my_at, v_now), v_owner);
 END
 $$;
 
-COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client): records a waiter of either mode unless waiting would close a cycle (returned).';
+COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client): records or renews a waiter''s request (a lease of at most 10 s) unless waiting would close a cycle (returned).';
 
--- dlm_release: frees the row if p_token still holds it (expired but not
--- taken included). True when freed, or already freed by this same token (a
--- retried release); false when another acquisition took the row since (or
--- a purge deleted it). When it freed the row and someone waits for the key,
--- one of its ancestors or a key in its descendant range (p_ancestors,
--- [p_desc_begin, p_desc_end), as for dlm_acquire), it NOTIFYs dlm_release
--- with the key; nobody waiting, no NOTIFY (a NOTIFY takes a database-wide
--- lock at commit). Lazy commit (synchronous_commit off for this transaction
--- only): a release lost in a crash leaves the lock HELD until its expiry.
 CREATE FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -846,6 +1221,8 @@ DECLARE
   v_wake boolean;
   v_void text;
 BEGIN
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   v_void := set_config('synchronous_commit', 'off', true);
   UPDATE dlm_locks l
      SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
@@ -871,9 +1248,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release, lazily committed; wakes waiters.';
 
--- dlm_release_shared: deletes the SHARED hold p_token has on p_key (expired
--- but not taken over included). True when it was there; then wakes the
--- waiters as dlm_release does. Lazy commit, like dlm_release.
 CREATE FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -882,6 +1256,8 @@ DECLARE
   v_wake boolean;
   v_void text;
 BEGIN
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   v_void := set_config('synchronous_commit', 'off', true);
   DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
   RETURNING EXISTS (
@@ -902,8 +1278,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release of a SHARED hold, lazily committed; wakes waiters.';
 
--- dlm_release_shared_within: the same inside the CALLER'S open transaction
--- (commitLock); SQLSTATE DLM01 when the hold is gone.
 CREATE FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -911,6 +1285,8 @@ CREATE FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors 
 DECLARE
   v_wake boolean;
 BEGIN
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
   RETURNING EXISTS (
       SELECT 1 FROM dlm_lock_requests r
@@ -930,11 +1306,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): SHARED release inside the caller''s transaction (commitLock); DLM01 when lost.';
 
--- dlm_release_within: frees the row inside the CALLER'S open transaction
--- (commitLock), waking waiters as dlm_release does; the release and its
--- NOTIFY take effect only if that transaction commits. Leaves
--- synchronous_commit alone. SQLSTATE DLM01 when p_token no longer holds the
--- row, which aborts the caller's transaction.
 CREATE FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -942,6 +1313,8 @@ CREATE FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[],
 DECLARE
   v_wake boolean;
 BEGIN
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   UPDATE dlm_locks l
      SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
    WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
@@ -984,9 +1357,20 @@ $$;
 
 COMMENT ON FUNCTION dlm_schema_versions() IS 'dlm (client): the applied migrations, for initialize() and schema status.';
 
--- dlm_try_acquire: one attempt to take a lock in either mode (p_shared),
--- the whole protocol in one transaction; the 10-argument dlm_acquire's
--- arguments and answer, as one row of OUT parameters.
+-- dlm_scope_client (internal): the client id of a key scope.
+CREATE FUNCTION dlm_scope_client(p_scope text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT CASE
+           WHEN starts_with(p_scope, 'DC#') THEN split_part(p_scope, '#', 3)
+           WHEN starts_with(p_scope, 'XDC#') THEN split_part(p_scope, '#', 2)
+           ELSE split_part(p_scope, '#', 1)
+         END
+$$;
+
+COMMENT ON FUNCTION dlm_scope_client(p_scope text) IS 'dlm (internal): the client id of a key scope.';
+
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1007,6 +1391,7 @@ DECLARE
   v_stale     boolean;
   v_requested boolean;
   v_void      text;
+  v_owner     text;
 BEGIN
   IF p_keys IS NULL OR cardinality(p_keys) = 0
      OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
@@ -1015,12 +1400,20 @@ BEGIN
     RAISE EXCEPTION 'dlm_acquire: bad arguments'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  IF p_ttl_ms > 31536000000 THEN
+    RAISE EXCEPTION 'dlm_acquire: a TTL is at most 365 days'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   -- Durable whatever the default (see V3).
   IF current_setting('synchronous_commit') = 'off' THEN
     v_void := set_config('synchronous_commit', 'on', true);
   END IF;
   v_depth := cardinality(p_keys);
   v_target := p_keys[v_depth];
+  -- The caller's tenancy and hierarchy (V7); the owner as recorded.
+  PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
+                         p_desc_end);
+  v_owner := dlm_owner_digest(p_owner);
 
   -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
   -- missing or purged meanwhile), then the target FOR UPDATE in both modes.
@@ -1083,7 +1476,7 @@ BEGIN
                                 OR v_row.expires_at > clock_timestamp())) THEN
     v_now := clock_timestamp();
     UPDATE dlm_locks l
-       SET status = 'HELD', owner_id = p_owner, token = p_token,
+       SET status = 'HELD', owner_id = v_owner, token = p_token,
            fencing_token = greatest(l.fencing_token,
                                     (SELECT f.floor_token FROM dlm_fencing_floor f
                                       WHERE f.id)) + 1,
@@ -1108,20 +1501,20 @@ BEGIN
               WHERE (r.resource = v_target
                      OR r.resource = ANY (p_keys[1:v_depth - 1])
                      OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-                AND r.owner_id <> p_owner AND r.expires_at > v_now
+                AND r.owner_id <> v_owner AND r.expires_at > v_now
                 AND (r.requested_at, r.owner_id)
                     < (coalesce((SELECT m.requested_at FROM dlm_lock_requests m
                                   WHERE m.resource = v_target
-                                    AND m.owner_id = p_owner
+                                    AND m.owner_id = v_owner
                                     AND m.expires_at > v_now),
-                                'infinity'::timestamptz), p_owner))
+                                'infinity'::timestamptz), v_owner))
     RETURNING true, false, l.fencing_token,
               floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
               floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
               EXISTS (SELECT 1 FROM dlm_shared_holds s
                        WHERE s.resource = v_target),
               EXISTS (SELECT 1 FROM dlm_lock_requests m
-                       WHERE m.resource = v_target AND m.owner_id = p_owner)
+                       WHERE m.resource = v_target AND m.owner_id = v_owner)
          INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms,
               v_stale, v_requested;
     IF FOUND THEN
@@ -1130,7 +1523,7 @@ BEGIN
       IF v_stale OR v_requested THEN
         DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
         DELETE FROM dlm_lock_requests r
-         WHERE r.resource = v_target AND r.owner_id = p_owner;
+         WHERE r.resource = v_target AND r.owner_id = v_owner;
       END IF;
       RETURN;
     END IF;
@@ -1211,15 +1604,15 @@ BEGIN
     -- request for the key, by (requested_at, owner_id); any, without one.
     IF v_blocker IS NULL THEN
       SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
-       WHERE r.resource = v_target AND r.owner_id = p_owner
+       WHERE r.resource = v_target AND r.owner_id = v_owner
          AND r.expires_at > clock_timestamp();
       SELECT r.resource INTO v_blocker FROM dlm_lock_requests r
        WHERE (r.resource = v_target OR r.resource = ANY (v_ancestors)
               OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-         AND r.owner_id <> p_owner AND r.expires_at > clock_timestamp()
+         AND r.owner_id <> v_owner AND r.expires_at > clock_timestamp()
          AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
          AND (v_my_at IS NULL
-              OR (r.requested_at, r.owner_id) < (v_my_at, p_owner))
+              OR (r.requested_at, r.owner_id) < (v_my_at, v_owner))
        ORDER BY r.requested_at, r.owner_id LIMIT 1;
       queued := v_blocker IS NOT NULL;
     END IF;
@@ -1239,7 +1632,7 @@ BEGIN
     -- blocks (a deadlock that is not one).
     IF v_my_at IS NOT NULL THEN
       DELETE FROM dlm_lock_requests r
-       WHERE r.resource = v_target AND r.owner_id = p_owner;
+       WHERE r.resource = v_target AND r.owner_id = v_owner;
     END IF;
     -- The key's next fencing token, above the purge floor (V3).
     v_now := clock_timestamp();
@@ -1249,7 +1642,7 @@ BEGIN
                        v_now + p_ttl_ms * interval '1 millisecond') * 1000)::bigint;
     IF NOT p_shared THEN
       UPDATE dlm_locks l
-         SET status = 'HELD', owner_id = p_owner, token = p_token,
+         SET status = 'HELD', owner_id = v_owner, token = p_token,
              fencing_token = greatest(l.fencing_token,
                                       (SELECT f.floor_token FROM dlm_fencing_floor f
                                         WHERE f.id)) + 1,
@@ -1284,7 +1677,7 @@ BEGIN
     INSERT INTO dlm_shared_holds AS s
         (resource, token, owner_id, fencing_token, acquired_at, ttl_ms,
          expires_at, holder_host, holder_pid, holder_ip)
-      VALUES (v_target, p_token, p_owner, fencing_token, v_now, p_ttl_ms,
+      VALUES (v_target, p_token, v_owner, fencing_token, v_now, p_ttl_ms,
               v_now + p_ttl_ms * interval '1 millisecond', p_host, p_pid,
               inet_client_addr());
   END;
@@ -1293,10 +1686,21 @@ $$;
 
 COMMENT ON FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) IS 'dlm (client): one attempt to take a lock in either mode, hierarchy protocol and fair queueing, one transaction; one row of OUT parameters.';
 
--- dlm_unregister_wait: deletes p_owner's request row for p_key; true if
--- there was one. Now also wakes the waiters that request may have held back
--- (fair queueing): a NOTIFY when other live requests wait on the key, an
--- ancestor or a descendant of it. Lazy commit.
+-- dlm_unbind_client (admin): forgets the binding of p_client and its
+-- recorded hierarchy setting; the next acquire or wait under it binds it
+-- again (to its login). True if there was one.
+CREATE FUNCTION dlm_unbind_client(p_client text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM dlm_clients c WHERE c.client_id = p_client;
+  RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_unbind_client(p_client text) IS 'dlm (admin): forgets a client''s binding and recorded hierarchy.';
+
 CREATE FUNCTION dlm_unregister_wait(p_key text, p_owner text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1304,9 +1708,11 @@ CREATE FUNCTION dlm_unregister_wait(p_key text, p_owner text) RETURNS boolean
 DECLARE
   v_row record;
 BEGIN
+  -- Tenancy (V7): only members of the client's role.
+  PERFORM dlm_client_for(p_key, false);
   PERFORM set_config('synchronous_commit', 'off', true);
   DELETE FROM dlm_lock_requests r
-   WHERE r.resource = p_key AND r.owner_id = p_owner
+   WHERE r.resource = p_key AND r.owner_id = dlm_owner_digest(p_owner)
   RETURNING r.ancestors, r.desc_begin, r.desc_end INTO v_row;
   IF NOT FOUND THEN
     RETURN false;
@@ -1317,7 +1723,25 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_unregister_wait(p_key text, p_owner text) IS 'dlm (client): removes a waiter''s request row and wakes those it held back.';
+COMMENT ON FUNCTION dlm_unregister_wait(p_key text, p_owner text) IS 'dlm (client): removes the caller''s own request row and wakes those it held back.';
+
+-- dlm_visible (internal): whether the login may see the holds and waiters
+-- of p_key: its client is unbound or bound to a role the login is a member
+-- of. (Admins see everything; the listings test that once, not per row.)
+CREATE FUNCTION dlm_visible(p_key text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN NOT EXISTS (
+    SELECT 1 FROM dlm_clients c
+     WHERE c.client_id = dlm_scope_client(dlm_key_scope(p_key))
+       AND NOT coalesce(pg_has_role(session_user, c.role_oid, 'MEMBER'),
+                        false));
+END
+$$;
+
+COMMENT ON FUNCTION dlm_visible(p_key text) IS 'dlm (internal): whether the login may see a key''s holds and waiters.';
 
 -- dlm_wait_blockers (internal): the owners a request waits for in the
 -- wait-for graph: owners of live holds that conflict with it (EXCLUSIVE
@@ -1353,6 +1777,37 @@ END
 $$;
 
 COMMENT ON FUNCTION dlm_wait_blockers(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_requested_at timestamp with time zone, p_owner text, p_now timestamp with time zone) IS 'dlm (internal): the owners a request waits for (holds and older requests).';
+
+-- dlm_wait_cycle: the wait-for graph walked again from p_owner's live
+-- request for p_key, in a transaction of its own after dlm_register_wait
+-- committed (so it sees every registration that committed before it): the
+-- cycle (the request is then deleted), or '{}' (also when there is no such
+-- request).
+CREATE FUNCTION dlm_wait_cycle(p_key text, p_owner text) RETURNS text[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_owner text;
+  v_now   timestamptz;
+  v_req   record;
+BEGIN
+  PERFORM dlm_client_for(p_key, false);
+  v_owner := dlm_owner_digest(p_owner);
+  v_now := clock_timestamp();
+  SELECT * INTO v_req FROM dlm_lock_requests r
+   WHERE r.resource = p_key AND r.owner_id = v_owner
+     AND r.expires_at > v_now;
+  IF NOT FOUND THEN
+    RETURN '{}'::text[];
+  END IF;
+  RETURN dlm_confirmed_cycle(p_key, v_req.ancestors, v_req.desc_begin,
+                             v_req.desc_end, v_req.mode = 'SHARED',
+                             v_req.requested_at, v_owner);
+END
+$$;
+
+COMMENT ON FUNCTION dlm_wait_cycle(p_key text, p_owner text) IS 'dlm (client): the wait-for graph walked again from a live request, after its registration committed.';
 
 -- Pin every function's search_path to this schema, once, after the last one
 -- is created: pg_catalog first, so no object of another schema can shadow a
@@ -1431,11 +1886,14 @@ BEGIN
   -- What each role may call (functions not named here are internal).
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_acquire(text[],bigint[],text,text,text,text,bigint,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_acquire(text[],bigint[],text,text,text,text,bigint,text,bigint,boolean) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_bind_client(text,text) TO %2$I', v_schema, v_admin);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_cancel_requests(text,text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_describe(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend(text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend_shared(text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_force_release(text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_holders(text,boolean) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_clients() TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_held(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_requests(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_waiters(text) TO %2$I', v_schema, v_client);
@@ -1448,7 +1906,9 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_within(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_schema_versions() TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_try_acquire(text[],bigint[],text,text,text,text,bigint,text,bigint,boolean) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_unbind_client(text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_unregister_wait(text,text) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_wait_cycle(text,text) TO %2$I', v_schema, v_client);
 
   -- The pinned search_path names this schema: were the client role able to
   -- create objects in it, it could shadow what the functions call.
@@ -1467,4 +1927,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (3, 'least privilege purge and compatibility', 2),
          (4, 'revoke table rights', 2),
          (5, 'shared locks and fair queueing', 4),
-         (6, 'faster acquire and release', 4);
+         (6, 'faster acquire and release', 4),
+         (7, 'tenancy owner digests and request leases', 4);

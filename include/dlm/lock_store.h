@@ -85,14 +85,23 @@ struct AcquireResult {
   bool queued = false;
 };
 
-// A waiter about to wait: the request row it records.
+// How long a request row counts without being registered again: a waiting
+// manager registers its request again every kRequestLease / 2, so a crashed
+// waiter's (or a forged) row stops counting within kRequestLease. The
+// PostgreSQL schema caps every request at this (schema version 7).
+inline constexpr std::chrono::milliseconds kRequestLease{10000};
+
+// A waiter about to wait (or renewing its wait): the request row it records.
+// Registering again keeps the row's place in the queue while its lease has
+// not ended.
 struct WaitRequest {
   const StoreKey& key;
   // The waiting owner (the thread's GUID).
   std::string_view owner;
   // The request is ignored by others, and may be deleted, this long after it
-  // was recorded (the waiter's deadline), so a crashed waiter's row does not
-  // linger in the wait-for graph.
+  // was recorded (at most kRequestLease, and not past the waiter's
+  // deadline), so a crashed waiter's row does not linger in the wait-for
+  // graph.
   std::chrono::milliseconds maxWait;
   // The mode the waiter asks for: which holds and requests it conflicts with.
   LockMode mode = LockMode::EXCLUSIVE;
@@ -244,6 +253,13 @@ class LockStore {
   // can tell its connections apart (PostgreSQL: in application_name of the
   // connections opened afterwards). No I/O; never throws.
   virtual void addClient(std::string_view clientId) noexcept { (void)clientId; }
+
+  // How the listings (LockStoreAdmin) show `owner`: the owner itself, or
+  // (PostgreSQL, schema version 7 on) a digest of it, which cannot be sent
+  // back to act as that owner. Lets a caller recognise its own rows. No I/O.
+  virtual std::string listedOwner(std::string_view owner) const {
+    return std::string(owner);
+  }
 
   // Adds / removes a receiver of this store's warnings (see
   // StoreWarningListener); `listener` must stay alive until removed. A

@@ -137,7 +137,10 @@ class LockStoreAdmin {
   // that another transaction has locked. Raises the fencing high-water mark
   // to the largest token deleted first, in the same transaction, so no key
   // ever sees a token again. One short transaction per call: callers loop
-  // until rows < batchSize. With dryRun, counts instead of deleting. On
+  // until rows < batchSize. Request rows whose lease ended at least
+  // `idleFor` ago are deleted too, and counted in rows (PostgreSQL; the
+  // SQLite store drops ended requests whenever a wait is registered). With
+  // dryRun, counts instead of deleting. On
   // PostgreSQL it needs the admin role (dlm_admin); the application role
   // gets an error.
   virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,

@@ -75,6 +75,9 @@ class LockStoreWrapper : public LockStore, public LockStoreAdmin {
   void addClient(std::string_view clientId) noexcept override {
     target_->addClient(clientId);
   }
+  std::string listedOwner(std::string_view owner) const override {
+    return target_->listedOwner(owner);
+  }
   void addWarningListener(StoreWarningListener* listener) noexcept override {
     target_->addWarningListener(listener);
   }

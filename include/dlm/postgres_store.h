@@ -139,6 +139,8 @@ class PostgresStore final : public LockStore, public LockStoreAdmin {
   std::string_view name() const override;
   LockStoreAdmin* admin() override { return this; }
   void addClient(std::string_view clientId) noexcept override;
+  // A digest: the schema keeps and shows only digests of owners.
+  std::string listedOwner(std::string_view owner) const override;
   void initialize(bool applyMigrations) override;
   void close() override;
   AcquireResult tryAcquire(const AcquireRequest& request) override;

@@ -108,7 +108,8 @@ std::optional<WaitRecord> oldestQueuedAhead(
 std::optional<LockRecord> findBlocker(LockStore& store, const StoreKey& key,
                                       LockMode mode);
 
-// oldestQueuedAhead among the store's live requests on `key`'s path.
+// oldestQueuedAhead among the store's live requests on `key`'s path;
+// `self` is the owner itself (compared as the store lists it).
 // Reads only.
 std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
                                           LockMode mode,

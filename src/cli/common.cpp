@@ -230,7 +230,8 @@ std::optional<WaitRecord> findQueuedAhead(LockStore& store, const StoreKey& key,
   // which oldestQueuedAhead drops).
   const std::string& root =
       key.ancestors.empty() ? key.key : key.ancestors.front();
-  return oldestQueuedAhead(adminOf(store).listWaiters(root), key, mode, self);
+  return oldestQueuedAhead(adminOf(store).listWaiters(root), key, mode,
+                           store.listedOwner(self));
 }
 
 }  // namespace dlm::cli

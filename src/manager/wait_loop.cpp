@@ -75,6 +75,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
                                         lock_.key_.key, owner_, callEnd_,
                                         manager_.config().operationTimeout);
   for (;;) {
+    if (renewRequestIfDue()) return;
     if (attemptAgain(waiter)) return;
     // A sleep that ran its course: no flood now, so the next wake-up is
     // tried at once again.
@@ -112,13 +113,20 @@ std::vector<std::string>
 DistributedLockManager::Impl::WaitLoop::recordRequest() {
   const WaitRegistration registered =
       manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
-        // The request row stops counting at the waiter's deadline (+1 s).
+        // The request row stops counting at the end of its lease, or at the
+        // waiter's deadline (+1 s) if that comes first.
         const milliseconds maxWait = std::clamp(
-            left() + milliseconds(1000), milliseconds(1), internal::kMaxTtl);
+            left() + milliseconds(1000), milliseconds(1), kRequestLease);
         return manager_.store().registerWait(
             WaitRequest{lock_.key_, owner_, maxWait, lock_.mode_});
       });
+  renewAt_ = manager_.clock().now() + kRequestLease / 2;
   return registered.deadlockCycle;
+}
+
+bool DistributedLockManager::Impl::WaitLoop::renewRequestIfDue() {
+  if (manager_.clock().now() < renewAt_) return false;
+  return registerRequest();
 }
 
 // The cycle closes at a lock of this owner's that blocks its last key, or
@@ -244,8 +252,12 @@ void DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
   const milliseconds sleep = nextSleep();
   throwIfDestroyed();
   // Never past the deadline: the loop makes a last attempt there.
+  // Nor past the request's renewal.
+  const milliseconds toRenewal = std::max(
+      milliseconds(0), std::chrono::duration_cast<milliseconds>(
+                           renewAt_ - manager_.clock().now()));
   const bool woken = manager_.clock().sleepUntilSignalled(
-      std::min(sleep, left()), waiter.signal);
+      std::min({sleep, left(), toRenewal}), waiter.signal);
   woken_ = woken;
   if (woken && fruitlessWakes_ > 0) {
     // Wake-ups that come during the gap are folded into this one (the

@@ -39,7 +39,11 @@ class DistributedLockManager::Impl::WaitLoop {
   // for a cycle that no leftover of this owner explains.
   bool registerRequest();
   // The store call: the keys of the cycle waiting would close, or none.
+  // Sets when the request's lease is next renewed.
   std::vector<std::string> recordRequest();
+  // Renews the request row's lease when half of it has passed (walking the
+  // wait-for graph again); true when an attempt on the way acquired.
+  bool renewRequestIfDue();
   // Releases this owner's leftover that closes `cycle`; true when one was.
   bool releasedOwnLeftover(const std::vector<std::string>& cycle);
   // Removes request rows this owner left behind; true when there were some.
@@ -87,6 +91,9 @@ class DistributedLockManager::Impl::WaitLoop {
   // row were followed by a refused attempt.
   bool woken_ = false;
   int fruitlessWakes_ = 0;
+  // When the request row is registered again (kRequestLease / 2 after the
+  // last registration).
+  Clock::TimePoint renewAt_;
 };
 
 }  // namespace dlm

@@ -64,11 +64,20 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
     return DLMException(ErrorCode::LOCK_NOT_HELD, text);
   }
   if (state == "42501") {
+    // The schema's tenancy check names the client and the role itself.
+    if (text.find("dlm: client ") != std::string::npos) {
+      return DLMException(ErrorCode::PERMISSION_DENIED, text);
+    }
     return DLMException(
         ErrorCode::PERMISSION_DENIED,
         fmt::format("{}; the login lacks a privilege this call needs (grant "
                     "it dlm_client; admin calls need dlm_admin)",
                     text));
+  }
+  if (state == "22023") {
+    // Refused by a dlm function: bad arguments, a TTL over the cap, a
+    // hierarchy setting other than the client's recorded one.
+    return DLMException(ErrorCode::INVALID_ARGUMENT, text);
   }
   if (state == "42P01" || state == "42883") {
     return DLMException(

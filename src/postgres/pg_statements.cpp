@@ -30,13 +30,17 @@ const PgStatements& pgStatements() {
       {"dlm_release", "SELECT dlm_release($1, $2, $3::text[], $4, $5)"},
       {"dlm_release_shared",
        "SELECT dlm_release_shared($1, $2, $3::text[], $4, $5)"},
-      // Deadlock check + request row, serialised server side. One row per
-      // key of the cycle, in order (none when registered), so no array
-      // literal has to be parsed.
+      // Request row (or its renewal) + deadlock check. One row per key of
+      // the cycle, in order (none when registered), so no array literal
+      // has to be parsed.
       {"dlm_register_wait",
        "SELECT u.k FROM unnest(dlm_register_wait($1, $2::text[], $3, $4, $5, "
        "$6, $7::boolean)) WITH ORDINALITY AS u (k, i) ORDER BY u.i"},
       {"dlm_unregister_wait", "SELECT dlm_unregister_wait($1, $2)"},
+      // The deadlock check again, after the registration committed.
+      {"dlm_wait_cycle",
+       "SELECT u.k FROM unnest(dlm_wait_cycle($1, $2)) WITH ORDINALITY AS u "
+       "(k, i) ORDER BY u.i"},
       // Where dlm_release_within lives, for calling it schema-qualified on
       // the application's connection when no schema was configured.
       {"dlm_function_schema",

@@ -13,6 +13,7 @@ struct PgStatements {
   PreparedStatement releaseShared;
   PreparedStatement registerWait;
   PreparedStatement unregisterWait;
+  PreparedStatement waitCycle;
   PreparedStatement functionSchema;
   PreparedStatement extend;
   PreparedStatement extendShared;

@@ -23,6 +23,7 @@
 #include "dlm/postgres_store.h"
 #include "dlm/lock_key.h"
 #include "postgres/connection_pool.h"
+#include "postgres/owner_digest.h"
 #include "postgres/pg_admin_calls.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
@@ -356,16 +357,34 @@ class PostgresStore::Impl {
                         owner.c_str(),
                         maxWait.c_str(),
                         sqlBoolean(request.mode == LockMode::SHARED)};
-    return run("registerWait", request.key.key, [&](PgConn& c, Deadline d) {
-      const PgResult r =
-          c.execPrepared(internal::pgStatements().registerWait, params, d);
-      WaitRegistration registration;
-      registration.deadlockCycle.reserve(static_cast<std::size_t>(r.rows()));
-      for (int row = 0; row < r.rows(); ++row) {
-        registration.deadlockCycle.push_back(r.text(row, 0));
-      }
-      return registration;
-    });
+    const auto keysOf = [](const PgResult& r) {
+      std::vector<std::string> keys;
+      keys.reserve(static_cast<std::size_t>(r.rows()));
+      for (int row = 0; row < r.rows(); ++row) keys.push_back(r.text(row, 0));
+      return keys;
+    };
+    WaitRegistration registration;
+    registration.deadlockCycle =
+        run("registerWait", request.key.key, [&](PgConn& c, Deadline d) {
+          return keysOf(
+              c.execPrepared(internal::pgStatements().registerWait, params, d));
+        });
+    if (!registration.deadlockCycle.empty()) return registration;
+    // No table lock serialises registrations (a neighbour could hold it
+    // open): the graph is walked again in a transaction of its own, after
+    // this registration committed, so of two waits that close a cycle at
+    // once the later to commit sees the other's row.
+    const Params cycleParams{request.key.key.c_str(), owner.c_str()};
+    registration.deadlockCycle =
+        run("registerWait", request.key.key, [&](PgConn& c, Deadline d) {
+          return keysOf(c.execPrepared(internal::pgStatements().waitCycle,
+                                       cycleParams, d));
+        });
+    if (!registration.deadlockCycle.empty()) {
+      // The contract: nothing stays recorded when waiting would deadlock.
+      unregisterWait(request.key.key, request.owner);
+    }
+    return registration;
   }
 
   void unregisterWait(std::string_view key, std::string_view owner) {
@@ -686,6 +705,10 @@ PostgresStore::PostgresStore(PostgresStoreOptions options) {
 PostgresStore::~PostgresStore() = default;
 
 std::string_view PostgresStore::name() const { return "postgres"; }
+std::string PostgresStore::listedOwner(std::string_view owner) const {
+  return internal::pgOwnerDigest(owner);
+}
+
 void PostgresStore::addClient(std::string_view clientId) noexcept {
   try {
     impl_->addClient(clientId);

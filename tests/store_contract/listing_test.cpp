@@ -19,7 +19,7 @@ TEST_P(Listing, DescribeShowsTheRowAndNothingForAKeyNeverLocked) {
   EXPECT_EQ(row->key, key("k").key);
   EXPECT_TRUE(row->held);
   EXPECT_TRUE(row->statusHeld);
-  EXPECT_EQ(row->owner, owner("A"));
+  EXPECT_EQ(row->owner, listedOwner("A"));
   EXPECT_EQ(row->fencingToken, a.fencingToken);
   EXPECT_EQ(row->ttl, seconds(30));
   EXPECT_EQ(row->mode, LockMode::EXCLUSIVE);
@@ -47,8 +47,8 @@ TEST_P(Listing, HoldersOfGivesTheExclusiveHolderThenSharedOldestFirst) {
   ASSERT_TRUE(acquireShared("k", "R2", "t2").acquired);
   holders = holdersOf(store(), key("k").key);
   ASSERT_EQ(holders.size(), 2U);
-  EXPECT_EQ(holders[0].owner, owner("R1"));
-  EXPECT_EQ(holders[1].owner, owner("R2"));
+  EXPECT_EQ(holders[0].owner, listedOwner("R1"));
+  EXPECT_EQ(holders[1].owner, listedOwner("R2"));
   EXPECT_LT(holders[0].fencingToken, holders[1].fencingToken);
   for (const auto& h : holders) {
     EXPECT_EQ(h.mode, LockMode::SHARED);
@@ -89,9 +89,9 @@ TEST_P(Listing, ListWaitersIsByPrefixInKeyOrderThenOldestFirst) {
   const auto waiters = listWaiters(store(), scope());
   ASSERT_EQ(waiters.size(), 3U);
   EXPECT_EQ(waiters[0].key, key("a").key);
-  EXPECT_EQ(waiters[0].owner, owner("W3"));
+  EXPECT_EQ(waiters[0].owner, listedOwner("W3"));
   EXPECT_EQ(waiters[0].mode, LockMode::SHARED);
-  EXPECT_EQ(waiters[1].owner, owner("W2"));
+  EXPECT_EQ(waiters[1].owner, listedOwner("W2"));
   EXPECT_LT(waiters[0].requestedAt, waiters[1].requestedAt);
   EXPECT_EQ(waiters[2].key, key("b").key);
   EXPECT_GT(waiters[2].expiresAt, waiters[2].requestedAt);

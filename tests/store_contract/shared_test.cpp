@@ -56,7 +56,7 @@ TEST_P(Shared, ASharedAcquirerTakesOverAnExpiredExclusiveHolder) {
   const auto holders = holdersOf(store(), key("k").key);
   ASSERT_EQ(holders.size(), 1U);
   EXPECT_EQ(holders[0].mode, LockMode::SHARED);
-  EXPECT_EQ(holders[0].owner, owner("B"));
+  EXPECT_EQ(holders[0].owner, listedOwner("B"));
   EXPECT_TRUE(holders[0].held);
   EXPECT_EQ(holders[0].fencingToken, shared.fencingToken);
   // The reader holds it: extend works, by its own token and mode.
@@ -83,7 +83,7 @@ TEST_P(Shared, AnExclusiveAcquirerTakesOverExpiredSharedHolders) {
   const auto holders = holdersOf(store(), key("k").key);
   ASSERT_EQ(holders.size(), 1U);
   EXPECT_EQ(holders[0].mode, LockMode::EXCLUSIVE);
-  EXPECT_EQ(holders[0].owner, owner("C"));
+  EXPECT_EQ(holders[0].owner, listedOwner("C"));
 }
 
 TEST_P(Shared, FirstBlockerIsInKeyOrderAcrossBothKindsOfHold) {

@@ -179,6 +179,10 @@ std::string StoreContract::owner(const std::string& name) const {
   return scope() + name;
 }
 
+std::string StoreContract::listedOwner(const std::string& name) {
+  return store().listedOwner(owner(name));
+}
+
 StoreContract::Ids StoreContract::ids(
     const std::vector<std::string>& keys) const {
   Ids out;
@@ -225,6 +229,7 @@ StoreContract::Ids StoreContract::wait(const std::string& id,
                                        milliseconds maxWait, LockMode mode) {
   const StoreKey k = key(id);
   const std::string o = owner(who);
+  waiterNames_[store().listedOwner(o)] = who;
   return ids(store().registerWait(WaitRequest{k, o, maxWait, mode})
                  .deadlockCycle);
 }
@@ -237,8 +242,9 @@ StoreContract::Ids StoreContract::waiting() {
   Ids out;
   const std::string s = scope();
   for (const auto& w : listWaiters(store(), s)) {
-    out.push_back(w.owner.substr(s.size()) + " waits " +
-                  w.key.substr(s.size()));
+    const auto named = waiterNames_.find(w.owner);
+    out.push_back((named != waiterNames_.end() ? named->second : "?" + w.owner) +
+                  " waits " + w.key.substr(s.size()));
   }
   std::sort(out.begin(), out.end());
   return out;

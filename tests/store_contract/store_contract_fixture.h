@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,6 +99,8 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
   StoreKey flatKey(const std::string& id) const;
   // An owner name unique to the test.
   std::string owner(const std::string& name) const;
+  // owner(name) as the listings show it (LockStore::listedOwner).
+  std::string listedOwner(const std::string& name);
   // Strips scope() from full keys.
   Ids ids(const std::vector<std::string>& keys) const;
 
@@ -147,6 +150,8 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
 
  private:
   std::unique_ptr<ContractDatabase> own_;
+  // Who registered a wait, by the owner the listings show (waiting()).
+  std::map<std::string, std::string> waiterNames_;
   std::shared_ptr<LockStore> store_;
 };
 

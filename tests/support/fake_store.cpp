@@ -405,8 +405,14 @@ StoreTime FakeStore::now() {
   return clock();
 }
 
+std::vector<std::chrono::milliseconds> FakeStore::registeredWaits() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return registeredWaits_;
+}
+
 WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
   std::lock_guard<std::mutex> lock(mutex_);
+  registeredWaits_.push_back(request.maxWait);
   const StoreTime now = clock();
   for (auto it = requests_.begin(); it != requests_.end();) {
     it = it->second.expiresAt <= now ? requests_.erase(it) : std::next(it);

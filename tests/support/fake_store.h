@@ -78,6 +78,8 @@ class FakeStore final : public LockStore, public LockStoreAdmin {
 
   // Live request rows, as "owner waits for key".
   std::vector<std::pair<std::string, std::string>> requests();
+  // The maxWait of every registerWait so far, in call order.
+  std::vector<std::chrono::milliseconds> registeredWaits();
   // With false, subscribeReleases refuses (waiters poll).
   void setNotifies(bool on) { notifies_ = on; }
   // What schemaState() answers from now on.
@@ -106,6 +108,7 @@ class FakeStore final : public LockStore, public LockStoreAdmin {
     LockMode mode = LockMode::EXCLUSIVE;
   };
   using RequestId = std::pair<std::string, std::string>;  // (owner, key)
+  std::vector<std::chrono::milliseconds> registeredWaits_;
 
   // The store's clock; callers hold mutex_.
   StoreTime clock() const;

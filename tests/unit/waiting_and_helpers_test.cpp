@@ -107,12 +107,35 @@ TEST_F(WaitingTest, JitterShortensSleepsButNeverLengthensThem) {
   const auto sleeps = clock_->sleeps();
   ASSERT_GE(sleeps.size(), 20U);
   bool varied = false;
+  milliseconds elapsed{0};
   for (std::size_t i = 0; i + 1 < sleeps.size(); ++i) {  // the last is cut
-    EXPECT_GE(sleeps[i], milliseconds(800));
+    elapsed += sleeps[i];
+    // A sleep is also cut where the request's lease is renewed (every
+    // kRequestLease / 2 from the registration, on this clock).
+    if (elapsed % (kRequestLease / 2) != milliseconds(0)) {
+      EXPECT_GE(sleeps[i], milliseconds(800)) << i;
+    }
     EXPECT_LE(sleeps[i], milliseconds(1000));
     varied = varied || sleeps[i] != sleeps[0];
   }
   EXPECT_TRUE(varied) << "every sleep the same: no jitter";
+}
+
+TEST_F(WaitingTest, AWaitRenewsItsRequestWithinItsLease) {
+  config_.waitForLock = milliseconds(30000);
+  auto m = manager();
+  Lock held = m->getLockInstance("x", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
+  Lock wanted = m->getLockInstance("x", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { m->acquireLock(wanted); }),
+            ErrorCode::LOCK_UNAVAILABLE);
+  // Registered at the start and again every kRequestLease / 2, each time
+  // for at most kRequestLease: a waiter that stops renewing (it crashed)
+  // stops counting within kRequestLease.
+  const auto waits = fake_->registeredWaits();
+  EXPECT_GE(waits.size(), 6U);
+  for (const milliseconds w : waits) EXPECT_LE(w, kRequestLease);
+  EXPECT_TRUE(fake_->requests().empty());
 }
 
 TEST_F(WaitingTest, RetryJitterMustBeBetweenZeroAndAHalf) {
