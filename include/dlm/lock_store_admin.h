@@ -153,9 +153,9 @@ class LockStoreAdmin {
   // (not of its ancestors or descendants); with `owner`, only that owner's
   // (the owner as listWaiters shows it). Returns how many rows were deleted.
   // Wakes the key's other waiters, which a deleted request may have held
-  // back. A waiter whose request is deleted is not told: it goes on trying
-  // until its own deadline, without its place in the queue. On PostgreSQL
-  // it needs the admin role. The default throws INTERNAL_ERROR naming the
+  // back. A waiter whose request is deleted is not told: a waiting manager
+  // records its request again at its next renewal (kRequestLease / 2), at
+  // the back of the queue. On PostgreSQL it needs the admin role. The default throws INTERNAL_ERROR naming the
   // call (a store written before it existed).
   virtual int cancelRequests(std::string_view key,
                              std::optional<std::string_view> owner) {

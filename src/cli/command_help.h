@@ -39,13 +39,13 @@ until when it waits. Older conflicting requests are served first.
 inline constexpr const char* kWaitersCancelFooter = R"(
 Deletes the request rows of exactly KEY (not of its ancestors or
 descendants): the one of --owner OWNER (as 'dlmctl waiters' shows it), or
-with --all every one. For a waiter that is stuck or forged (a row that holds
-newer requests back by fair queueing): the key's other waiters are woken
-and go on in queue order. A live waiter is not told: it keeps trying until
-its own timeout and may record its request again, at the back of the
-queue. KEY as for show. On
-PostgreSQL it needs the admin role. Exit status 0 when requests were
-removed, 1 when there was none to remove.)";
+with --all every one. For a waiter that is stuck or forged (a request holds
+newer conflicting ones back, by fair queueing, for up to 10 s unless its
+waiter renews it): the key's other waiters are woken and go on in queue
+order. A live waiter is not told: it records its request again at its next
+renewal, at the back of the queue. KEY as for show. On PostgreSQL it needs
+the admin role. Exit status 0 when requests were removed, 1 when there was
+none to remove.)";
 
 inline constexpr const char* kTopFooter = R"(
 A live view of the locks, redrawn every --interval seconds until q, Ctrl-C

@@ -14,8 +14,9 @@
 # the first login that uses it; `clients unbind` (0, then 1) lets the next
 # login have it; binding a missing role or a clientId with '#' is 1
 # (INVALID_ARGUMENT); an application login may list but not bind, unbind or
-# cancel (77); dlmctl's own clientId "dlmctl", bound by first use to one
-# operator, is shared by two operators once bound to their group role.
+# cancel (77); dlmctl's own clientId "dlmctl", bound by its first use to
+# the first login that used it, is shared by two operators once bound to
+# their group role.
 # SQLite: the client commands fail with INVALID_ARGUMENT (no roles).
 #
 #   clients_test.sh DLMCTL sqlite|postgres
@@ -80,6 +81,8 @@ wait_for "the holder" held_count 1
 "$dlmctl" "${db[@]}" exec -w 40 --lock stuck.k -- true 2>/dev/null &
 waiter=$!
 wait_for "the waiter's request" waiting_count 1
+# Stuck from now on: its request, just recorded, counts for 10 s more
+# (kRequestLease) without renewals; the steps up to the cancel take far less.
 kill -STOP "$waiter"
 kill -TERM "$holder"
 wait "$holder" 2>/dev/null || true
@@ -207,17 +210,19 @@ as "$svc" waiters cancel --all stuck.k
 expect_status 77 "waiters cancel as an application login"
 echo "bind refuses a missing role and '#' (1); an application login lists (0) but may not bind, unbind or cancel (77)"
 
-# dlmctl's own clientId: the first operator's login takes it by first use;
-# bound to the operators' group role, every member shares it.
+# dlmctl's own clientId: the first login that used it here (the PG* login,
+# for the stuck waiter above) took it by first use; bound to the operators'
+# group role, every member shares it.
+jq -e --arg r "$(psql -XAtc 'SELECT session_user')" '.role == $r and .first_use == true
+  and .hierarchy == true and .separator == "."' <<<"$(binding dlmctl)" >/dev/null ||
+  fail "dlmctl was not bound by its first use: $(binding dlmctl)"
 as "$op1" exec -n --lock ops.job -- true
-expect_status 0 "the first operator's dlmctl exec"
-as "$op2" exec -n --lock ops.job -- true
-expect_status 77 "a second operator under dlmctl bound to the first"
+expect_status 77 "an operator under dlmctl bound to another login"
 as "$ops" clients bind dlmctl "$group"
 expect_status 0 "clients bind dlmctl to the operators' group"
-as "$op2" exec -n --lock ops.job -- true
-expect_status 0 "the second operator once dlmctl is bound to the group"
 as "$op1" exec -n --lock ops.job -- true
 expect_status 0 "the first operator once dlmctl is bound to the group"
+as "$op2" exec -n --lock ops.job -- true
+expect_status 0 "the second operator once dlmctl is bound to the group"
 echo "dlmctl's clientId bound to a group role serves both operators"
 echo "PASS"
