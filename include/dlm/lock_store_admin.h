@@ -10,6 +10,9 @@
 // LockStore and answering `this` from LockStore::admin(); callers reach it
 // with adminOf(store). Same concurrency, time and error contract as
 // LockStore. None of these calls is needed to take, keep or free a lock.
+// The calls added after the first release (cancelRequests and the client
+// bindings) have default implementations (the evolution rule of
+// dlm/lock_store.h).
 #pragma once
 
 #include <chrono>
@@ -62,6 +65,29 @@ struct SchemaState {
   // compatibleFrom <= L < version(). 0 when not recorded (before version 3):
   // only a library for exactly version() may use it.
   int compatibleFrom = 0;
+};
+
+// A clientId (key namespace) bound to a database role (listClients). Only a
+// store with roles (PostgreSQL) binds clients: only logins that are members
+// of the role may lock, wait for, release or inspect holders' secrets under
+// the clientId.
+struct ClientBinding {
+  std::string clientId;
+  // The role the clientId is bound to.
+  std::string role;
+  // True: bound by its first use (to the login that used it first); false:
+  // bound by an admin (bindClient).
+  bool firstUse = false;
+  // The login that bound it (the first user, or the admin).
+  std::string boundBy;
+  // By the store's clock.
+  StoreTime boundAt;
+  // The hierarchy separator recorded for the clientId; nullopt when none is
+  // recorded.
+  std::optional<char> separator;
+  // Whether the clientId's locks form a hierarchy; nullopt until its first
+  // acquire records it.
+  std::optional<bool> hierarchy;
 };
 
 // What purgeIdle did (or, dry, would do) in one batch.
@@ -122,6 +148,60 @@ class LockStoreAdmin {
 
   // Operator override: frees the row whoever holds it. True if it was HELD.
   virtual bool forceRelease(std::string_view key) = 0;
+
+  // Operator override: deletes the request rows (waiters) of exactly `key`
+  // (not of its ancestors or descendants); with `owner`, only that owner's
+  // (the owner as listWaiters shows it). Returns how many rows were deleted.
+  // Wakes the key's other waiters, which a deleted request may have held
+  // back. A waiter whose request is deleted is not told: a waiting manager
+  // records its request again at its next renewal (kRequestLease / 2), at
+  // the back of the queue. On PostgreSQL it needs the admin role. The default throws INTERNAL_ERROR naming the
+  // call (a store written before it existed).
+  virtual int cancelRequests(std::string_view key,
+                             std::optional<std::string_view> owner) {
+    static_cast<void>(key);
+    static_cast<void>(owner);
+    throw DLMException(ErrorCode::INTERNAL_ERROR,
+                       "LockStoreAdmin::cancelRequests: this store does not "
+                       "implement it");
+  }
+
+  // Client bindings (stores with roles; PostgreSQL). A store without roles
+  // keeps the defaults, which throw INVALID_ARGUMENT saying that the store
+  // has no roles and no client bindings (SQLite: whoever can write the file
+  // can do everything).
+
+  // Every bound clientId, in clientId order. Any role that may lock may
+  // call it.
+  virtual std::vector<ClientBinding> listClients() {
+    throw noClientBindings("listClients");
+  }
+
+  // Admin: binds `clientId` to the existing role `role`, or rebinds it
+  // (keeping its recorded hierarchy setting). INVALID_ARGUMENT for an empty
+  // clientId or one containing '#', and for a role that does not exist.
+  virtual void bindClient(std::string_view clientId, std::string_view role) {
+    static_cast<void>(clientId);
+    static_cast<void>(role);
+    throw noClientBindings("bindClient");
+  }
+
+  // Admin: forgets `clientId`'s binding and its recorded hierarchy setting;
+  // the next login that uses the clientId is bound to it. True if there was
+  // a binding.
+  virtual bool unbindClient(std::string_view clientId) {
+    static_cast<void>(clientId);
+    throw noClientBindings("unbindClient");
+  }
+
+ protected:
+  // The client calls' default answer.
+  static DLMException noClientBindings(std::string_view call) {
+    return DLMException(ErrorCode::INVALID_ARGUMENT,
+                        "LockStoreAdmin::" + std::string(call) +
+                            ": this store has no roles and so no client "
+                            "bindings");
+  }
 };
 
 // store.admin(), or DLMException INVALID_ARGUMENT naming the store when it

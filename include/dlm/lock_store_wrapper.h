@@ -107,6 +107,19 @@ class LockStoreWrapper : public LockStore, public LockStoreAdmin {
   bool forceRelease(std::string_view key) override {
     return adminOf(*target_).forceRelease(key);
   }
+  int cancelRequests(std::string_view key,
+                     std::optional<std::string_view> owner) override {
+    return adminOf(*target_).cancelRequests(key, owner);
+  }
+  std::vector<ClientBinding> listClients() override {
+    return adminOf(*target_).listClients();
+  }
+  void bindClient(std::string_view clientId, std::string_view role) override {
+    adminOf(*target_).bindClient(clientId, role);
+  }
+  bool unbindClient(std::string_view clientId) override {
+    return adminOf(*target_).unbindClient(clientId);
+  }
 
  protected:
   std::shared_ptr<LockStore> target_;

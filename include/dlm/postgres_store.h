@@ -159,6 +159,16 @@ class PostgresStore final : public LockStore, public LockStoreAdmin {
   PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
                        bool dryRun) override;
   bool forceRelease(std::string_view key) override;
+  // Client bindings and cancelling waits (schema version 7 on): the
+  // functions dlm_list_clients, dlm_bind_client, dlm_unbind_client and
+  // dlm_cancel_requests. All but listClients need the admin role
+  // (PERMISSION_DENIED otherwise). cancelRequests matches `owner` as the
+  // listings show owners.
+  int cancelRequests(std::string_view key,
+                     std::optional<std::string_view> owner) override;
+  std::vector<ClientBinding> listClients() override;
+  void bindClient(std::string_view clientId, std::string_view role) override;
+  bool unbindClient(std::string_view clientId) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
   void unregisterWait(std::string_view key, std::string_view owner) override;

@@ -129,7 +129,9 @@ struct SqliteStoreOptions {
 // so rows created by any writer of the file, older libraries included, keep
 // their tokens above the purged ones. A dry run takes no write lock and
 // reports the floor unchanged. SQLite has no roles: whoever can write the
-// file can purge.
+// file can purge, and there are no client bindings (listClients,
+// bindClient and unbindClient throw INVALID_ARGUMENT, LockStoreAdmin's
+// defaults).
 // Both sides of the store interface: LockStore (the protocol) and
 // LockStoreAdmin (inspection and admin; admin() answers this store).
 class SqliteStore final : public LockStore, public LockStoreAdmin {
@@ -158,6 +160,10 @@ class SqliteStore final : public LockStore, public LockStoreAdmin {
   PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
                        bool dryRun) override;
   bool forceRelease(std::string_view key) override;
+  // Deletes the request rows; owners are matched as stored (SQLite shows
+  // them as they are).
+  int cancelRequests(std::string_view key,
+                     std::optional<std::string_view> owner) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
   void unregisterWait(std::string_view key, std::string_view owner) override;

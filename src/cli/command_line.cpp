@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 
+#include "command_set.h"
 #include "suggest.h"
 #include "dlm/store_url.h"
 #include "dlm/version.h"
@@ -18,392 +18,21 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A range check without "in [min - max]" in the help (the option's
-// description says what matters). Not CLI::Range: "nan" passes it (every
-// comparison with NaN is false).
-template <typename T>
-CLI::Validator range(T min, T max) {
-  return CLI::Validator(
-      [min, max](std::string& input) {
-        char* end = nullptr;
-        const double value = std::strtod(input.c_str(), &end);
-        const bool number = !input.empty() && end != nullptr && *end == '\0';
-        if (number && !std::isnan(value) && value >= static_cast<double>(min) &&
-            value <= static_cast<double>(max)) {
-          return std::string();
-        }
-        return fmt::format("Value {} not in range {} to {}", input, min, max);
-      },
-      "");
-}
-
-milliseconds fromSeconds(double seconds) {
-  return milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
-}
-
-constexpr const char* kProgramFooter = R"(
-Each command says on stderr which database it uses. Exit status: 0 success,
-1 failure (library errors print their message and code), 2 command-line
-mistake; exec and release have their own (see their help).
-'dlmctl help COMMAND' or 'dlmctl COMMAND --help' shows a command's options.)";
-
-constexpr const char* kListFooter = R"(
-One row per hold (a key held SHARED by three owners is three rows): store
-key, mode (EXCLUSIVE or SHARED), owner (on PostgreSQL a digest of it),
-holder host and pid as the holder reported them (HOST*, PID*: not checked
-by the database), the address the database saw,
-fencing token, acquired-at and expires-at (UTC, the store's clock), time
-left (EXPIRED for a hold past its TTL that nobody took over yet) and how
-many requests wait for the key. Control characters in keys are
-shown escaped (\n, \t, \xNN). --json prints a JSON array instead, one object
-per hold with its "mode" and the key's waiters; keys are exact there (invalid UTF-8 bytes become
-U+FFFD). Creates no database: a SQLite file that does not exist is an error.)";
-
-constexpr const char* kShowFooter = R"(
-KEY is a store key as list prints it ("DC#default#dlmctl#jobs.nightly") or a
-lock id ("jobs.nightly") in the scope of --client and --farm (DC, or XDC
-with --xdc). Shows the key's state, every holder (an EXCLUSIVE one, or all
-SHARED ones, each with its mode; the last holder of a free key) and who
-waits for it. Exit status 1 when the key was never locked.)";
-
-constexpr const char* kWaitersFooter = R"(
-One row per waiting acquireLock (its request row, until the waiter's
-deadline): key waited for, mode asked for, owner GUID, since when and
-until when it waits. Older conflicting requests are served first.
---json prints a JSON array.)";
-
-constexpr const char* kTopFooter = R"(
-A live view of the locks, redrawn every --interval seconds until q, Ctrl-C
-or SIGTERM: a header (database, the store's time, how many holds and
-waiting requests), the held locks (key, mode, holder owner, host and pid,
-fencing token, held since and for how long, time left) and the waiting
-requests (key, mode, owner, waiting since and for how long, and what blocks
-each: the conflicting hold of the same key, an ancestor or a descendant with
-its holder's host and pid, or an older conflicting request queued ahead of
-it). The screen is cleared and redrawn only when stdout is a terminal;
-otherwise each frame is printed after a blank line. --once prints one frame
-without terminal control codes and exits (for scripts); --once --json
-prints it as one JSON object {"database", "now", "held": [...],
-"waiters": [...]}, each waiter with its "blocked_by". --prefix filters the
-rows shown; blockers are found among all keys. Creates no database.)";
-
-constexpr const char* kReleaseFooter = R"(
-Frees the lock whoever holds it: the operator's override for a holder that
-is gone (the holder is not told; its next renewal or release finds the lock
-lost). KEY as for show. --force is required: it says that you mean it.
-Exit status 0 when the lock was held and is now free, 1 when nothing was
-held.)";
-
-constexpr const char* kSchemaStatusFooter = R"(
-Reads the schema-version table without changing anything: the version found,
-the version this build needs, the oldest library version the database still
-serves, each migration applied (when, and whether its recorded checksum
-matches this build's file) and the ones pending. Exit status 0 when this
-build can use the database as it is (its own version, or a newer one that
-still serves it), 3 when migrations are pending (including a database
-without dlm's schema), 4 when the database is newer and no longer serves
-this build, 5 when an applied migration differs from this build's file
-(drift). Creates no database.)";
-
-constexpr const char* kPurgeFooter = R"(
-Deletes lock rows that have been idle (free, or held but expired and not
-taken) for at least DURATION and that no live request waits for, in
-batches of --batch rows, each its own short transaction. A key's fencing
-tokens never go back: before deleting, the store raises a high-water mark
-that every row created later starts above. DURATION: 500ms, 90s, 15m, 12h,
-7d, 1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
-status 0; 1 on a library error (e.g. the application role may not purge).)";
-
-constexpr const char* kMigrateFooter = R"(
-Applies the migrations the database is missing, each in its own transaction,
-and lists each one applied; --dry-run only lists what would be applied.)";
-
-constexpr const char* kDemoFooter = R"(
-Applies the migrations, then forks N worker processes. For S seconds each
-worker picks one of K keys (DC locks "demo.key-1" .. "demo.key-K"; with
-probability P% their parent "demo", which conflicts with all of them),
-acquires it, holds it about M ms and releases it, recording when it held
-what. The summary shows each worker's acquisitions, each key's holds and
-fencing tokens, and whether any two holds of conflicting keys overlapped in
-time. Exit status 1 when holds overlapped, fencing tokens did not grow in
-hold order, a release returned false, a worker failed or nothing was
-acquired.)";
-
-constexpr const char* kExecFooter = R"(
-Takes the lock ID (DC in the scope of --client and --farm, or XDC with
---xdc) and runs COMMAND in its own process group while holding it, renewing
-the lease every third of the TTL; releases it after the whole group ended.
-COMMAND sees DLM_FENCING_TOKEN and DLM_LOCK_KEY in its environment.
-Everything from the first word that is not an option on is COMMAND's.
- - EXCLUSIVE by default (-x); with -s (--shared) any number of shared
-   holders run at once, and an exclusive one waits for all of them (and
-   they for it), as with flock -s.
- - Waits for the lock like flock(1): until it is free, or -w seconds; -n
-   makes one attempt. An earlier waiter whose lock conflicts goes first.
- - SIGINT, SIGTERM and SIGHUP to dlmctl are passed on to the group; COMMAND
-   dies with dlmctl, even under kill -9.
- - A lost lock: the group gets SIGTERM, then SIGKILL after --kill-after.
-Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
-not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
-run; the holder and its mode are named on stderr); 128+N when signal N stopped the wait;
-1 when the lock was lost while COMMAND ran, or a library error. The schema
-must be in place (dlmctl migrate).)";
-
-// The CLI11 application and the variables it fills.
-struct Cli {
-  CLI::App app{
-      "Operate dlm locks: run commands under a lock, see and "
-      "force-release locks, manage the schema.",
-      "dlmctl"};
-  CommandLine line;
-  bool version = false;
-  std::vector<std::string> helpTopic;
-  double execTtl = 60;
-  double execWait = 0;
-  double execKillAfter = 1;
-  double execProgress = 10;
-  double topInterval = 1;
-  bool execOnce = false;
-  bool execShared = false;
-  bool execExclusive = false;
-  std::string execShell;
-  std::vector<std::string> execCommand;
-  std::string purgeIdleFor;
-  CLI::App* exec = nullptr;
-  CLI::App* help = nullptr;
-
-  Cli() {
-    // A repeated option: the last one wins (as in most Unix tools).
-    app.option_defaults()->multi_option_policy(
-        CLI::MultiOptionPolicy::TakeLast);
-    app.footer(kProgramFooter);
-    app.get_formatter()->column_width(30);
-    app.add_option("--db", line.global.db,
-                   "database: postgresql://... URI, libpq keyword string "
-                   "(\"host=h dbname=d\"), sqlite:PATH or sqlite::memory: "
-                   "(default: $DLM_DATABASE_URL, else PostgreSQL when PGHOST, "
-                   "PGHOSTADDR, PGDATABASE or PGSERVICE is set, else "
-                   "sqlite:dlm.sqlite)")
-        ->type_name("URL");
-    app.add_option("--schema", line.global.schema,
-                   "PostgreSQL schema of dlm's tables (default: search_path)")
-        ->type_name("NAME");
-    app.add_option("--client", line.global.client,
-                   "clientId of the locks (default \"dlmctl\")")
-        ->type_name("ID");
-    app.add_option("--farm", line.global.farm,
-                   "farmId of DC locks (default \"default\")")
-        ->type_name("ID");
-    app.add_flag("--version", version, "print the versions and exit");
-    app.require_subcommand(0, 1);
-
-    addExec();
-    addListing();
-    addAdmin();
-    addDemo();
-    help = command("help", "show the help of dlmctl or of a command");
-    help->add_option("command", helpTopic, "the command")
-        ->type_name("CMD")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  }
-
-  CLI::App* command(const std::string& name, const std::string& what,
-                    CLI::App* parent = nullptr) {
-    CLI::App* sub =
-        (parent != nullptr ? parent : &app)->add_subcommand(name, what);
-    // Global options may also follow the command word.
-    sub->fallthrough();
-    return sub;
-  }
-
-  void addExec() {
-    exec = command("exec",
-                   "run a command while holding a lock (flock(1) "
-                   "for a cluster)");
-    exec->footer(kExecFooter);
-    ExecOptions& o = line.exec;
-    exec->add_option("--lock", o.id, "the lock id")
-        ->type_name("ID")
-        ->required();
-    exec->add_flag("--xdc", o.xdc, "an XDC lock (no farm)");
-    auto* shared = exec->add_flag("-s,--shared", execShared,
-                                  "take the lock SHARED: beside other "
-                                  "--shared holders (readers)");
-    exec->add_flag("-x,-e,--exclusive", execExclusive,
-                   "take the lock EXCLUSIVE (the default)")
-        ->excludes(shared);
-    exec->add_option("--ttl", execTtl, "lease length in seconds (default 60)")
-        ->type_name("S")
-        ->check(range(0.001, 86400.0));
-    auto* wait =
-        exec->add_option("-w,--wait,--timeout", execWait,
-                         "wait at most S seconds, fractional (default: "
-                         "until the lock is free)")
-            ->type_name("S")
-            ->check(range(0.0, 31536000.0));
-    exec->add_flag("-n,--nonblock", execOnce,
-                   "one attempt; fail at once when the lock is held")
-        ->excludes(wait);
-    exec->add_option("-E,--conflict-exit-code", o.conflictExitCode,
-                     "exit status when the lock is held elsewhere (default "
-                     "75)")
-        ->type_name("N")
-        ->check(range(0, 255));
-    exec->add_option("--kill-after", execKillAfter,
-                     "SIGTERM to SIGKILL after a lost lock, seconds (default "
-                     "1; at most half of a tenth of the TTL)")
-        ->type_name("S")
-        ->check(range(0.0, 3600.0));
-    exec->add_option("-c,--command", execShell,
-                     "run this shell command (/bin/sh -c) instead of COMMAND")
-        ->type_name("CMD");
-    exec->add_flag("-v,--verbose", o.verbose,
-                   "say who holds the lock while waiting, and progress");
-    exec->add_option("--progress-every", execProgress,
-                     "seconds between --verbose reports of a long wait "
-                     "(default 10)")
-        ->type_name("S")
-        ->check(range(0.1, 86400.0));
-    exec->add_option("COMMAND", execCommand, "the command and its arguments")
-        ->type_name("")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  }
-
-  void addListing() {
-    CLI::App* list = command("list", "list held locks and their waiters");
-    list->footer(kListFooter);
-    list->add_option("--prefix", line.list.prefix,
-                     "only store keys starting with P "
-                     "(e.g. \"DC#default#dlmctl#jobs.\")")
-        ->type_name("P");
-    list->add_flag("--json", line.list.json, "a JSON array");
-
-    CLI::App* show = command("show", "show one lock: holder and waiters");
-    show->footer(kShowFooter);
-    show->add_option("KEY", line.show.key, "store key or lock id")->required();
-    show->add_flag("--xdc", line.show.xdc, "KEY is an XDC lock id");
-    show->add_flag("--json", line.show.json, "a JSON object");
-
-    CLI::App* waiters = command("waiters", "list waiting lock requests");
-    waiters->footer(kWaitersFooter);
-    waiters
-        ->add_option("--prefix", line.list.prefix, "only keys starting with P")
-        ->type_name("P");
-    waiters->add_flag("--json", line.list.json, "a JSON array");
-
-    CLI::App* top = command("top",
-                            "a live view of held locks and waiters, and who "
-                            "blocks each waiter");
-    top->footer(kTopFooter);
-    top->add_option("--prefix", line.top.prefix,
-                    "only store keys starting with P")
-        ->type_name("P");
-    top->add_option("--interval", topInterval,
-                    "seconds between redraws, fractional (default 1)")
-        ->type_name("S")
-        ->check(range(0.1, 3600.0));
-    top->add_flag("--once", line.top.once,
-                  "print one frame, without terminal control codes, and exit");
-    top->add_flag("--json", line.top.json,
-                  "with --once: the frame as a JSON object");
-  }
-
-  void addAdmin() {
-    CLI::App* release =
-        command("release", "force-release a lock (operator override)");
-    release->footer(kReleaseFooter);
-    release->add_option("KEY", line.release.key, "store key or lock id")
-        ->required();
-    release->add_flag("--xdc", line.release.xdc, "KEY is an XDC lock id");
-    release->add_flag("--force", line.release.force,
-                      "required: free it whoever holds it");
-
-    CLI::App* schema = command("schema", "inspect the database's schema");
-    schema->require_subcommand(1);
-    command("status", "schema version found, needed and pending migrations",
-            schema)
-        ->footer(kSchemaStatusFooter);
-
-    CLI::App* purge =
-        command("purge", "delete lock rows idle for a while (admin)");
-    purge->footer(kPurgeFooter);
-    purge->add_option("--idle-for", purgeIdleFor, "how long a row was idle")
-        ->type_name("DURATION")
-        ->required();
-    purge
-        ->add_option("--batch", line.purge.batch,
-                     "rows per transaction (default 500)")
-        ->type_name("N")
-        ->check(range(1, 100000));
-    purge->add_flag("--dry-run", line.purge.dryRun,
-                    "only count what would be deleted");
-
-    CLI::App* migrate =
-        command("migrate", "apply the missing schema migrations");
-    migrate->footer(kMigrateFooter);
-    migrate->add_flag("--dry-run", line.migrate.dryRun,
-                      "only list what would be applied");
-  }
-
-  void addDemo() {
-    CLI::App* demo =
-        command("demo",
-                "worker processes contend for a few locks; checks that no "
-                "two holders ever overlapped");
-    demo->footer(kDemoFooter);
-    DemoOptions& d = line.demo;
-    demo->add_option("--workers", d.workers, "worker processes (default 4)")
-        ->type_name("N")
-        ->check(range(1, 64));
-    demo->add_option("--locks", d.locks, "keys to contend for (default 3)")
-        ->type_name("K")
-        ->check(range(1, 1000));
-    demo->add_option("--seconds", d.seconds,
-                     "how long the workers run (default 5)")
-        ->type_name("S")
-        ->check(range(0.1, 3600.0));
-    demo->add_option("--hold-ms", d.holdMs,
-                     "how long each hold lasts (default 20)")
-        ->type_name("M")
-        ->check(range(0, 60000));
-    demo->add_option("--parent-percent", d.parentPercent,
-                     "share of attempts on the parent key (default 10)")
-        ->type_name("P")
-        ->check(range(0, 100));
-  }
-
-  // The command named by `words` ("schema", "status"), or nullptr.
-  CLI::App* find(const std::vector<std::string>& words) {
-    CLI::App* at = &app;
-    for (const std::string& w : words) {
-      at = at->get_subcommand_ptr(w).get();
-      if (at == nullptr) return nullptr;
-    }
-    return at;
-  }
-
-  // The innermost command that was parsed (&app when none).
-  CLI::App* parsed() {
-    CLI::App* at = &app;
-    for (;;) {
-      const std::vector<CLI::App*> subs = at->get_subcommands();
-      if (subs.empty()) return at;
-      at = subs.front();
-    }
-  }
-};
-
 std::string pathOf(const CLI::App* sub);
 
-// `sub`'s help, its usage line starting with the program's name (CLI11 2.1
-// names only the subcommands there).
+// `sub`'s help, its usage line starting with the program's name and the
+// commands above it ("dlmctl waiters cancel"; CLI11 2.1 names only the
+// subcommand there).
 std::string helpOf(const CLI::App* sub,
                    CLI::AppFormatMode mode = CLI::AppFormatMode::Normal) {
   std::string text = sub->help("", mode);
   const std::string usage = "Usage: ";
   const std::size_t at = text.find(usage);
-  if (sub->get_parent() != nullptr && at != std::string::npos) {
-    text.insert(at + usage.size(), "dlmctl ");
+  const CLI::App* parent = sub->get_parent();
+  if (parent != nullptr && at != std::string::npos) {
+    const std::string above = pathOf(parent);
+    text.insert(at + usage.size(),
+                above.empty() ? "dlmctl " : "dlmctl " + above + " ");
   }
   return text;
 }
@@ -519,34 +148,6 @@ ParseOutcome unexpected(Cli& cli, const std::string& word) {
   return mistake(sub, fmt::format("unexpected argument '{}'", word));
 }
 
-// Turns the values CLI11 filled into the command's options; a mistake that
-// only shows across options is a UsageError.
-void finishExec(Cli& cli) {
-  ExecOptions& o = cli.line.exec;
-  o.ttl = fromSeconds(cli.execTtl);
-  o.mode = cli.execShared ? LockMode::SHARED : LockMode::EXCLUSIVE;
-  if (cli.execOnce) o.wait = milliseconds(0);
-  if (cli.exec->count("--wait") > 0) o.wait = fromSeconds(cli.execWait);
-  if (cli.exec->count("--kill-after") > 0) {
-    o.killAfter = fromSeconds(cli.execKillAfter);
-    o.killAfterGiven = true;
-  }
-  o.progressEvery = fromSeconds(cli.execProgress);
-  if (cli.exec->count("--command") > 0) {
-    if (!cli.execCommand.empty()) {
-      throw UsageError(
-          "give the command either with -c or after the "
-          "options, not both");
-    }
-    o.command = {"/bin/sh", "-c", cli.execShell};
-  } else {
-    o.command = cli.execCommand;
-  }
-  if (o.command.empty()) {
-    throw UsageError("exec needs a COMMAND (or -c \"shell command\")");
-  }
-}
-
 void finishDatabase(Cli& cli,
                     const std::optional<std::string>& databaseUrlEnv) {
   GlobalOptions& g = cli.line.global;
@@ -619,27 +220,7 @@ ParseOutcome parseCommandLine(
   if (sub == &cli.app) return mistake(sub, "no command given");
   if (sub == cli.help) return helpFor(cli, cli.helpTopic);
   try {
-    if (sub == cli.exec) finishExec(cli);
-    if (sub->get_name() == "purge") {
-      const auto idle = parseDuration(cli.purgeIdleFor);
-      if (!idle) {
-        throw UsageError(
-            "--idle-for takes a duration such as 90s, 15m, "
-            "12h or 7d, not '" +
-            cli.purgeIdleFor + "'");
-      }
-      cli.line.purge.idleFor = *idle;
-    }
-    if (sub->get_name() == "top") {
-      cli.line.top.interval = fromSeconds(cli.topInterval);
-      if (cli.line.top.json && !cli.line.top.once) {
-        throw UsageError("--json prints one frame: use it with --once");
-      }
-    }
-    if (sub->get_name() == "release" && !cli.line.release.force) {
-      throw UsageError(
-          "release frees the lock whoever holds it; say so with --force");
-    }
+    finishCommand(cli, sub);
   } catch (const UsageError& e) {
     return mistake(sub, e.what());
   }

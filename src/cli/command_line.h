@@ -20,13 +20,16 @@ constexpr int kPermissionDeniedExitStatus = 77;
 
 struct CommandLine {
   GlobalOptions global;
-  // "exec", "list", "show", "waiters", "release", "purge",
-  // "schema status", "migrate", "demo", "top".
+  // "exec", "list", "show", "waiters", "waiters cancel", "release",
+  // "purge", "clients", "clients bind", "clients unbind", "schema status",
+  // "migrate", "demo", "top".
   std::string command;
   ExecOptions exec;
   ListOptions list;  // list and waiters
   ShowOptions show;
   ReleaseOptions release;
+  CancelWaitOptions cancelWait;
+  ClientsOptions clients;
   MigrateOptions migrate;
   PurgeOptions purge;
   DemoOptions demo;

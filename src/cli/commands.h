@@ -20,6 +20,12 @@ int runList(const GlobalOptions& global, const ListOptions& options);
 int runShow(const GlobalOptions& global, const ShowOptions& options);
 int runWaiters(const GlobalOptions& global, const ListOptions& options);
 int runRelease(const GlobalOptions& global, const ReleaseOptions& options);
+int runCancelWait(const GlobalOptions& global,
+                  const CancelWaitOptions& options);
+int runClients(const GlobalOptions& global, const ClientsOptions& options);
+int runClientsBind(const GlobalOptions& global, const ClientsOptions& options);
+int runClientsUnbind(const GlobalOptions& global,
+                     const ClientsOptions& options);
 int runPurge(const GlobalOptions& global, const PurgeOptions& options);
 int runSchemaStatus(const GlobalOptions& global);
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options);

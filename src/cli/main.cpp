@@ -24,7 +24,17 @@ int dispatch(const CommandLine& line) {
   if (c == "list") return dlm::cli::runList(global, line.list);
   if (c == "show") return dlm::cli::runShow(global, line.show);
   if (c == "waiters") return dlm::cli::runWaiters(global, line.list);
+  if (c == "waiters cancel") {
+    return dlm::cli::runCancelWait(global, line.cancelWait);
+  }
   if (c == "release") return dlm::cli::runRelease(global, line.release);
+  if (c == "clients") return dlm::cli::runClients(global, line.clients);
+  if (c == "clients bind") {
+    return dlm::cli::runClientsBind(global, line.clients);
+  }
+  if (c == "clients unbind") {
+    return dlm::cli::runClientsUnbind(global, line.clients);
+  }
   if (c == "purge") return dlm::cli::runPurge(global, line.purge);
   if (c == "schema status") return dlm::cli::runSchemaStatus(global);
   if (c == "migrate") return dlm::cli::runMigrate(global, line.migrate);

@@ -75,6 +75,22 @@ struct ReleaseOptions {
   bool force = false;
 };
 
+// waiters cancel: the request rows of one key, one owner's or all.
+struct CancelWaitOptions {
+  std::string key;  // a store key or a lock id
+  bool xdc = false;
+  // --owner, as waiters lists it; nullopt with --all.
+  std::optional<std::string> owner;
+  bool all = false;
+};
+
+// clients (list), clients bind, clients unbind.
+struct ClientsOptions {
+  bool json = false;
+  std::string clientId;  // bind, unbind
+  std::string role;      // bind
+};
+
 struct MigrateOptions {
   bool dryRun = false;
 };

@@ -1,5 +1,6 @@
-// dlmctl release --force: the operator's override for a lock whose holder is
-// gone.
+// The operator's overrides: dlmctl release --force (a lock whose holder is
+// gone) and dlmctl waiters cancel (a waiter's request that is stuck or
+// forged).
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -24,6 +25,30 @@ int runRelease(const GlobalOptions& global, const ReleaseOptions& options) {
     return 1;
   }
   fmt::print("{}: released (it was held)\n", printable(key));
+  return 0;
+}
+
+int runCancelWait(const GlobalOptions& global,
+                  const CancelWaitOptions& options) {
+  const std::string key = resolveStoreKey(global, options.key, options.xdc);
+  const DeadlineScope deadline(
+      deadlineAfter(LockConfiguration{}.operationTimeout));
+  auto store = openExistingStore(global);
+  const std::optional<std::string_view> owner =
+      options.owner ? std::optional<std::string_view>(*options.owner)
+                    : std::nullopt;
+  const int removed = adminOf(*store).cancelRequests(key, owner);
+  store->close();
+  const std::string whose =
+      options.owner ? fmt::format(" of owner {}", printable(*options.owner))
+                    : std::string();
+  if (removed == 0) {
+    fmt::print("{}: no waiting request{}; nothing cancelled\n", printable(key),
+               whose);
+    return 1;
+  }
+  fmt::print("{}: cancelled {} waiting request{}{}\n", printable(key), removed,
+             removed == 1 ? "" : "s", whose);
   return 0;
 }
 

@@ -82,6 +82,17 @@ const PgStatements& pgStatements() {
        "FROM dlm_schema_version ORDER BY version"},
       // Admin: one purge batch (see the function).
       {"dlm_purge", "SELECT rows, fencing_floor FROM dlm_purge($1, $2, $3)"},
+      // Admin: deletes a key's request rows (all, or one owner's as the
+      // listings show it) and wakes the key's other waiters.
+      {"dlm_cancel_requests", "SELECT dlm_cancel_requests($1, $2)"},
+      // Client bindings: readable by the client role; binding and unbinding
+      // are admin calls. Listed in byte order, whatever the collation.
+      {"dlm_list_clients",
+       "SELECT client_id, role_name, first_use, bound_by, bound_at_ms, "
+       "separator, hierarchy FROM dlm_list_clients() "
+       "ORDER BY client_id COLLATE \"C\""},
+      {"dlm_bind_client", "SELECT dlm_bind_client($1, $2)"},
+      {"dlm_unbind_client", "SELECT dlm_unbind_client($1)"},
       // The database clock.
       {"dlm_now",
        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},

@@ -25,6 +25,10 @@ struct PgStatements {
   PreparedStatement schemaVersions;
   PreparedStatement schemaVersionsV1;
   PreparedStatement purge;
+  PreparedStatement cancelRequests;
+  PreparedStatement listClients;
+  PreparedStatement bindClient;
+  PreparedStatement unbindClient;
   PreparedStatement now;
 };
 

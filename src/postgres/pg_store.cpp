@@ -21,8 +21,10 @@
 #include "common/utf8.h"
 #include "dlm/deadline.h"
 #include "dlm/postgres_store.h"
+#include "dlm/lock_key.h"
 #include "postgres/connection_pool.h"
 #include "postgres/owner_digest.h"
+#include "postgres/pg_admin_calls.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
@@ -521,6 +523,13 @@ class PostgresStore::Impl {
     });
   }
 
+  // The calls of postgres/pg_admin_calls: run() (deadline, pool, error
+  // translation) around fn(connection, deadline).
+  template <typename Fn>
+  auto adminCall(std::string_view op, std::string_view key, Fn&& fn) {
+    return run(op, key, std::forward<Fn>(fn));
+  }
+
   StoreTime now() {
     return run("now", "", [](PgConn& c, Deadline d) {
       const PgResult r =
@@ -762,6 +771,33 @@ bool PostgresStore::forceRelease(std::string_view key) {
   return impl_->forceRelease(key);
 }
 StoreTime PostgresStore::now() { return impl_->now(); }
+
+int PostgresStore::cancelRequests(std::string_view key,
+                                  std::optional<std::string_view> owner) {
+  internal::checkCancelArguments(key, owner);
+  return impl_->adminCall("cancelRequests", key, [&](PgConn& c, Deadline d) {
+    return internal::pgCancelRequests(c, d, key, owner);
+  });
+}
+
+std::vector<ClientBinding> PostgresStore::listClients() {
+  return impl_->adminCall("listClients", "", internal::pgListClients);
+}
+
+void PostgresStore::bindClient(std::string_view clientId,
+                               std::string_view role) {
+  internal::checkBindArguments(clientId, role);
+  impl_->adminCall("bindClient", clientId, [&](PgConn& c, Deadline d) {
+    internal::pgBindClient(c, d, clientId, role);
+  });
+}
+
+bool PostgresStore::unbindClient(std::string_view clientId) {
+  validateClientId(clientId);
+  return impl_->adminCall("unbindClient", clientId, [&](PgConn& c, Deadline d) {
+    return internal::pgUnbindClient(c, d, clientId);
+  });
+}
 
 WaitRegistration PostgresStore::registerWait(const WaitRequest& request) {
   return impl_->registerWait(request);

@@ -979,6 +979,18 @@ void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
   if (wake) impl_->announce(key);
 }
 
+int SqliteStore::cancelRequests(std::string_view key,
+                               std::optional<std::string_view> owner) {
+  const int removed =
+      impl_->withConnection("cancelling requests", [&](Connection& c) {
+        return internal::sqlite::cancelRequestsIn(c, key, owner);
+      });
+  // The key's other waiters may have been queued behind a removed request:
+  // wake them like a release does, after COMMIT and outside the mutex.
+  if (removed > 0) impl_->announce(key);
+  return removed;
+}
+
 // --- Release notifications ---------------------------------------------------
 
 bool SqliteStore::subscribeReleases(ReleaseListener* listener) {

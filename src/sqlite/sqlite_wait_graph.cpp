@@ -183,4 +183,27 @@ bool unregisterWaitIn(Connection& c, std::string_view key,
   return heldBack;
 }
 
+int cancelRequestsIn(Connection& c, std::string_view key,
+                     std::optional<std::string_view> owner) {
+  // Lazy like unregisterWait: a cancel lost in a crash leaves the rows to
+  // their waiters' deadlines, as before it.
+  Transaction tx(c, Durability::kLazy);
+  {
+    // ?2 NULL: every owner's.
+    Statement del = c.statement(
+        "DELETE FROM dlm_lock_requests WHERE resource = ?1 "
+        "AND (?2 IS NULL OR owner_id = ?2)");
+    del.bind(1, key);
+    if (owner) {
+      del.bind(2, *owner);
+    } else {
+      del.bindNull(2);
+    }
+    del.run();
+  }
+  const int removed = sqlite3_changes(c.handle());
+  tx.commit();
+  return removed;
+}
+
 }  // namespace dlm::internal::sqlite

@@ -1,7 +1,8 @@
-// SqliteStore::registerWait and unregisterWait's transactions: request rows
+// SqliteStore::registerWait, unregisterWait and cancelRequests' transactions: request rows
 // and the wait-for graph walk with modes and queue edges.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "dlm/lock_store.h"
@@ -22,5 +23,10 @@ WaitRegistration registerWaitIn(Connection& c, const WaitRequest& request);
 // back by it and should be woken.
 bool unregisterWaitIn(Connection& c, std::string_view key,
                       std::string_view owner);
+
+// The operator's cancelRequests: deletes the request rows of exactly `key`
+// (only `owner`'s when given), expired ones included. How many it deleted.
+int cancelRequestsIn(Connection& c, std::string_view key,
+                     std::optional<std::string_view> owner);
 
 }  // namespace dlm::internal::sqlite

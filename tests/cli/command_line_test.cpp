@@ -150,6 +150,10 @@ TEST(CommandLine, HelpAndVersion) {
   }
   EXPECT_NE(parse({"help", "schema", "status"}).out.find("pending"),
             std::string::npos);
+  // A subcommand's usage names the commands above it.
+  EXPECT_NE(parse({"help", "schema", "status"})
+                .out.find("Usage: dlmctl schema status"),
+            std::string::npos);
   EXPECT_NE(parse({}).err.find("no command given"), std::string::npos);
 }
 
@@ -173,6 +177,83 @@ TEST(CommandLine, AdminCommands) {
   EXPECT_EQ(schema.exitStatus, kUsageExitStatus);
   EXPECT_NE(schema.err.find("status"), std::string::npos) << schema.err;
   EXPECT_EQ(parse({"demo", "--workers", "0"}).exitStatus, kUsageExitStatus);
+}
+
+TEST(CommandLine, WaitersCancelNamesOneOwnerOrAll) {
+  const CommandLine one =
+      run({"waiters", "cancel", "jobs.a", "--owner", "0a1b", "--xdc"});
+  EXPECT_EQ(one.command, "waiters cancel");
+  EXPECT_EQ(one.cancelWait.key, "jobs.a");
+  EXPECT_TRUE(one.cancelWait.xdc);
+  EXPECT_EQ(one.cancelWait.owner, std::optional<std::string>("0a1b"));
+  EXPECT_FALSE(one.cancelWait.all);
+  const CommandLine all =
+      run({"--db", "sqlite:x", "waiters", "cancel", "--all", "DC#f#c#k"});
+  EXPECT_EQ(all.cancelWait.key, "DC#f#c#k");
+  EXPECT_TRUE(all.cancelWait.all);
+  EXPECT_FALSE(all.cancelWait.owner.has_value());
+  EXPECT_EQ(all.global.db, "sqlite:x");
+  // Listing stays the command without a subcommand.
+  const CommandLine list = run({"waiters", "--json"});
+  EXPECT_EQ(list.command, "waiters");
+  EXPECT_TRUE(list.list.json);
+
+  const auto refused = [](const Words& words, const std::string& why) {
+    const ParseOutcome out = parse(words);
+    EXPECT_FALSE(out.run) << why;
+    EXPECT_EQ(out.exitStatus, kUsageExitStatus) << why;
+    EXPECT_NE(out.err.find(why), std::string::npos) << out.err;
+    EXPECT_NE(out.err.find("Usage: dlmctl waiters cancel"), std::string::npos)
+        << out.err;
+  };
+  refused({"waiters", "cancel", "k"}, "--owner OWNER");
+  refused({"waiters", "cancel", "--all"}, "KEY");
+  refused({"waiters", "cancel", "k", "--all", "--owner", "o"}, "excludes");
+  refused({"waiters", "cancel", "k", "--owner", ""}, "--owner is empty");
+  refused({"waiters", "cancel", "k", "--all", "--json"}, "not for cancel");
+  refused({"waiters", "--prefix", "p", "cancel", "k", "--all"},
+          "not for cancel");
+  const ParseOutcome typo = parse({"waiters", "cancle", "k"});
+  EXPECT_NE(typo.err.find("did you mean 'cancel'?"), std::string::npos)
+      << typo.err;
+  EXPECT_NE(parse({"help", "waiters", "cancel"}).out.find("--owner"),
+            std::string::npos);
+  EXPECT_NE(parse({"help", "waiters"}).out.find("cancel"), std::string::npos);
+}
+
+TEST(CommandLine, ClientsListsBindsAndUnbinds) {
+  const CommandLine list = run({"clients", "--json"});
+  EXPECT_EQ(list.command, "clients");
+  EXPECT_TRUE(list.clients.json);
+  const CommandLine bind = run({"clients", "bind", "orders", "orders_svc"});
+  EXPECT_EQ(bind.command, "clients bind");
+  EXPECT_EQ(bind.clients.clientId, "orders");
+  EXPECT_EQ(bind.clients.role, "orders_svc");
+  const CommandLine unbind =
+      run({"clients", "unbind", "orders", "--db", "postgresql://"});
+  EXPECT_EQ(unbind.command, "clients unbind");
+  EXPECT_EQ(unbind.clients.clientId, "orders");
+  EXPECT_EQ(unbind.global.db, "postgresql://");
+
+  const ParseOutcome noRole = parse({"clients", "bind", "orders"});
+  EXPECT_EQ(noRole.exitStatus, kUsageExitStatus);
+  EXPECT_NE(noRole.err.find("ROLE"), std::string::npos) << noRole.err;
+  EXPECT_NE(noRole.err.find("Usage: dlmctl clients bind"), std::string::npos)
+      << noRole.err;
+  EXPECT_EQ(parse({"clients", "unbind"}).exitStatus, kUsageExitStatus);
+  EXPECT_EQ(parse({"clients", "unbind", "a", "b"}).exitStatus,
+            kUsageExitStatus);
+  const ParseOutcome json = parse({"clients", "bind", "a", "r", "--json"});
+  EXPECT_EQ(json.exitStatus, kUsageExitStatus);
+  EXPECT_NE(json.err.find("--json is for listing clients"), std::string::npos)
+      << json.err;
+  const ParseOutcome typo = parse({"clients", "bnd", "a", "r"});
+  EXPECT_NE(typo.err.find("did you mean 'bind'?"), std::string::npos)
+      << typo.err;
+  EXPECT_NE(parse({"cleints"}).err.find("did you mean 'clients'?"),
+            std::string::npos);
+  EXPECT_NE(parse({"help", "clients", "bind"}).out.find("before"),
+            std::string::npos);
 }
 
 TEST(CommandLine, PurgeTakesADuration) {

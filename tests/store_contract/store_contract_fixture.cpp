@@ -78,6 +78,7 @@ StoreTraits traitsOf(const std::string& name) {
   }
   if (name == "postgres" || name == "pgbouncer") {
     traits.firstBlockerInKeyOrder = false;
+    traits.clientBindings = true;
   }
   return traits;
 }
@@ -109,6 +110,21 @@ PurgeBatch purge(LockStore& store, milliseconds idleFor, int batchSize,
 }
 bool forceRelease(LockStore& store, const std::string& key) {
   return adminOf(store).forceRelease(key);
+}
+int cancelRequests(LockStore& store, const std::string& key,
+                   const std::optional<std::string>& owner) {
+  return adminOf(store).cancelRequests(
+      key, owner ? std::optional<std::string_view>(*owner) : std::nullopt);
+}
+std::vector<ClientBinding> listClients(LockStore& store) {
+  return adminOf(store).listClients();
+}
+void bindClient(LockStore& store, const std::string& clientId,
+                const std::string& role) {
+  adminOf(store).bindClient(clientId, role);
+}
+bool unbindClient(LockStore& store, const std::string& clientId) {
+  return adminOf(store).unbindClient(clientId);
 }
 
 // ---- fixture

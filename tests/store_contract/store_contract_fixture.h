@@ -5,8 +5,9 @@
 // count or purge rows ask for a database of their own (freshDatabase()).
 //
 // Inspection and admin calls go through the free functions below (describe,
-// holdersOf, listHeld, listWaiters, purge, forceRelease), so a change in how a
-// store reaches them is one edit here.
+// holdersOf, listHeld, listWaiters, purge, forceRelease, cancelRequests and
+// the client bindings), so a change in how a store reaches them is one edit
+// here.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -40,6 +41,9 @@ struct StoreTraits {
   // in key order even when they are held in different modes. PostgreSQL
   // names an EXCLUSIVE holder before SHARED ones.
   bool firstBlockerInKeyOrder = true;
+  // Binds clientIds to database roles (listClients, bindClient,
+  // unbindClient); without roles those calls throw INVALID_ARGUMENT.
+  bool clientBindings = false;
 };
 
 // Databases of one kind: each newStore() is another store object on the same
@@ -65,6 +69,12 @@ std::vector<WaitRecord> listWaiters(LockStore& store,
 PurgeBatch purge(LockStore& store, std::chrono::milliseconds idleFor,
                  int batchSize, bool dryRun);
 bool forceRelease(LockStore& store, const std::string& key);
+int cancelRequests(LockStore& store, const std::string& key,
+                   const std::optional<std::string>& owner);
+std::vector<ClientBinding> listClients(LockStore& store);
+void bindClient(LockStore& store, const std::string& clientId,
+                const std::string& role);
+bool unbindClient(LockStore& store, const std::string& clientId);
 
 class StoreContract : public ::testing::TestWithParam<std::string> {
  protected:

@@ -385,6 +385,21 @@ bool FakeStore::forceRelease(std::string_view key) {
   return held;
 }
 
+int FakeStore::cancelRequests(std::string_view key,
+                              std::optional<std::string_view> owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int removed = 0;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    const bool match = it->first.second == key &&
+                       (!owner || it->first.first == *owner);
+    if (match) ++removed;
+    it = match ? requests_.erase(it) : std::next(it);
+  }
+  // The waiters the removed requests held back may go first now.
+  if (removed > 0) announce(key);
+  return removed;
+}
+
 StoreTime FakeStore::now() {
   std::lock_guard<std::mutex> lock(mutex_);
   return clock();

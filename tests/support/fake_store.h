@@ -62,6 +62,8 @@ class FakeStore final : public LockStore, public LockStoreAdmin {
   PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
                        bool dryRun) override;
   bool forceRelease(std::string_view key) override;
+  int cancelRequests(std::string_view key,
+                     std::optional<std::string_view> owner) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
   void unregisterWait(std::string_view key, std::string_view owner) override;

@@ -145,7 +145,7 @@ class PostgresAppSession final : public AppSession {
 };
 
 // The application's store (client role) with the operator calls
-// (forceRelease, purgeIdle) made through a second store logged in with the
+// (forceRelease, purgeIdle, cancelRequests, bindClient, unbindClient) made through a second store logged in with the
 // admin role, as an operator's tool would.
 class ClientStoreWithAdmin final : public LockStoreWrapper {
  public:
@@ -158,6 +158,16 @@ class ClientStoreWithAdmin final : public LockStoreWrapper {
   PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
                        bool dryRun) override {
     return adminOf(*admin_).purgeIdle(idleFor, batchSize, dryRun);
+  }
+  int cancelRequests(std::string_view key,
+                     std::optional<std::string_view> owner) override {
+    return adminOf(*admin_).cancelRequests(key, owner);
+  }
+  void bindClient(std::string_view clientId, std::string_view role) override {
+    adminOf(*admin_).bindClient(clientId, role);
+  }
+  bool unbindClient(std::string_view clientId) override {
+    return adminOf(*admin_).unbindClient(clientId);
   }
   void close() override {
     LockStoreWrapper::close();
