@@ -32,9 +32,14 @@ psql -qd postgres -c "CREATE DATABASE $db" || exit 1
 "$dlmctl" --db "$admin_url" migrate >/dev/null 2>&1 || exit 1
 psql -qd "$db" -c "CREATE ROLE $victim LOGIN IN ROLE dlm_client" \
   -c "CREATE ROLE $nb LOGIN IN ROLE dlm_client" || exit 1
+# Schema 7 on: the DBA binds the victim's client id (dlmctl's own,
+# "dlmctl") to its login, as docs/dba.md says (else the first login to use
+# it owns it).
+"$dlmctl" --db "$admin_url" clients bind dlmctl "$victim" >/dev/null 2>&1
 
 as_admin() { psql -qAtd "$db" "$@"; }
-as_nb() { psql -qAtd "$db" -U "$nb" "$@"; }
+# The neighbour's psql: its output, or the first line of its error.
+as_nb() { psql -qAtd "$db" -U "$nb" "$@" 2>&1 | grep -v '^CONTEXT\|^SQL\|^PL/pgSQL\|^HINT\|^ ' | head -3 | tr '\n' ' '; }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
 # The victim's dlmctl exec: its messages (less the database line), and its
@@ -49,8 +54,8 @@ victim_exec() {
 report() { printf '%-34s %s\n' "$1:" "$2"; }
 
 echo "== a forged queued request (100 years)"
-as_nb -c "SELECT dlm_register_wait('DC#default#dlmctl#orders', '{}', NULL, NULL,
-  'forged', 3153600000000, false)" >/dev/null
+report "neighbour's dlm_register_wait" "$(as_nb -c "SELECT dlm_register_wait('DC#default#dlmctl#orders', '{}', NULL, NULL,
+  'forged', 3153600000000, false)")"
 t=$(now)
 out=$(victim_exec --wait 3 --lock orders -- echo RAN)
 report "victim exec --wait 3" "exit $?, $(since "$t") s: ${out:0:110}"
@@ -62,7 +67,7 @@ echo "== an open transaction after dlm_register_wait"
 as_nb -c "BEGIN" -c "SELECT dlm_register_wait('DC#default#nb#x', '{}', NULL,
   NULL, 'forged', 60000, false)" -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null &
 sleep 0.5
-"$dlmctl" --db "$victim_url" exec --lock busy -- sleep 4 >/dev/null 2>&1 &
+"$dlmctl" --db "$victim_url" exec --lock busy -- sleep 2 >/dev/null 2>&1 &
 sleep 0.5
 t=$(now)
 out=$(victim_exec --wait 3 --lock busy -- echo RAN)
