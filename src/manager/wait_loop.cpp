@@ -24,6 +24,10 @@ namespace {
 // others.
 constexpr milliseconds kWakeJitter{2};
 
+// How soon a request renewal that found the store unreachable is tried
+// again.
+constexpr milliseconds kRenewalRetry{1000};
+
 // Counts a wait from the first refusal on, and its time whatever the
 // outcome.
 class WaitTimer {
@@ -75,7 +79,6 @@ void DistributedLockManager::Impl::WaitLoop::run() {
                                         lock_.key_.key, owner_, callEnd_,
                                         manager_.config().operationTimeout);
   for (;;) {
-    if (renewRequestIfDue()) return;
     if (attemptAgain(waiter)) return;
     // A sleep that ran its course: no flood now, so the next wake-up is
     // tried at once again.
@@ -85,7 +88,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
     // Checked after the signal's reset: a stopWaiting() after this check
     // leaves the signal set, so the sleep that follows ends at once.
     throwIfStopped();
-    sleepUntilWakeOrRetry(waiter);
+    if (sleepUntilWakeOrRetry(waiter)) return;
   }
 }
 
@@ -124,9 +127,20 @@ DistributedLockManager::Impl::WaitLoop::recordRequest() {
   return registered.deadlockCycle;
 }
 
-bool DistributedLockManager::Impl::WaitLoop::renewRequestIfDue() {
-  if (manager_.clock().now() < renewAt_) return false;
-  return registerRequest();
+bool DistributedLockManager::Impl::WaitLoop::renewRequest() {
+  try {
+    return registerRequest();
+  } catch (const DLMException& e) {
+    if (e.code() != ErrorCode::CONNECTION_ERROR &&
+        e.code() != ErrorCode::RETRIES_EXHAUSTED) {
+      throw;
+    }
+    // The store cannot be reached now (a failover, a restart): the wait goes
+    // on. Its request may lapse meanwhile (a lost queue place, never a lost
+    // lock); it is registered again a second from now.
+    renewAt_ = manager_.clock().now() + kRenewalRetry;
+    return false;
+  }
 }
 
 // The cycle closes at a lock of this owner's that blocks its last key, or
@@ -247,17 +261,30 @@ LockBlocker DistributedLockManager::Impl::WaitLoop::blocker() const {
 
 // --- sleeping ----------------------------------------------------------------
 
-void DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
+bool DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
     Waiter& waiter) {
   const milliseconds sleep = nextSleep();
   throwIfDestroyed();
   // Never past the deadline: the loop makes a last attempt there.
-  // Nor past the request's renewal.
-  const milliseconds toRenewal = std::max(
-      milliseconds(0), std::chrono::duration_cast<milliseconds>(
-                           renewAt_ - manager_.clock().now()));
-  const bool woken = manager_.clock().sleepUntilSignalled(
-      std::min({sleep, left(), toRenewal}), waiter.signal);
+  const Clock::TimePoint wakeAt = manager_.clock().now() + std::min(sleep, left());
+  const auto until = [&](Clock::TimePoint at) {
+    return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
+                                         at - manager_.clock().now()));
+  };
+  bool woken = false;
+  for (;;) {
+    // The request's lease is renewed in the middle of a sleep that spans
+    // its renewal time; attempts keep their own pace.
+    if (manager_.clock().now() >= renewAt_) {
+      if (renewRequest()) return true;
+      continue;
+    }
+    const milliseconds toWake = until(wakeAt);
+    const milliseconds toRenewal = until(renewAt_);
+    woken = manager_.clock().sleepUntilSignalled(std::min(toWake, toRenewal),
+                                                 waiter.signal);
+    if (woken || toWake <= toRenewal) break;
+  }
   woken_ = woken;
   if (woken && fruitlessWakes_ > 0) {
     // Wake-ups that come during the gap are folded into this one (the
@@ -274,6 +301,7 @@ void DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
             milliseconds(1),
         std::max(milliseconds(0), left())));
   }
+  return false;
 }
 
 // 1 ms after the first fruitless wake-up, doubling, up to a quarter of

@@ -41,9 +41,10 @@ class DistributedLockManager::Impl::WaitLoop {
   // The store call: the keys of the cycle waiting would close, or none.
   // Sets when the request's lease is next renewed.
   std::vector<std::string> recordRequest();
-  // Renews the request row's lease when half of it has passed (walking the
-  // wait-for graph again); true when an attempt on the way acquired.
-  bool renewRequestIfDue();
+  // Registers the request again (its lease renewed, the wait-for graph
+  // walked again); true when an attempt on the way acquired. A store that
+  // cannot be reached fails nothing: the renewal is tried again later.
+  bool renewRequest();
   // Releases this owner's leftover that closes `cycle`; true when one was.
   bool releasedOwnLeftover(const std::vector<std::string>& cycle);
   // Removes request rows this owner left behind; true when there were some.
@@ -67,7 +68,9 @@ class DistributedLockManager::Impl::WaitLoop {
   // wake-ups that won nothing, a woken waiter waits a growing quiet gap
   // first (wakeGap): a flood of wake-ups (a forged NOTIFY needs no dlm
   // role) costs a few attempts, not one per notification.
-  void sleepUntilWakeOrRetry(Waiter& waiter);
+  // Renews the request on the way when its renewal time comes; true when
+  // that acquired the lock.
+  bool sleepUntilWakeOrRetry(Waiter& waiter);
   std::chrono::milliseconds wakeGap() const;
   std::chrono::milliseconds nextSleep() const;
 

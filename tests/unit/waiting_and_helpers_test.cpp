@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dlm/dlm.h"
+#include "dlm/lock_store_wrapper.h"
 #include "support/error_code.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
@@ -108,11 +109,15 @@ TEST_F(WaitingTest, JitterShortensSleepsButNeverLengthensThem) {
   ASSERT_GE(sleeps.size(), 20U);
   bool varied = false;
   milliseconds elapsed{0};
+  const auto renewalAt = [](milliseconds t) {
+    return t % (kRequestLease / 2) == milliseconds(0);
+  };
   for (std::size_t i = 0; i + 1 < sleeps.size(); ++i) {  // the last is cut
+    const milliseconds start = elapsed;
     elapsed += sleeps[i];
-    // A sleep is also cut where the request's lease is renewed (every
+    // A sleep is split in two where the request's lease is renewed (every
     // kRequestLease / 2 from the registration, on this clock).
-    if (elapsed % (kRequestLease / 2) != milliseconds(0)) {
+    if (!renewalAt(elapsed) && !(i > 0 && renewalAt(start))) {
       EXPECT_GE(sleeps[i], milliseconds(800)) << i;
     }
     EXPECT_LE(sleeps[i], milliseconds(1000));
@@ -136,6 +141,52 @@ TEST_F(WaitingTest, AWaitRenewsItsRequestWithinItsLease) {
   EXPECT_GE(waits.size(), 6U);
   for (const milliseconds w : waits) EXPECT_LE(w, kRequestLease);
   EXPECT_TRUE(fake_->requests().empty());
+}
+
+// A store whose registerWait fails as an unreachable server would, after
+// the first one (the renewals).
+class UnreachableRenewals final : public LockStoreWrapper {
+ public:
+  using LockStoreWrapper::LockStoreWrapper;
+  WaitRegistration registerWait(const WaitRequest& request) override {
+    if (registrations_++ > 0) {
+      throw DLMException(ErrorCode::CONNECTION_ERROR, "server unreachable",
+                         true);
+    }
+    return LockStoreWrapper::registerWait(request);
+  }
+  int registrations() const { return registrations_; }
+
+ private:
+  int registrations_ = 0;
+};
+
+TEST_F(WaitingTest, ARenewalThatCannotReachTheStoreDoesNotEndTheWait) {
+  config_.sleepBetweenRetries = milliseconds(30000);  // no attempt meanwhile
+  config_.waitForLock = milliseconds(40000);
+  config_.storeRetries = 0;
+  auto store = std::make_shared<UnreachableRenewals>(fake_);
+  auto m = DistributedLockManager::builder()
+               .clientId("svc")
+               .farmId("farm1")
+               .store(store)
+               .configuration(config_)
+               .clock(clock_)
+               .build();
+  m->initialize();
+  Lock held = m->getLockInstance("x", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
+  Lock wanted = m->getLockInstance("x", LockLevel::DC);
+  // At the first attempt after 30 s the holder is gone; the renewals due
+  // at 5 s, 6 s, ... all failed meanwhile.
+  clock_->onSleep([&](milliseconds) {
+    if (store->registrations() > 3 && held.isAcquired()) {
+      asOwner("a", [&] { m->releaseLock(held); });
+    }
+  });
+  EXPECT_NO_THROW(m->acquireLock(wanted));
+  EXPECT_TRUE(wanted.isAcquired());
+  EXPECT_GT(store->registrations(), 3);
 }
 
 TEST_F(WaitingTest, RetryJitterMustBeBetweenZeroAndAHalf) {
