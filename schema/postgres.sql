@@ -820,8 +820,7 @@ COMMENT ON FUNCTION dlm_is_admin() IS 'dlm (internal): whether the login is a me
 -- 'DC#<farm>#<client>#', 'XDC#<client>#', else the text up to and with the
 -- first '#', else ''.
 CREATE FUNCTION dlm_key_scope(p_key text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql IMMUTABLE
     AS $$
   SELECT CASE
            WHEN p_key LIKE 'DC#%#%#%' THEN substring(p_key FROM '^DC#[^#]*#[^#]*#')
@@ -985,8 +984,7 @@ COMMENT ON FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_be
 -- of an owner: the first 32 hex digits of SHA-256 of its UTF-8 bytes. The
 -- library computes the same to recognise its own rows in listings.
 CREATE FUNCTION dlm_owner_digest(p_owner text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql IMMUTABLE
     AS $$
   SELECT left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
 $$;
@@ -998,7 +996,6 @@ COMMENT ON FUNCTION dlm_owner_digest(p_owner text) IS 'dlm (internal): what is k
 -- one-segment id.
 CREATE FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_id    text := substr(p_key, length(p_scope) + 1);
@@ -1026,7 +1023,6 @@ COMMENT ON FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) IS 
 -- server encoding. Internal (no role has EXECUTE on it).
 CREATE FUNCTION dlm_prefix_end(p_prefix text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_stem text := p_prefix;
@@ -1359,8 +1355,7 @@ COMMENT ON FUNCTION dlm_schema_versions() IS 'dlm (client): the applied migratio
 
 -- dlm_scope_client (internal): the client id of a key scope.
 CREATE FUNCTION dlm_scope_client(p_scope text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql IMMUTABLE
     AS $$
   SELECT CASE
            WHEN starts_with(p_scope, 'DC#') THEN split_part(p_scope, '#', 3)
@@ -1392,6 +1387,7 @@ DECLARE
   v_requested boolean;
   v_void      text;
   v_owner     text;
+  v_client    record;
 BEGIN
   IF p_keys IS NULL OR cardinality(p_keys) = 0
      OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
@@ -1410,9 +1406,27 @@ BEGIN
   END IF;
   v_depth := cardinality(p_keys);
   v_target := p_keys[v_depth];
-  -- The caller's tenancy and hierarchy (V7); the owner as recorded.
-  PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
-                         p_desc_end);
+  -- The caller's tenancy and hierarchy (V7), read in one statement; when
+  -- anything is not as recorded (or nothing is recorded yet),
+  -- dlm_check_path binds, records or names what is wrong.
+  SELECT c.separator,
+         c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
+           AND coalesce(pg_has_role(session_user, c.role_oid, 'MEMBER'), false)
+           AS ok
+    INTO v_client
+    FROM dlm_clients c
+   WHERE c.client_id = dlm_scope_client(dlm_key_scope(v_target));
+  IF NOT coalesce(v_client.ok, false)
+     OR (v_client.separator IS NOT NULL
+         AND (p_desc_begin IS DISTINCT FROM v_target || v_client.separator
+              OR p_desc_end IS DISTINCT FROM
+                 v_target || chr(ascii(v_client.separator) + 1)
+              OR p_keys[1:v_depth - 1] IS DISTINCT FROM dlm_path_ancestors(
+                   v_target, dlm_key_scope(v_target), v_client.separator)))
+     OR (v_client.separator IS NULL AND v_depth > 1) THEN
+    PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
+                           p_desc_end);
+  END IF;
   v_owner := dlm_owner_digest(p_owner);
 
   -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
@@ -1813,21 +1827,28 @@ COMMENT ON FUNCTION dlm_wait_cycle(p_key text, p_owner text) IS 'dlm (client): t
 -- is created: pg_catalog first, so no object of another schema can shadow a
 -- built-in, and pg_temp last, so a caller's temporary table cannot capture a
 -- dlm table's name. SET search_path FROM CURRENT would keep whatever
--- search_path applied the schema (e.g. "$user", public).
+-- search_path applied the schema (e.g. "$user", public). The immutable
+-- helpers call built-ins only and stay unpinned, so that the planner can
+-- inline them into their (pinned) callers; no role may EXECUTE them.
 DO $$
 DECLARE
-  v_fn regprocedure;
+  v_fn        regprocedure;
+  v_immutable boolean;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  FOR v_fn IN
-    SELECT p.oid::regprocedure FROM pg_proc p
+  FOR v_fn, v_immutable IN
+    SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
      WHERE p.pronamespace = current_schema()::regnamespace
        AND p.proname LIKE 'dlm\_%'
   LOOP
-    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
-                   v_fn, current_schema());
+    IF v_immutable THEN
+      EXECUTE format('ALTER FUNCTION %s RESET search_path', v_fn);
+    ELSE
+      EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                     v_fn, current_schema());
+    END IF;
   END LOOP;
 END
 $$;

@@ -139,21 +139,28 @@ pg_pin_block() {
 -- is created: pg_catalog first, so no object of another schema can shadow a
 -- built-in, and pg_temp last, so a caller's temporary table cannot capture a
 -- dlm table's name. SET search_path FROM CURRENT would keep whatever
--- search_path applied the schema (e.g. "$user", public).
+-- search_path applied the schema (e.g. "$user", public). The immutable
+-- helpers call built-ins only and stay unpinned, so that the planner can
+-- inline them into their (pinned) callers; no role may EXECUTE them.
 DO $$
 DECLARE
-  v_fn regprocedure;
+  v_fn        regprocedure;
+  v_immutable boolean;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  FOR v_fn IN
-    SELECT p.oid::regprocedure FROM pg_proc p
+  FOR v_fn, v_immutable IN
+    SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
      WHERE p.pronamespace = current_schema()::regnamespace
        AND p.proname LIKE 'dlm\_%'
   LOOP
-    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
-                   v_fn, current_schema());
+    IF v_immutable THEN
+      EXECUTE format('ALTER FUNCTION %s RESET search_path', v_fn);
+    ELSE
+      EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                     v_fn, current_schema());
+    END IF;
   END LOOP;
 END
 $$;

@@ -89,12 +89,17 @@ COMMENT ON COLUMN dlm_lock_requests.expires_at IS 'End of the request''s lease (
 -- Created with the harmless search_path pg_catalog, pg_temp and pinned to
 -- this schema below, as in V3.
 
+-- The immutable helpers below call built-ins only. They are left without a
+-- pinned search_path (the pin block at the end resets it), so that the
+-- planner inlines the SQL ones into their callers, whose search_path is
+-- pinned: a pinned SQL function is planned afresh in every transaction
+-- that calls it (tens of microseconds each). No role may EXECUTE them.
+
 -- dlm_owner_digest (internal): what the tables keep and the listings show
 -- of an owner: the first 32 hex digits of SHA-256 of its UTF-8 bytes. The
 -- library computes the same to recognise its own rows in listings.
 CREATE OR REPLACE FUNCTION dlm_owner_digest(p_owner text) RETURNS text
-  LANGUAGE sql IMMUTABLE STRICT
-  SET search_path = pg_catalog, pg_temp
+  LANGUAGE sql IMMUTABLE
 AS $$
   SELECT left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
 $$;
@@ -112,8 +117,7 @@ UPDATE dlm_lock_requests SET owner_id = dlm_owner_digest(owner_id)
 -- 'DC#<farm>#<client>#', 'XDC#<client>#', else the text up to and with the
 -- first '#', else ''.
 CREATE OR REPLACE FUNCTION dlm_key_scope(p_key text) RETURNS text
-  LANGUAGE sql IMMUTABLE STRICT
-  SET search_path = pg_catalog, pg_temp
+  LANGUAGE sql IMMUTABLE
 AS $$
   SELECT CASE
            WHEN p_key LIKE 'DC#%#%#%' THEN substring(p_key FROM '^DC#[^#]*#[^#]*#')
@@ -124,8 +128,7 @@ $$;
 
 -- dlm_scope_client (internal): the client id of a key scope.
 CREATE OR REPLACE FUNCTION dlm_scope_client(p_scope text) RETURNS text
-  LANGUAGE sql IMMUTABLE STRICT
-  SET search_path = pg_catalog, pg_temp
+  LANGUAGE sql IMMUTABLE
 AS $$
   SELECT CASE
            WHEN starts_with(p_scope, 'DC#') THEN split_part(p_scope, '#', 3)
@@ -216,7 +219,6 @@ CREATE OR REPLACE FUNCTION dlm_path_ancestors(p_key text, p_scope text,
                                               p_sep text)
   RETURNS text[]
   LANGUAGE plpgsql IMMUTABLE STRICT
-  SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_id    text := substr(p_key, length(p_scope) + 1);
@@ -322,6 +324,7 @@ DECLARE
   v_requested boolean;
   v_void      text;
   v_owner     text;
+  v_client    record;
 BEGIN
   IF p_keys IS NULL OR cardinality(p_keys) = 0
      OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
@@ -340,9 +343,27 @@ BEGIN
   END IF;
   v_depth := cardinality(p_keys);
   v_target := p_keys[v_depth];
-  -- The caller's tenancy and hierarchy (V7); the owner as recorded.
-  PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
-                         p_desc_end);
+  -- The caller's tenancy and hierarchy (V7), read in one statement; when
+  -- anything is not as recorded (or nothing is recorded yet),
+  -- dlm_check_path binds, records or names what is wrong.
+  SELECT c.separator,
+         c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
+           AND coalesce(pg_has_role(session_user, c.role_oid, 'MEMBER'), false)
+           AS ok
+    INTO v_client
+    FROM dlm_clients c
+   WHERE c.client_id = dlm_scope_client(dlm_key_scope(v_target));
+  IF NOT coalesce(v_client.ok, false)
+     OR (v_client.separator IS NOT NULL
+         AND (p_desc_begin IS DISTINCT FROM v_target || v_client.separator
+              OR p_desc_end IS DISTINCT FROM
+                 v_target || chr(ascii(v_client.separator) + 1)
+              OR p_keys[1:v_depth - 1] IS DISTINCT FROM dlm_path_ancestors(
+                   v_target, dlm_key_scope(v_target), v_client.separator)))
+     OR (v_client.separator IS NULL AND v_depth > 1) THEN
+    PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
+                           p_desc_end);
+  END IF;
   v_owner := dlm_owner_digest(p_owner);
 
   -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
@@ -1382,25 +1403,30 @@ BEGIN
 END
 $$;
 
--- Pin every function's search_path to this schema, once, after the last one
--- is created: pg_catalog first, so no object of another schema can shadow a
+-- Pin every function's search_path to this schema (but the immutable
+-- helpers', see dlm_owner_digest), once, after the last one is created: pg_catalog first, so no object of another schema can shadow a
 -- built-in, and pg_temp last, so a caller's temporary table cannot capture a
 -- dlm table's name. SET search_path FROM CURRENT would keep whatever
 -- search_path applied the schema (e.g. "$user", public).
 DO $$
 DECLARE
-  v_fn regprocedure;
+  v_fn        regprocedure;
+  v_immutable boolean;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  FOR v_fn IN
-    SELECT p.oid::regprocedure FROM pg_proc p
+  FOR v_fn, v_immutable IN
+    SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
      WHERE p.pronamespace = current_schema()::regnamespace
        AND p.proname LIKE 'dlm\_%'
   LOOP
-    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
-                   v_fn, current_schema());
+    IF v_immutable THEN
+      EXECUTE format('ALTER FUNCTION %s RESET search_path', v_fn);
+    ELSE
+      EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                     v_fn, current_schema());
+    END IF;
   END LOOP;
 END
 $$;

@@ -328,6 +328,42 @@ TEST_F(Neighbours, ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient
   }
 }
 
+// --- the functions themselves ------------------------------------------------------
+
+TEST_F(Neighbours, EveryCallableFunctionHasAPinnedSearchPathAndHelpersNoGrant) {
+  // A function that runs with the owner's rights resolves names only in
+  // pg_catalog, the schema and pg_temp (last); the helpers left unpinned
+  // (to be inlined) are immutable and nobody but the owner may call them.
+  const pqxx::result r = execSql(
+      schema_.admin(),
+      "SELECT p.proname, p.prosecdef, p.provolatile, "
+      "coalesce(array_to_string(p.proconfig, ','), ''), "
+      "has_function_privilege('dlm_client', p.oid, 'EXECUTE'), "
+      "has_function_privilege('dlm_admin', p.oid, 'EXECUTE'), "
+      "has_function_privilege('public', p.oid, 'EXECUTE') "
+      "FROM pg_proc p WHERE p.pronamespace = " +
+          schema_.admin().quote(schema_.name()) + "::regnamespace");
+  ASSERT_GT(r.size(), 20U);
+  const std::string pinned = "search_path=pg_catalog, " +
+                             schema_.admin().quote_name(schema_.name()) +
+                             ", pg_temp";
+  const std::string pinnedBare =
+      "search_path=pg_catalog, " + schema_.name() + ", pg_temp";
+  for (const auto& row : r) {
+    const std::string name = row[0].as<std::string>();
+    const std::string config = row[3].as<std::string>();
+    if (config.empty()) {
+      EXPECT_EQ(row[2].as<std::string>(), "i") << name << " is unpinned";
+      EXPECT_FALSE(row[1].as<bool>()) << name;
+      EXPECT_FALSE(row[4].as<bool>() || row[5].as<bool>() || row[6].as<bool>())
+          << name << " is unpinned and callable";
+    } else {
+      EXPECT_TRUE(config == pinned || config == pinnedBare)
+          << name << ": " << config;
+    }
+  }
+}
+
 // --- the wait-for graph walk is bounded ------------------------------------------
 
 // A chain of `length` owners in client "chain": owner i holds key i and
