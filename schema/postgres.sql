@@ -984,7 +984,7 @@ COMMENT ON FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_be
 -- of an owner: the first 32 hex digits of SHA-256 of its UTF-8 bytes. The
 -- library computes the same to recognise its own rows in listings.
 CREATE FUNCTION dlm_owner_digest(p_owner text) RETURNS text
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE sql STABLE
     AS $$
   SELECT left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
 $$;
@@ -996,6 +996,7 @@ COMMENT ON FUNCTION dlm_owner_digest(p_owner text) IS 'dlm (internal): what is k
 -- one-segment id.
 CREATE FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_id    text := substr(p_key, length(p_scope) + 1);
@@ -1023,6 +1024,7 @@ COMMENT ON FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) IS 
 -- server encoding. Internal (no role has EXECUTE on it).
 CREATE FUNCTION dlm_prefix_end(p_prefix text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_stem text := p_prefix;
@@ -1827,23 +1829,24 @@ COMMENT ON FUNCTION dlm_wait_cycle(p_key text, p_owner text) IS 'dlm (client): t
 -- is created: pg_catalog first, so no object of another schema can shadow a
 -- built-in, and pg_temp last, so a caller's temporary table cannot capture a
 -- dlm table's name. SET search_path FROM CURRENT would keep whatever
--- search_path applied the schema (e.g. "$user", public). The immutable
+-- search_path applied the schema (e.g. "$user", public). The SQL-language
 -- helpers call built-ins only and stay unpinned, so that the planner can
 -- inline them into their (pinned) callers; no role may EXECUTE them.
 DO $$
 DECLARE
-  v_fn        regprocedure;
-  v_immutable boolean;
+  v_fn      regprocedure;
+  v_inlined boolean;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  FOR v_fn, v_immutable IN
-    SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
+  FOR v_fn, v_inlined IN
+    SELECT p.oid::regprocedure, l.lanname = 'sql' AND NOT p.prosecdef
+      FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
      WHERE p.pronamespace = current_schema()::regnamespace
        AND p.proname LIKE 'dlm\_%'
   LOOP
-    IF v_immutable THEN
+    IF v_inlined THEN
       EXECUTE format('ALTER FUNCTION %s RESET search_path', v_fn);
     ELSE
       EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',

@@ -139,23 +139,24 @@ pg_pin_block() {
 -- is created: pg_catalog first, so no object of another schema can shadow a
 -- built-in, and pg_temp last, so a caller's temporary table cannot capture a
 -- dlm table's name. SET search_path FROM CURRENT would keep whatever
--- search_path applied the schema (e.g. "$user", public). The immutable
+-- search_path applied the schema (e.g. "$user", public). The SQL-language
 -- helpers call built-ins only and stay unpinned, so that the planner can
 -- inline them into their (pinned) callers; no role may EXECUTE them.
 DO $$
 DECLARE
-  v_fn        regprocedure;
-  v_immutable boolean;
+  v_fn      regprocedure;
+  v_inlined boolean;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  FOR v_fn, v_immutable IN
-    SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
+  FOR v_fn, v_inlined IN
+    SELECT p.oid::regprocedure, l.lanname = 'sql' AND NOT p.prosecdef
+      FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
      WHERE p.pronamespace = current_schema()::regnamespace
        AND p.proname LIKE 'dlm\_%'
   LOOP
-    IF v_immutable THEN
+    IF v_inlined THEN
       EXECUTE format('ALTER FUNCTION %s RESET search_path', v_fn);
     ELSE
       EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',

@@ -89,17 +89,18 @@ COMMENT ON COLUMN dlm_lock_requests.expires_at IS 'End of the request''s lease (
 -- Created with the harmless search_path pg_catalog, pg_temp and pinned to
 -- this schema below, as in V3.
 
--- The immutable helpers below call built-ins only. They are left without a
--- pinned search_path (the pin block at the end resets it), so that the
--- planner inlines the SQL ones into their callers, whose search_path is
--- pinned: a pinned SQL function is planned afresh in every transaction
--- that calls it (tens of microseconds each). No role may EXECUTE them.
+-- The SQL-language helpers below call built-ins only. They are left
+-- without a pinned search_path (the pin block at the end resets it), so
+-- that the planner inlines them into their callers, whose search_path is
+-- pinned: a pinned SQL function (or one whose volatility it cannot keep,
+-- hence STABLE for convert_to) is planned afresh in every transaction that
+-- calls it, tens of microseconds each. No role may EXECUTE them.
 
 -- dlm_owner_digest (internal): what the tables keep and the listings show
 -- of an owner: the first 32 hex digits of SHA-256 of its UTF-8 bytes. The
 -- library computes the same to recognise its own rows in listings.
 CREATE OR REPLACE FUNCTION dlm_owner_digest(p_owner text) RETURNS text
-  LANGUAGE sql IMMUTABLE
+  LANGUAGE sql STABLE
 AS $$
   SELECT left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
 $$;
@@ -219,6 +220,7 @@ CREATE OR REPLACE FUNCTION dlm_path_ancestors(p_key text, p_scope text,
                                               p_sep text)
   RETURNS text[]
   LANGUAGE plpgsql IMMUTABLE STRICT
+  SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_id    text := substr(p_key, length(p_scope) + 1);
@@ -1403,25 +1405,26 @@ BEGIN
 END
 $$;
 
--- Pin every function's search_path to this schema (but the immutable
+-- Pin every function's search_path to this schema (but the SQL-language
 -- helpers', see dlm_owner_digest), once, after the last one is created: pg_catalog first, so no object of another schema can shadow a
 -- built-in, and pg_temp last, so a caller's temporary table cannot capture a
 -- dlm table's name. SET search_path FROM CURRENT would keep whatever
 -- search_path applied the schema (e.g. "$user", public).
 DO $$
 DECLARE
-  v_fn        regprocedure;
-  v_immutable boolean;
+  v_fn      regprocedure;
+  v_inlined boolean;
 BEGIN
   IF current_schema() IS NULL THEN
     RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
   END IF;
-  FOR v_fn, v_immutable IN
-    SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
+  FOR v_fn, v_inlined IN
+    SELECT p.oid::regprocedure, l.lanname = 'sql' AND NOT p.prosecdef
+      FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
      WHERE p.pronamespace = current_schema()::regnamespace
        AND p.proname LIKE 'dlm\_%'
   LOOP
-    IF v_immutable THEN
+    IF v_inlined THEN
       EXECUTE format('ALTER FUNCTION %s RESET search_path', v_fn);
     ELSE
       EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',

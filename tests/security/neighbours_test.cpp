@@ -333,10 +333,12 @@ TEST_F(Neighbours, ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient
 TEST_F(Neighbours, EveryCallableFunctionHasAPinnedSearchPathAndHelpersNoGrant) {
   // A function that runs with the owner's rights resolves names only in
   // pg_catalog, the schema and pg_temp (last); the helpers left unpinned
-  // (to be inlined) are immutable and nobody but the owner may call them.
+  // (to be inlined) are SQL-language, not SECURITY DEFINER, and nobody but
+  // the owner may call them.
   const pqxx::result r = execSql(
       schema_.admin(),
-      "SELECT p.proname, p.prosecdef, p.provolatile, "
+      "SELECT p.proname, p.prosecdef, "
+      "(SELECT l.lanname FROM pg_language l WHERE l.oid = p.prolang), "
       "coalesce(array_to_string(p.proconfig, ','), ''), "
       "has_function_privilege('dlm_client', p.oid, 'EXECUTE'), "
       "has_function_privilege('dlm_admin', p.oid, 'EXECUTE'), "
@@ -353,7 +355,7 @@ TEST_F(Neighbours, EveryCallableFunctionHasAPinnedSearchPathAndHelpersNoGrant) {
     const std::string name = row[0].as<std::string>();
     const std::string config = row[3].as<std::string>();
     if (config.empty()) {
-      EXPECT_EQ(row[2].as<std::string>(), "i") << name << " is unpinned";
+      EXPECT_EQ(row[2].as<std::string>(), "sql") << name << " is unpinned";
       EXPECT_FALSE(row[1].as<bool>()) << name;
       EXPECT_FALSE(row[4].as<bool>() || row[5].as<bool>() || row[6].as<bool>())
           << name << " is unpinned and callable";
