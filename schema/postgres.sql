@@ -583,8 +583,6 @@ BEGIN
     RAISE EXCEPTION 'dlm_extend: a TTL is at most 365 days'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- Tenancy (V7): only members of the client's role.
-  PERFORM dlm_client_for(p_key, false);
   -- Durable like an acquire, whatever the default (see dlm_acquire).
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
@@ -615,8 +613,6 @@ BEGIN
     RAISE EXCEPTION 'dlm_extend_shared: a TTL is at most 365 days'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- Tenancy (V7): only members of the client's role.
-  PERFORM dlm_client_for(p_key, false);
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
   END IF;
@@ -1219,8 +1215,6 @@ DECLARE
   v_wake boolean;
   v_void text;
 BEGIN
-  -- Tenancy (V7): only members of the client's role.
-  PERFORM dlm_client_for(p_key, false);
   v_void := set_config('synchronous_commit', 'off', true);
   UPDATE dlm_locks l
      SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
@@ -1254,8 +1248,6 @@ DECLARE
   v_wake boolean;
   v_void text;
 BEGIN
-  -- Tenancy (V7): only members of the client's role.
-  PERFORM dlm_client_for(p_key, false);
   v_void := set_config('synchronous_commit', 'off', true);
   DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
   RETURNING EXISTS (
@@ -1283,8 +1275,6 @@ CREATE FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors 
 DECLARE
   v_wake boolean;
 BEGIN
-  -- Tenancy (V7): only members of the client's role.
-  PERFORM dlm_client_for(p_key, false);
   DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
   RETURNING EXISTS (
       SELECT 1 FROM dlm_lock_requests r
@@ -1311,8 +1301,6 @@ CREATE FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[],
 DECLARE
   v_wake boolean;
 BEGIN
-  -- Tenancy (V7): only members of the client's role.
-  PERFORM dlm_client_for(p_key, false);
   UPDATE dlm_locks l
      SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
    WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
@@ -1418,16 +1406,26 @@ BEGIN
     INTO v_client
     FROM dlm_clients c
    WHERE c.client_id = dlm_scope_client(dlm_key_scope(v_target));
+  -- A one-segment id (most keys) needs no ancestor list to compare.
   IF NOT coalesce(v_client.ok, false)
      OR (v_client.separator IS NOT NULL
          AND (p_desc_begin IS DISTINCT FROM v_target || v_client.separator
               OR p_desc_end IS DISTINCT FROM
                  v_target || chr(ascii(v_client.separator) + 1)
-              OR p_keys[1:v_depth - 1] IS DISTINCT FROM dlm_path_ancestors(
-                   v_target, dlm_key_scope(v_target), v_client.separator)))
+              OR v_depth > 1
+              OR position(v_client.separator IN
+                          substr(v_target, length(dlm_key_scope(v_target)) + 1)) > 0))
      OR (v_client.separator IS NULL AND v_depth > 1) THEN
-    PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
-                           p_desc_end);
+    IF v_depth = 1 OR v_client.separator IS NULL
+       OR p_keys[1:v_depth - 1] IS DISTINCT FROM dlm_path_ancestors(
+            v_target, dlm_key_scope(v_target), v_client.separator)
+       OR NOT coalesce(v_client.ok, false)
+       OR p_desc_begin IS DISTINCT FROM v_target || v_client.separator
+       OR p_desc_end IS DISTINCT FROM
+          v_target || chr(ascii(v_client.separator) + 1) THEN
+      PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
+                             p_desc_end);
+    END IF;
   END IF;
   v_owner := dlm_owner_digest(p_owner);
 

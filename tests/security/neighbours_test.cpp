@@ -317,15 +317,26 @@ TEST_F(Neighbours, ListingsShowOnlyWhatTheLoginMaySee) {
 
 TEST_F(Neighbours, ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient) {
   auto orders = managerAs(orders_.name(), "orders");
-  useOnce(*orders, "k");
+  Lock lock = orders->getLockInstance("k", LockLevel::DC);
+  orders->tryAcquireLock(lock);
   const std::string key = keyOf("orders", "k");
   for (const std::string& sql :
-       {fmt::format("SELECT dlm_release('{}', 't', '{{}}', NULL, NULL)", key),
-        fmt::format("SELECT dlm_extend('{}', 't', 1000)", key),
-        fmt::format("SELECT dlm_unregister_wait('{}', 'o')", key),
+       {fmt::format("SELECT dlm_unregister_wait('{}', 'o')", key),
         fmt::format("SELECT dlm_wait_cycle('{}', 'o')", key)}) {
     EXPECT_EQ(stateOf(neighbour_.name(), sql), "42501") << sql;
   }
+  // Release and extend need the acquisition's token, which nothing shows.
+  auto n = sqlAs(neighbour_.name());
+  EXPECT_FALSE(execSql(*n, fmt::format("SELECT dlm_release('{}', 'guess', "
+                                       "'{{}}', NULL, NULL)",
+                                       key))[0][0]
+                   .as<bool>());
+  EXPECT_TRUE(
+      execSql(*n, fmt::format("SELECT dlm_extend('{}', 'guess', 1000)", key))[0]
+             [0]
+                 .is_null());
+  EXPECT_TRUE(orders->describeLock(lock).has_value());
+  EXPECT_TRUE(orders->releaseLock(lock));
 }
 
 // --- the functions themselves ------------------------------------------------------
