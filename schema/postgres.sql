@@ -575,12 +575,10 @@ CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bi
 DECLARE
   v_expires timestamptz;
 BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
-    RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  IF p_ttl_ms > 31536000000 THEN
-    RAISE EXCEPTION 'dlm_extend: a TTL is at most 365 days'
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 OR p_ttl_ms > 31536000000 THEN
+    RAISE EXCEPTION '%', CASE WHEN p_ttl_ms > 31536000000
+                              THEN 'dlm_extend: a TTL is at most 365 days'
+                              ELSE 'dlm_extend: the TTL must be positive' END
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   -- Durable like an acquire, whatever the default (see dlm_acquire).
@@ -605,12 +603,10 @@ CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RET
 DECLARE
   v_expires timestamptz;
 BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
-    RAISE EXCEPTION 'dlm_extend_shared: the TTL must be positive'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  IF p_ttl_ms > 31536000000 THEN
-    RAISE EXCEPTION 'dlm_extend_shared: a TTL is at most 365 days'
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 OR p_ttl_ms > 31536000000 THEN
+    RAISE EXCEPTION '%', CASE WHEN p_ttl_ms > 31536000000
+                              THEN 'dlm_extend_shared: a TTL is at most 365 days'
+                              ELSE 'dlm_extend_shared: the TTL must be positive' END
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   IF current_setting('synchronous_commit') = 'off' THEN
@@ -1382,12 +1378,10 @@ BEGIN
   IF p_keys IS NULL OR cardinality(p_keys) = 0
      OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
      OR p_token IS NULL OR p_ttl_ms IS NULL OR p_ttl_ms <= 0
-     OR p_shared IS NULL THEN
-    RAISE EXCEPTION 'dlm_acquire: bad arguments'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  IF p_ttl_ms > 31536000000 THEN
-    RAISE EXCEPTION 'dlm_acquire: a TTL is at most 365 days'
+     OR p_ttl_ms > 31536000000 OR p_shared IS NULL THEN
+    RAISE EXCEPTION '%', CASE WHEN p_ttl_ms > 31536000000
+                              THEN 'dlm_acquire: a TTL is at most 365 days'
+                              ELSE 'dlm_acquire: bad arguments' END
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   -- Durable whatever the default (see V3).
@@ -1396,38 +1390,35 @@ BEGIN
   END IF;
   v_depth := cardinality(p_keys);
   v_target := p_keys[v_depth];
-  -- The caller's tenancy and hierarchy (V7), read in one statement; when
-  -- anything is not as recorded (or nothing is recorded yet),
-  -- dlm_check_path binds, records or names what is wrong.
-  SELECT c.separator,
-         c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
-           AND coalesce(pg_has_role(session_user, c.role_oid, 'MEMBER'), false)
-           AS ok
+  -- The caller's tenancy and hierarchy (V7) and its owner as recorded, in
+  -- one statement (each statement and expression of a call is set up
+  -- afresh in its transaction): fine when the client is bound to a role of
+  -- the login and the call's hierarchy is the recorded one. Otherwise
+  -- dlm_check_path binds the client, records its setting, or refuses.
+  SELECT dlm_owner_digest(p_owner) AS owner,
+         coalesce(c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
+           AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+           AND CASE
+                 WHEN c.separator IS NULL THEN v_depth = 1
+                 WHEN p_desc_begin IS DISTINCT FROM v_target || c.separator
+                      OR p_desc_end IS DISTINCT FROM
+                         v_target || chr(ascii(c.separator) + 1) THEN false
+                 -- A one-segment id (most keys) has no ancestors to compare.
+                 WHEN v_depth = 1 THEN
+                   position(c.separator IN substr(
+                     v_target, length(dlm_key_scope(v_target)) + 1)) = 0
+                 ELSE p_keys[1:v_depth - 1] = dlm_path_ancestors(
+                        v_target, dlm_key_scope(v_target), c.separator)
+               END, false) AS fine
     INTO v_client
-    FROM dlm_clients c
-   WHERE c.client_id = dlm_scope_client(dlm_key_scope(v_target));
-  -- A one-segment id (most keys) needs no ancestor list to compare.
-  IF NOT coalesce(v_client.ok, false)
-     OR (v_client.separator IS NOT NULL
-         AND (p_desc_begin IS DISTINCT FROM v_target || v_client.separator
-              OR p_desc_end IS DISTINCT FROM
-                 v_target || chr(ascii(v_client.separator) + 1)
-              OR v_depth > 1
-              OR position(v_client.separator IN
-                          substr(v_target, length(dlm_key_scope(v_target)) + 1)) > 0))
-     OR (v_client.separator IS NULL AND v_depth > 1) THEN
-    IF v_depth = 1 OR v_client.separator IS NULL
-       OR p_keys[1:v_depth - 1] IS DISTINCT FROM dlm_path_ancestors(
-            v_target, dlm_key_scope(v_target), v_client.separator)
-       OR NOT coalesce(v_client.ok, false)
-       OR p_desc_begin IS DISTINCT FROM v_target || v_client.separator
-       OR p_desc_end IS DISTINCT FROM
-          v_target || chr(ascii(v_client.separator) + 1) THEN
-      PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
-                             p_desc_end);
-    END IF;
+    FROM (SELECT 1) AS one
+    LEFT JOIN dlm_clients c
+      ON c.client_id = dlm_scope_client(dlm_key_scope(v_target));
+  IF NOT v_client.fine THEN
+    PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
+                           p_desc_end);
   END IF;
-  v_owner := dlm_owner_digest(p_owner);
+  v_owner := v_client.owner;
 
   -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
   -- missing or purged meanwhile), then the target FOR UPDATE in both modes.
