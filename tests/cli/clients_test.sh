@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dlmctl waiters cancel and clients on a real database.
 #
-# waiters cancel: a waiter that is stuck (SIGSTOPped) keeps the request row
-# that fair queueing serves first, so once the holder is gone `exec -n`
+# waiters cancel: a waiter that crashed (SIGKILL) leaves its request row,
+# which fair queueing serves first until its lease ends, so once the holder is gone `exec -n`
 # still finds the lock taken (75); `waiters cancel KEY --owner OWNER` (the
 # owner as `waiters --json` shows it) removes it (0; 1 for an owner that
 # does not wait) and `exec -n` runs; `--all` with nothing left is 1.
@@ -81,9 +81,11 @@ wait_for "the holder" held_count 1
 "$dlmctl" "${db[@]}" exec -w 40 --lock stuck.k -- true 2>/dev/null &
 waiter=$!
 wait_for "the waiter's request" waiting_count 1
-# Stuck from now on: its request, just recorded, counts for 10 s more
+# Crashed from now on: its request, just recorded, counts for 10 s more
 # (kRequestLease) without renewals; the steps up to the cancel take far less.
-kill -STOP "$waiter"
+# (SIGKILL, not SIGSTOP: a process stopped inside a SQLite transaction would
+# keep the file's write lock.)
+kill -KILL "$waiter"
 kill -TERM "$holder"
 wait "$holder" 2>/dev/null || true
 wait_for "the holder's release" held_count 0
@@ -104,7 +106,6 @@ run waiters --json
 [ "$out" = "[]" ] || fail "the cancelled request is still listed: $out"
 run exec -n --lock stuck.k -- true
 expect_status 0 "exec -n once the stuck request is cancelled"
-kill -CONT "$waiter"
 wait "$waiter" 2>/dev/null || true
 run waiters cancel --all stuck.k
 expect_status 1 "waiters cancel --all with nobody waiting"
