@@ -114,15 +114,24 @@ bool DistributedLockManager::Impl::WaitLoop::registerRequest() {
 
 std::vector<std::string>
 DistributedLockManager::Impl::WaitLoop::recordRequest() {
-  const WaitRegistration registered =
-      manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
-        // The request row stops counting at the end of its lease, or at the
-        // waiter's deadline (+1 s) if that comes first.
-        const milliseconds maxWait = std::clamp(
-            left() + milliseconds(1000), milliseconds(1), kRequestLease);
-        return manager_.store().registerWait(
-            WaitRequest{lock_.key_, owner_, maxWait, lock_.mode_});
-      });
+  // The request row stops counting at the end of its lease, or at the
+  // waiter's deadline (+1 s) if that comes first.
+  const milliseconds maxWait = std::clamp(left() + milliseconds(1000),
+                                          milliseconds(1), kRequestLease);
+  WaitRegistration registered;
+  try {
+    registered = manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
+      return manager_.store().registerWait(
+          WaitRequest{lock_.key_, owner_, maxWait, lock_.mode_});
+    });
+  } catch (const DLMException&) {
+    // The row may have been written before the call failed (a PostgreSQL
+    // registration is two transactions): remembered as stale, so that a
+    // later wait of this owner that meets it removes it instead of
+    // reporting a deadlock with itself.
+    manager_.resolver().addStaleRequest(lock_.key_.key, owner_, maxWait);
+    throw;
+  }
   renewAt_ = manager_.clock().now() + kRequestLease / 2;
   return registered.deadlockCycle;
 }

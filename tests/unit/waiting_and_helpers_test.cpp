@@ -189,6 +189,56 @@ TEST_F(WaitingTest, ARenewalThatCannotReachTheStoreDoesNotEndTheWait) {
   EXPECT_GT(store->registrations(), 3);
 }
 
+// A store whose next registerWait records the row and then fails, as a
+// PostgreSQL registration does when the connection breaks between its two
+// transactions.
+class FailAfterRecording final : public LockStoreWrapper {
+ public:
+  using LockStoreWrapper::LockStoreWrapper;
+  WaitRegistration registerWait(const WaitRequest& request) override {
+    WaitRegistration r = LockStoreWrapper::registerWait(request);
+    if (failNext) {
+      failNext = false;
+      throw DLMException(ErrorCode::CONNECTION_ERROR, "connection lost", true);
+    }
+    return r;
+  }
+  bool failNext = false;
+};
+
+TEST_F(WaitingTest, ARequestLeftByAFailedRegistrationIsNoDeadlockLater) {
+  config_.storeRetries = 0;
+  config_.waitForLock = milliseconds(500);
+  auto store = std::make_shared<FailAfterRecording>(fake_);
+  auto m = DistributedLockManager::builder()
+               .clientId("svc")
+               .farmId("farm1")
+               .store(store)
+               .configuration(config_)
+               .clock(clock_)
+               .build();
+  m->initialize();
+  Lock x = m->getLockInstance("x", LockLevel::DC);
+  Lock z = m->getLockInstance("z", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(x, std::chrono::hours(1)); });
+  asOwner("b", [&] { m->tryAcquireLock(z, std::chrono::hours(1)); });
+  // This thread's wait for x fails after its request row was written.
+  store->failNext = true;
+  Lock wantX = m->getLockInstance("x", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { m->acquireLock(wantX); }),
+            ErrorCode::CONNECTION_ERROR);
+  // b, holding z, waits for x behind that (older) request.
+  ASSERT_TRUE(fake_
+                  ->registerWait(WaitRequest{StoreKey{x.storeKey(), {}, "", ""},
+                                             "b", std::chrono::seconds(60)})
+                  .deadlockCycle.empty());
+  // Waiting for z would close a cycle only through the leftover request:
+  // it is removed, and the wait runs to its timeout.
+  Lock wantZ = m->getLockInstance("z", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { m->acquireLock(wantZ); }),
+            ErrorCode::LOCK_UNAVAILABLE);
+}
+
 TEST_F(WaitingTest, RetryJitterMustBeBetweenZeroAndAHalf) {
   for (double bad : {-0.1, 0.6, std::nan("")}) {
     config_.retryJitter = bad;
