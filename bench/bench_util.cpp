@@ -51,7 +51,7 @@ std::vector<T> numberList(const std::string& s) {
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
   --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler,
-                      events
+                      events,junk
                       (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT
@@ -70,6 +70,9 @@ std::vector<T> numberList(const std::string& s) {
                       extend      PG: extendLock on a held lock against baseline e's extend
                                   statement (1 thread), with server time and WAL per extend
                       scale       cycle p50 with the table pre-filled to --rows, ids of --depths
+                      junk        PG: the cycle (1 thread) with 100,000 live requests and
+                                  100,000 live SHARED holds on other keys in its database,
+                                  against the same cycle in a database without them
                       procs       SQLite: --procs processes (fork) cycling on one file
                       readers     --readers_threads threads acquireLock / hold / release on
                                   --readers_keys keys, --shared_percent of them SHARED, against

@@ -24,7 +24,7 @@ std::int64_t nowNs();
 struct Flags {
   std::vector<std::string> benchmarks{
       "cycle", "roundtrips", "handoff", "contended", "scale",
-      "procs", "readers",    "extend",  "pooler",    "events"};
+      "procs", "readers",    "extend",  "pooler",    "events", "junk"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
   double seconds = 4;

@@ -107,6 +107,7 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
   if (f.wants("roundtrips")) runRoundTrips(ctx, admin);
   if (f.wants("contended")) runContended(ctx);
   if (f.wants("extend")) runExtend(ctx);
+  if (f.wants("junk")) runJunk(ctx);
   if (f.wants("handoff")) runHandoffPg(ctx);
   if (f.wants("pooler") && !f.pgPooler.empty()) runPooler(ctx);
   if (f.wants("events")) runEvents(ctx);

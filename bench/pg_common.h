@@ -75,6 +75,9 @@ void serverSlices(
 
 void runCycle(const Ctx& ctx);
 void runExtend(const Ctx& ctx);
+// The cycle with 100,000 live requests and SHARED holds on other keys
+// against the cycle without them (a second database), interleaved.
+void runJunk(const Ctx& ctx);
 void runRoundTrips(const Ctx& ctx, PgConn& admin);
 void runContended(const Ctx& ctx);
 void runHandoffPg(const Ctx& ctx);

@@ -1215,11 +1215,15 @@ BEGIN
   UPDATE dlm_locks l
      SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
    WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
-  RETURNING EXISTS (
-      SELECT 1 FROM dlm_lock_requests r
-       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
-              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-         AND r.expires_at > clock_timestamp())
+  RETURNING EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = p_key
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = ANY (p_ancestors)
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+                       AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF FOUND THEN
     IF v_wake THEN
@@ -1246,11 +1250,15 @@ DECLARE
 BEGIN
   v_void := set_config('synchronous_commit', 'off', true);
   DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
-  RETURNING EXISTS (
-      SELECT 1 FROM dlm_lock_requests r
-       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
-              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-         AND r.expires_at > clock_timestamp())
+  RETURNING EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = p_key
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = ANY (p_ancestors)
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+                       AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF NOT FOUND THEN
     RETURN false;
@@ -1272,11 +1280,15 @@ DECLARE
   v_wake boolean;
 BEGIN
   DELETE FROM dlm_shared_holds s WHERE s.resource = p_key AND s.token = p_token
-  RETURNING EXISTS (
-      SELECT 1 FROM dlm_lock_requests r
-       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
-              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-         AND r.expires_at > clock_timestamp())
+  RETURNING EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = p_key
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = ANY (p_ancestors)
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+                       AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
@@ -1300,11 +1312,15 @@ BEGIN
   UPDATE dlm_locks l
      SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
    WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
-  RETURNING EXISTS (
-      SELECT 1 FROM dlm_lock_requests r
-       WHERE (r.resource = p_key OR r.resource = ANY (p_ancestors)
-              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-         AND r.expires_at > clock_timestamp())
+  RETURNING EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = p_key
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource = ANY (p_ancestors)
+                       AND r.expires_at > clock_timestamp())
+         OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                     WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+                       AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
@@ -1480,6 +1496,13 @@ BEGIN
                            AND (v_row.token = p_token
                                 OR v_row.expires_at > clock_timestamp())) THEN
     v_now := clock_timestamp();
+    -- The attempting owner's own live request for the key: older requests
+    -- of others go first (any, without one).
+    WITH mine AS (
+      SELECT coalesce((SELECT m.requested_at FROM dlm_lock_requests m
+                        WHERE m.resource = v_target AND m.owner_id = v_owner
+                          AND m.expires_at > v_now),
+                      'infinity'::timestamptz) AS at)
     UPDATE dlm_locks l
        SET status = 'HELD', owner_id = v_owner, token = p_token,
            fencing_token = greatest(l.fencing_token,
@@ -1490,29 +1513,43 @@ BEGIN
            holder_host = p_host, holder_pid = p_pid,
            holder_ip = inet_client_addr()
      WHERE l.resource = v_target
+       -- One index probe per key condition (a condition OR-ed across the
+       -- key, its ancestors and its descendant range made a generic plan
+       -- scan the whole table: V7).
        AND NOT EXISTS (
              SELECT 1 FROM dlm_locks a
-              WHERE (a.resource = ANY (p_keys[1:v_depth - 1])
-                     OR (a.resource >= p_desc_begin AND a.resource < p_desc_end))
+              WHERE a.resource = ANY (p_keys[1:v_depth - 1])
+                AND a.status = 'HELD' AND a.expires_at > v_now)
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_locks a
+              WHERE a.resource >= p_desc_begin AND a.resource < p_desc_end
                 AND a.status = 'HELD' AND a.expires_at > v_now)
        AND NOT EXISTS (
              SELECT 1 FROM dlm_shared_holds s
-              WHERE (s.resource = v_target
-                     OR s.resource = ANY (p_keys[1:v_depth - 1])
-                     OR (s.resource >= p_desc_begin AND s.resource < p_desc_end))
+              WHERE s.resource = v_target AND s.expires_at > v_now)
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_shared_holds s
+              WHERE s.resource = ANY (p_keys[1:v_depth - 1])
                 AND s.expires_at > v_now)
        AND NOT EXISTS (
-             SELECT 1 FROM dlm_lock_requests r
-              WHERE (r.resource = v_target
-                     OR r.resource = ANY (p_keys[1:v_depth - 1])
-                     OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
+             SELECT 1 FROM dlm_shared_holds s
+              WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+                AND s.expires_at > v_now)
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_lock_requests r, mine
+              WHERE r.resource = v_target
                 AND r.owner_id <> v_owner AND r.expires_at > v_now
-                AND (r.requested_at, r.owner_id)
-                    < (coalesce((SELECT m.requested_at FROM dlm_lock_requests m
-                                  WHERE m.resource = v_target
-                                    AND m.owner_id = v_owner
-                                    AND m.expires_at > v_now),
-                                'infinity'::timestamptz), v_owner))
+                AND (r.requested_at, r.owner_id) < (mine.at, v_owner))
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_lock_requests r, mine
+              WHERE r.resource = ANY (p_keys[1:v_depth - 1])
+                AND r.owner_id <> v_owner AND r.expires_at > v_now
+                AND (r.requested_at, r.owner_id) < (mine.at, v_owner))
+       AND NOT EXISTS (
+             SELECT 1 FROM dlm_lock_requests r, mine
+              WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+                AND r.owner_id <> v_owner AND r.expires_at > v_now
+                AND (r.requested_at, r.owner_id) < (mine.at, v_owner))
     RETURNING true, false, l.fencing_token,
               floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
               floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
@@ -1611,14 +1648,22 @@ BEGIN
       SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
        WHERE r.resource = v_target AND r.owner_id = v_owner
          AND r.expires_at > clock_timestamp();
-      SELECT r.resource INTO v_blocker FROM dlm_lock_requests r
-       WHERE (r.resource = v_target OR r.resource = ANY (v_ancestors)
-              OR (r.resource >= p_desc_begin AND r.resource < p_desc_end))
-         AND r.owner_id <> v_owner AND r.expires_at > clock_timestamp()
-         AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
+      -- One index probe per key condition (see the fast path).
+      SELECT q.resource INTO v_blocker FROM (
+          SELECT r.resource, r.requested_at, r.owner_id, r.mode, r.expires_at
+            FROM dlm_lock_requests r WHERE r.resource = v_target
+          UNION ALL
+          SELECT r.resource, r.requested_at, r.owner_id, r.mode, r.expires_at
+            FROM dlm_lock_requests r WHERE r.resource = ANY (v_ancestors)
+          UNION ALL
+          SELECT r.resource, r.requested_at, r.owner_id, r.mode, r.expires_at
+            FROM dlm_lock_requests r
+           WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end) q
+       WHERE q.owner_id <> v_owner AND q.expires_at > clock_timestamp()
+         AND (NOT p_shared OR q.mode = 'EXCLUSIVE')
          AND (v_my_at IS NULL
-              OR (r.requested_at, r.owner_id) < (v_my_at, v_owner))
-       ORDER BY r.requested_at, r.owner_id LIMIT 1;
+              OR (q.requested_at, q.owner_id) < (v_my_at, v_owner))
+       ORDER BY q.requested_at, q.owner_id LIMIT 1;
       queued := v_blocker IS NOT NULL;
     END IF;
 
@@ -1748,36 +1793,50 @@ $$;
 
 COMMENT ON FUNCTION dlm_visible(p_key text) IS 'dlm (internal): whether the login may see a key''s holds and waiters.';
 
--- dlm_wait_blockers (internal): the owners a request waits for in the
--- wait-for graph: owners of live holds that conflict with it (EXCLUSIVE
--- holds always, SHARED holds when the request is EXCLUSIVE) on its key, an
--- ancestor or a descendant, and owners of older live requests (by
--- (requested_at, owner_id)) of other owners on those keys that conflict
--- with it (fair queueing: they go first). Runs as its caller
--- (dlm_register_wait, the schema owner); no role has EXECUTE on it.
+-- dlm_wait_blockers (internal): as V5's (the owners a request waits for:
+-- owners of live conflicting holds on its key, an ancestor or a
+-- descendant, and of older live conflicting requests there), with one
+-- index probe per key condition: the key and its ancestors in one
+-- `= ANY`, the descendant range in another (V7; an OR of them made a
+-- generic plan scan the tables, so every wait cost grew with every row).
 CREATE FUNCTION dlm_wait_blockers(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_requested_at timestamp with time zone, p_owner text, p_now timestamp with time zone) RETURNS TABLE(owner_id text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_path text[] := p_key || coalesce(p_ancestors, '{}');
 BEGIN
   RETURN QUERY
     SELECT l.owner_id FROM dlm_locks l
-     WHERE l.status = 'HELD' AND l.expires_at > p_now
+     WHERE l.resource = ANY (v_path)
+       AND l.status = 'HELD' AND l.expires_at > p_now
        AND l.owner_id IS NOT NULL
-       AND (l.resource = p_key OR l.resource = ANY (p_ancestors)
-            OR (l.resource >= p_desc_begin AND l.resource < p_desc_end))
+    UNION
+    SELECT l.owner_id FROM dlm_locks l
+     WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+       AND l.status = 'HELD' AND l.expires_at > p_now
+       AND l.owner_id IS NOT NULL
     UNION
     SELECT s.owner_id FROM dlm_shared_holds s
-     WHERE NOT p_shared AND s.expires_at > p_now
-       AND (s.resource = p_key OR s.resource = ANY (p_ancestors)
-            OR (s.resource >= p_desc_begin AND s.resource < p_desc_end))
+     WHERE NOT p_shared AND s.resource = ANY (v_path)
+       AND s.expires_at > p_now
+    UNION
+    SELECT s.owner_id FROM dlm_shared_holds s
+     WHERE NOT p_shared
+       AND s.resource >= p_desc_begin AND s.resource < p_desc_end
+       AND s.expires_at > p_now
     UNION
     SELECT r.owner_id FROM dlm_lock_requests r
-     WHERE r.owner_id <> p_owner AND r.expires_at > p_now
+     WHERE r.resource = ANY (v_path)
+       AND r.owner_id <> p_owner AND r.expires_at > p_now
        AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
        AND (r.requested_at, r.owner_id) < (p_requested_at, p_owner)
-       AND (r.resource = p_key OR r.resource = ANY (p_ancestors)
-            OR (r.resource >= p_desc_begin AND r.resource < p_desc_end));
+    UNION
+    SELECT r.owner_id FROM dlm_lock_requests r
+     WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
+       AND r.owner_id <> p_owner AND r.expires_at > p_now
+       AND (NOT p_shared OR r.mode = 'EXCLUSIVE')
+       AND (r.requested_at, r.owner_id) < (p_requested_at, p_owner);
 END
 $$;
 
