@@ -33,11 +33,13 @@ class WaitingTest : public ::testing::Test {
     config_.retryJitter = 0;
   }
 
-  std::unique_ptr<DistributedLockManager> manager(bool fakeClock = true) {
+  // On fake_, or on `store` (a decorator of fake_) when given.
+  std::unique_ptr<DistributedLockManager> manager(
+      bool fakeClock = true, std::shared_ptr<LockStore> store = nullptr) {
     auto b = DistributedLockManager::builder()
                  .clientId("svc")
                  .farmId("farm1")
-                 .store(fake_)
+                 .store(store ? std::move(store) : fake_)
                  .configuration(config_);
     if (fakeClock) b.clock(clock_);
     auto m = b.build();
@@ -166,14 +168,7 @@ TEST_F(WaitingTest, ARenewalThatCannotReachTheStoreDoesNotEndTheWait) {
   config_.waitForLock = milliseconds(40000);
   config_.storeRetries = 0;
   auto store = std::make_shared<UnreachableRenewals>(fake_);
-  auto m = DistributedLockManager::builder()
-               .clientId("svc")
-               .farmId("farm1")
-               .store(store)
-               .configuration(config_)
-               .clock(clock_)
-               .build();
-  m->initialize();
+  auto m = manager(true, store);
   Lock held = m->getLockInstance("x", LockLevel::DC);
   asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
   Lock wanted = m->getLockInstance("x", LockLevel::DC);
@@ -210,14 +205,7 @@ TEST_F(WaitingTest, ARequestLeftByAFailedRegistrationIsNoDeadlockLater) {
   config_.storeRetries = 0;
   config_.waitForLock = milliseconds(500);
   auto store = std::make_shared<FailAfterRecording>(fake_);
-  auto m = DistributedLockManager::builder()
-               .clientId("svc")
-               .farmId("farm1")
-               .store(store)
-               .configuration(config_)
-               .clock(clock_)
-               .build();
-  m->initialize();
+  auto m = manager(true, store);
   Lock x = m->getLockInstance("x", LockLevel::DC);
   Lock z = m->getLockInstance("z", LockLevel::DC);
   asOwner("a", [&] { m->tryAcquireLock(x, std::chrono::hours(1)); });
