@@ -55,15 +55,15 @@ void runJunk(const Ctx& ctx) {
 
   auto clean = makeManager(ctx.conninfo, 1, "lib", cycleConfiguration(f));
   auto junk = makeManager(junkConninfo, 1, "lib", cycleConfiguration(f));
-  const std::vector<RunStats> runs = interleaved(
-      2, f.rounds, f.seconds, f.warmup,
-      [&](int variant, double seconds, double warmup) {
-        dlm::DistributedLockManager* m =
-            variant == 0 ? clean.get() : junk.get();
-        return timedRun(1, seconds, warmup, [&](int t) {
-          return libraryCycle(m, t, f.keys, 9000);
-        });
-      });
+  const std::vector<RunStats> runs =
+      interleaved(2, f.rounds, f.seconds, f.warmup,
+                  [&](int variant, double seconds, double warmup) {
+                    dlm::DistributedLockManager* m =
+                        variant == 0 ? clean.get() : junk.get();
+                    return timedRun(1, seconds, warmup, [&](int t) {
+                      return libraryCycle(m, t, f.keys, 9000);
+                    });
+                  });
   clean->destroy();
   junk->destroy();
 
@@ -79,7 +79,8 @@ void runJunk(const Ctx& ctx) {
   Result base = fromStats("junk.base_clean", "threads=1", runs[0]);
   base.extra = "the same cycle on a database without them";
   ctx.report.add(base);
-  ctx.admin.exec(fmt::format("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", db));
+  ctx.admin.exec(
+      fmt::format("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", db));
 }
 
 }  // namespace dlm_bench::pg

@@ -275,7 +275,8 @@ bool DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
   const milliseconds sleep = nextSleep();
   throwIfDestroyed();
   // Never past the deadline: the loop makes a last attempt there.
-  const Clock::TimePoint wakeAt = manager_.clock().now() + std::min(sleep, left());
+  const Clock::TimePoint wakeAt =
+      manager_.clock().now() + std::min(sleep, left());
   const auto until = [&](Clock::TimePoint at) {
     return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                          at - manager_.clock().now()));

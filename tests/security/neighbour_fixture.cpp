@@ -11,8 +11,8 @@ Neighbours::Neighbours() = default;
 Neighbours::~Neighbours() {
   for (const std::string& role : roles_) {
     try {
-      execSql(schema_.admin(), "DROP OWNED BY " +
-                                   schema_.admin().quote_name(role));
+      execSql(schema_.admin(),
+              "DROP OWNED BY " + schema_.admin().quote_name(role));
       execSql(schema_.admin(), "DROP ROLE " + schema_.admin().quote_name(role));
     } catch (const std::exception& e) {
       ADD_FAILURE() << "dropping role " << role << ": " << e.what();
@@ -58,9 +58,9 @@ std::string Neighbours::stateOf(const std::string& login,
 
 std::string Neighbours::newRole(const std::string& what, bool login) {
   const std::string name = uniqueName("dlm_sec_" + what);
-  execSql(schema_.admin(), fmt::format("CREATE ROLE {} {}",
-                                       schema_.admin().quote_name(name),
-                                       login ? "LOGIN" : "NOLOGIN"));
+  execSql(schema_.admin(),
+          fmt::format("CREATE ROLE {} {}", schema_.admin().quote_name(name),
+                      login ? "LOGIN" : "NOLOGIN"));
   roles_.push_back(name);
   return name;
 }

@@ -27,9 +27,10 @@ class Neighbours : public ::testing::Test {
   // A store logged in as `login`, initialized.
   std::shared_ptr<PostgresStore> storeAs(const std::string& login);
   // A manager of `client` (farm "farm1") logged in as `login`.
-  std::unique_ptr<DistributedLockManager> managerAs(
-      const std::string& login, const std::string& client,
-      char separator = '.', bool hierarchy = true);
+  std::unique_ptr<DistributedLockManager> managerAs(const std::string& login,
+                                                    const std::string& client,
+                                                    char separator = '.',
+                                                    bool hierarchy = true);
   // A plain connection as `login` with the schema on its search_path.
   std::unique_ptr<pqxx::connection> sqlAs(const std::string& login);
   // Runs `sql` in autocommit as `login`: "" when it succeeds, else the

@@ -30,16 +30,17 @@ std::string registerWaitSql(const std::string& key, const std::string& owner,
       key, key, key, owner, maxWaitMs);
 }
 
-// --- forged queued requests ----------------------------------------------------
+// --- forged queued requests
+// ----------------------------------------------------
 
 TEST_F(Neighbours, AForgedRequestOnAnotherServicesKeyIsRefused) {
   auto orders = managerAs(orders_.name(), "orders");
   useOnce(*orders, "orders");
   // Was: recorded, and the victim's `exec --wait 3` gave up after 3 s.
-  EXPECT_EQ(stateOf(neighbour_.name(),
-                    registerWaitSql(keyOf("orders", "orders"), "fake",
-                                    3153600000000LL)),
-            "42501");
+  EXPECT_EQ(
+      stateOf(neighbour_.name(), registerWaitSql(keyOf("orders", "orders"),
+                                                 "fake", 3153600000000LL)),
+      "42501");
   Lock lock = orders->getLockInstance("orders", LockLevel::DC);
   EXPECT_NO_THROW(orders->acquireLock(lock, 30s, 3s));
   EXPECT_TRUE(lock.isAcquired());
@@ -67,10 +68,10 @@ TEST_F(Neighbours, ADbaCancelsRequestsAndPurgeRemovesEndedOnes) {
                     "SELECT dlm_cancel_requests('" + key + "', NULL)"),
             "42501");
   auto dba = sqlAs(dba_.name());
-  EXPECT_EQ(execSql(*dba, "SELECT dlm_cancel_requests('" + key + "', NULL)")[0]
-                   [0]
-                       .as<int>(),
-            2);
+  EXPECT_EQ(
+      execSql(*dba, "SELECT dlm_cancel_requests('" + key + "', NULL)")[0][0]
+          .as<int>(),
+      2);
   EXPECT_TRUE(
       execSql(*n, "SELECT 1 FROM dlm_list_requests('" + key + "')").empty());
 
@@ -79,14 +80,15 @@ TEST_F(Neighbours, ADbaCancelsRequestsAndPurgeRemovesEndedOnes) {
   EXPECT_GE(execSql(*dba, "SELECT rows FROM dlm_purge(0, 100, false)")[0][0]
                 .as<long long>(),
             1);
-  EXPECT_TRUE(execSql(schema_.admin(),
-                      "SELECT 1 FROM " +
-                          schema_.admin().quote_name(schema_.name()) +
-                          ".dlm_lock_requests")
-                  .empty());
+  EXPECT_TRUE(
+      execSql(schema_.admin(), "SELECT 1 FROM " +
+                                   schema_.admin().quote_name(schema_.name()) +
+                                   ".dlm_lock_requests")
+          .empty());
 }
 
-// --- nothing a client can hold open blocks others --------------------------------
+// --- nothing a client can hold open blocks others
+// --------------------------------
 
 TEST_F(Neighbours, ANeighboursOpenTransactionDoesNotStopOtherServicesWaits) {
   auto n = sqlAs(neighbour_.name());
@@ -130,18 +132,20 @@ TEST_F(Neighbours, ANeighbourCannotRowLockAServicesKeysInAnOpenTransaction) {
   // Was: granted the row locks, and the victim's extend and release failed
   // while this transaction slept.
   const std::string key = keyOf("orders", "guarded");
-  EXPECT_EQ(sqlStateOf([&] {
-              open.exec(fmt::format(
-                  "SELECT * FROM dlm_try_acquire(ARRAY['{0}'], ARRAY[0::bigint], "
-                  "'{0}.', '{0}/', 'x', 'x', 60000, 'h', 1, false)",
-                  key));
-            }),
-            "42501");
+  EXPECT_EQ(
+      sqlStateOf([&] {
+        open.exec(fmt::format(
+            "SELECT * FROM dlm_try_acquire(ARRAY['{0}'], ARRAY[0::bigint], "
+            "'{0}.', '{0}/', 'x', 'x', 60000, 'h', 1, false)",
+            key));
+      }),
+      "42501");
   EXPECT_NO_THROW(orders->extendLock(lock, 5s));
   EXPECT_TRUE(orders->releaseLock(lock));
 }
 
-// --- owners cannot be forged -------------------------------------------------------
+// --- owners cannot be forged
+// -------------------------------------------------------
 
 TEST_F(Neighbours, AnOwnerAsListedCannotActAsThatOwner) {
   // A second login of the orders service (same tenant) sees the waits and
@@ -163,17 +167,17 @@ TEST_F(Neighbours, AnOwnerAsListedCannotActAsThatOwner) {
 
   auto attacker = sqlAs(other);
   const pqxx::result listed = execSql(
-      *attacker,
-      "SELECT owner_id FROM dlm_list_requests('" + key.key + "')");
+      *attacker, "SELECT owner_id FROM dlm_list_requests('" + key.key + "')");
   ASSERT_EQ(listed.size(), 1U);
   const std::string shown = listed[0][0].c_str();
   EXPECT_NE(shown, secret);
   EXPECT_EQ(shown, victim->listedOwner(secret));
   // Was: deleted the victim's queue place.
-  EXPECT_FALSE(execSql(*attacker, fmt::format("SELECT dlm_unregister_wait('{}', "
-                                              "'{}')",
-                                              key.key, shown))[0][0]
-                   .as<bool>());
+  EXPECT_FALSE(
+      execSql(*attacker, fmt::format("SELECT dlm_unregister_wait('{}', "
+                                     "'{}')",
+                                     key.key, shown))[0][0]
+          .as<bool>());
   EXPECT_EQ(execSql(*attacker, "SELECT count(*) FROM dlm_list_requests('" +
                                    key.key + "')")[0][0]
                 .as<int>(),
@@ -188,7 +192,8 @@ TEST_F(Neighbours, AnOwnerAsListedCannotActAsThatOwner) {
   EXPECT_TRUE(waitAs(*victim, mine, secret).deadlockCycle.empty());
 }
 
-// --- the server decides the hierarchy ----------------------------------------------
+// --- the server decides the hierarchy
+// ----------------------------------------------
 
 TEST_F(Neighbours, AForgedAncestorListIsRefused) {
   auto orders = managerAs(orders_.name(), "orders");
@@ -231,7 +236,8 @@ TEST_F(Neighbours, AnInstanceWithAnotherHierarchySettingIsRefused) {
   useOnce(*billing, "x");
 }
 
-// --- tenancy ---------------------------------------------------------------------
+// --- tenancy
+// ---------------------------------------------------------------------
 
 TEST_F(Neighbours, AnUnboundClientIsBoundToTheFirstLoginThatUsesIt) {
   auto billing = managerAs(billing_.name(), "billing");
@@ -309,13 +315,14 @@ TEST_F(Neighbours, ListingsShowOnlyWhatTheLoginMaySee) {
   EXPECT_EQ(execSql(*sqlAs(neighbour_.name()), count)[0][0].as<int>(), 0);
   EXPECT_EQ(execSql(*sqlAs(orders_.name()), count)[0][0].as<int>(), 1);
   EXPECT_EQ(execSql(*sqlAs(dba_.name()), count)[0][0].as<int>(), 1);
-  EXPECT_TRUE(execSql(*sqlAs(neighbour_.name()),
-                      "SELECT 1 FROM dlm_describe('" +
-                          keyOf("orders", "visible") + "')")
-                  .empty());
+  EXPECT_TRUE(
+      execSql(*sqlAs(neighbour_.name()), "SELECT 1 FROM dlm_describe('" +
+                                             keyOf("orders", "visible") + "')")
+          .empty());
 }
 
-TEST_F(Neighbours, ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient) {
+TEST_F(Neighbours,
+       ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient) {
   auto orders = managerAs(orders_.name(), "orders");
   Lock lock = orders->getLockInstance("k", LockLevel::DC);
   orders->tryAcquireLock(lock);
@@ -331,31 +338,31 @@ TEST_F(Neighbours, ANeighbourCannotReleaseExtendOrUnregisterUnderAServicesClient
                                        "'{{}}', NULL, NULL)",
                                        key))[0][0]
                    .as<bool>());
-  EXPECT_TRUE(
-      execSql(*n, fmt::format("SELECT dlm_extend('{}', 'guess', 1000)", key))[0]
-             [0]
-                 .is_null());
+  EXPECT_TRUE(execSql(*n, fmt::format("SELECT dlm_extend('{}', 'guess', 1000)",
+                                      key))[0][0]
+                  .is_null());
   EXPECT_TRUE(orders->describeLock(lock).has_value());
   EXPECT_TRUE(orders->releaseLock(lock));
 }
 
-// --- the functions themselves ------------------------------------------------------
+// --- the functions themselves
+// ------------------------------------------------------
 
 TEST_F(Neighbours, EveryCallableFunctionHasAPinnedSearchPathAndHelpersNoGrant) {
   // A function that runs with the owner's rights resolves names only in
   // pg_catalog, the schema and pg_temp (last); the helpers left unpinned
   // (to be inlined) are SQL-language, not SECURITY DEFINER, and nobody but
   // the owner may call them.
-  const pqxx::result r = execSql(
-      schema_.admin(),
-      "SELECT p.proname, p.prosecdef, "
-      "(SELECT l.lanname FROM pg_language l WHERE l.oid = p.prolang), "
-      "coalesce(array_to_string(p.proconfig, ','), ''), "
-      "has_function_privilege('dlm_client', p.oid, 'EXECUTE'), "
-      "has_function_privilege('dlm_admin', p.oid, 'EXECUTE'), "
-      "has_function_privilege('public', p.oid, 'EXECUTE') "
-      "FROM pg_proc p WHERE p.pronamespace = " +
-          schema_.admin().quote(schema_.name()) + "::regnamespace");
+  const pqxx::result r =
+      execSql(schema_.admin(),
+              "SELECT p.proname, p.prosecdef, "
+              "(SELECT l.lanname FROM pg_language l WHERE l.oid = p.prolang), "
+              "coalesce(array_to_string(p.proconfig, ','), ''), "
+              "has_function_privilege('dlm_client', p.oid, 'EXECUTE'), "
+              "has_function_privilege('dlm_admin', p.oid, 'EXECUTE'), "
+              "has_function_privilege('public', p.oid, 'EXECUTE') "
+              "FROM pg_proc p WHERE p.pronamespace = " +
+                  schema_.admin().quote(schema_.name()) + "::regnamespace");
   ASSERT_GT(r.size(), 20U);
   const std::string pinned = "search_path=pg_catalog, " +
                              schema_.admin().quote_name(schema_.name()) +
@@ -377,7 +384,8 @@ TEST_F(Neighbours, EveryCallableFunctionHasAPinnedSearchPathAndHelpersNoGrant) {
   }
 }
 
-// --- the wait-for graph walk is bounded ------------------------------------------
+// --- the wait-for graph walk is bounded
+// ------------------------------------------
 
 // A chain of `length` owners in client "chain": owner i holds key i and
 // waits for key i + 1; written straight into the tables (what a long run
@@ -385,19 +393,24 @@ TEST_F(Neighbours, EveryCallableFunctionHasAPinnedSearchPathAndHelpersNoGrant) {
 void writeChain(pqxx::connection& admin, const std::string& schema,
                 int length) {
   const std::string s = admin.quote_name(schema);
-  execSql(admin, fmt::format(
-      "INSERT INTO {0}.dlm_locks (resource, resource_crc, status, owner_id, "
-      "token, fencing_token, acquired_at, ttl_ms, expires_at) "
-      "SELECT 'DC#farm1#chain#k' || i, 0, 'HELD', "
-      "{0}.dlm_owner_digest('o' || i), 't' || i, 1, now(), 600000, "
-      "now() + interval '10 min' FROM generate_series(0, {1}) i",
-      s, length));
-  execSql(admin, fmt::format(
-      "INSERT INTO {0}.dlm_lock_requests (resource, owner_id, requested_at, "
-      "expires_at, mode) SELECT 'DC#farm1#chain#k' || (i + 1), "
-      "{0}.dlm_owner_digest('o' || i), now(), now() + interval '10 min', "
-      "'EXCLUSIVE' FROM generate_series(0, {1} - 1) i",
-      s, length));
+  execSql(
+      admin,
+      fmt::format("INSERT INTO {0}.dlm_locks (resource, resource_crc, status, "
+                  "owner_id, "
+                  "token, fencing_token, acquired_at, ttl_ms, expires_at) "
+                  "SELECT 'DC#farm1#chain#k' || i, 0, 'HELD', "
+                  "{0}.dlm_owner_digest('o' || i), 't' || i, 1, now(), 600000, "
+                  "now() + interval '10 min' FROM generate_series(0, {1}) i",
+                  s, length));
+  execSql(
+      admin,
+      fmt::format(
+          "INSERT INTO {0}.dlm_lock_requests (resource, owner_id, "
+          "requested_at, "
+          "expires_at, mode) SELECT 'DC#farm1#chain#k' || (i + 1), "
+          "{0}.dlm_owner_digest('o' || i), now(), now() + interval '10 min', "
+          "'EXCLUSIVE' FROM generate_series(0, {1} - 1) i",
+          s, length));
 }
 
 TEST_F(Neighbours, TheWaitForGraphWalkStopsAfterAThousandOwners) {
