@@ -380,10 +380,8 @@ class PostgresStore::Impl {
           return keysOf(c.execPrepared(internal::pgStatements().waitCycle,
                                        cycleParams, d));
         });
-    if (!registration.deadlockCycle.empty()) {
-      // The contract: nothing stays recorded when waiting would deadlock.
-      unregisterWait(request.key.key, request.owner);
-    }
+    // A cycle found there leaves nothing recorded: dlm_wait_cycle deleted
+    // the request row in the transaction that found it.
     return registration;
   }
 
