@@ -237,6 +237,35 @@ COMMENT ON COLUMN dlm_clients.separator IS 'Hierarchy separator recorded at the 
 
 COMMENT ON COLUMN dlm_clients.hierarchy IS 'Whether the client uses a hierarchy; NULL until its first acquire or wait records it.';
 
+CREATE TABLE dlm_limits (
+    id boolean DEFAULT true NOT NULL,
+    max_ttl_ms bigint DEFAULT '31536000000'::bigint NOT NULL,
+    max_key_bytes integer DEFAULT 8192 NOT NULL,
+    max_keys_per_call integer DEFAULT 64 NOT NULL,
+    max_requests_per_owner integer DEFAULT 100 NOT NULL,
+    max_shared_holders_per_key integer DEFAULT 1000 NOT NULL,
+    CONSTRAINT dlm_limits_id_check CHECK (id),
+    CONSTRAINT dlm_limits_max_key_bytes_check CHECK ((max_key_bytes > 0)),
+    CONSTRAINT dlm_limits_max_keys_per_call_check CHECK ((max_keys_per_call > 0)),
+    CONSTRAINT dlm_limits_max_requests_per_owner_check CHECK ((max_requests_per_owner > 0)),
+    CONSTRAINT dlm_limits_max_shared_holders_per_key_check CHECK ((max_shared_holders_per_key > 0)),
+    CONSTRAINT dlm_limits_max_ttl_ms_check CHECK ((max_ttl_ms > 0))
+);
+
+COMMENT ON TABLE dlm_limits IS 'dlm: one row, the limits every call is checked against (UPDATE to change; the next call applies them).';
+
+COMMENT ON COLUMN dlm_limits.id IS 'Always true: the table has one row.';
+
+COMMENT ON COLUMN dlm_limits.max_ttl_ms IS 'Longest lease an acquire or an extension may ask for (default 365 days).';
+
+COMMENT ON COLUMN dlm_limits.max_key_bytes IS 'Longest scoped key (DC#<farm>#<client>#<id>), in bytes (default 8192).';
+
+COMMENT ON COLUMN dlm_limits.max_keys_per_call IS 'Most keys one acquire or wait touches: the key and its ancestors (default 64).';
+
+COMMENT ON COLUMN dlm_limits.max_requests_per_owner IS 'Most live requests (waits) of one owner at once (default 100).';
+
+COMMENT ON COLUMN dlm_limits.max_shared_holders_per_key IS 'Most live SHARED holders of one key at once (default 1000).';
+
 -- ------------------------------------------------- keys and indexes
 
 ALTER TABLE ONLY dlm_schema_version
@@ -262,9 +291,14 @@ ALTER TABLE ONLY dlm_shared_holds
 ALTER TABLE ONLY dlm_clients
     ADD CONSTRAINT dlm_clients_pkey PRIMARY KEY (client_id);
 
+ALTER TABLE ONLY dlm_limits
+    ADD CONSTRAINT dlm_limits_pkey PRIMARY KEY (id);
+
 -- ------------------------------------------------ settings and roles
 
 INSERT INTO dlm_fencing_floor (id, floor_token) VALUES (true, 0);
+
+INSERT INTO dlm_limits (id) VALUES (true);
 
 INSERT INTO dlm_config (name, value)
   VALUES ('client_role', coalesce(nullif(current_setting('dlm.client_role', true), ''), 'dlm_client')),
@@ -397,11 +431,49 @@ $$;
 
 COMMENT ON FUNCTION dlm_cancel_requests(p_key text, p_owner text) IS 'dlm (admin): deletes the requests of a key (or of one owner on it).';
 
+-- dlm_check_limits (internal): refuses (22023, naming the limit) an
+-- acquire, a wait or an extension over the limits of dlm_limits: p_key
+-- longer than max_key_bytes, p_keys keys (the key and its ancestors) more
+-- than max_keys_per_call, a TTL longer than max_ttl_ms. A NULL argument is
+-- not checked. Without the row, the defaults apply.
+CREATE FUNCTION dlm_check_limits(p_key text, p_keys integer, p_ttl_ms bigint) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_max record;
+BEGIN
+  SELECT coalesce(m.max_ttl_ms, 31536000000) AS ttl,
+         coalesce(m.max_key_bytes, 8192) AS key_bytes,
+         coalesce(m.max_keys_per_call, 64) AS keys
+    INTO v_max
+    FROM (SELECT 1) AS one LEFT JOIN dlm_limits m ON m.id;
+  IF p_ttl_ms > v_max.ttl THEN
+    RAISE EXCEPTION 'dlm: a TTL of % ms (limit max_ttl_ms = %)',
+      p_ttl_ms, v_max.ttl
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF octet_length(p_key) > v_max.key_bytes THEN
+    RAISE EXCEPTION 'dlm: key "%" has % bytes (limit max_key_bytes = %)',
+      dlm_shown_key(p_key), octet_length(p_key), v_max.key_bytes
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF p_keys > v_max.keys THEN
+    RAISE EXCEPTION 'dlm: % keys in one call (limit max_keys_per_call = %)',
+      p_keys, v_max.keys
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_check_limits(p_key text, p_keys integer, p_ttl_ms bigint) IS 'dlm (internal): refuses a call over the limits of dlm_limits (22023, naming the limit).';
+
 -- dlm_check_path (internal): the tenancy check of an acquire or a wait for
 -- p_key, and its hierarchy checked against the client's recorded setting
 -- (recorded by this call when there is none yet): the ancestors and
 -- descendant range the caller sent must be the ones the server computes.
--- 22023 otherwise, saying which setting is recorded.
+-- 22023 otherwise, saying which setting is recorded. The key's length is
+-- dlm_check_limits' (V8).
 CREATE FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -413,10 +485,6 @@ DECLARE
   v_hier   boolean;
   v_expect text[];
 BEGIN
-  IF octet_length(p_key) > 8192 THEN
-    RAISE EXCEPTION 'dlm: key longer than 8192 bytes'
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
   SELECT * INTO v_client FROM dlm_client_for(p_key, true);
   -- The setting this call uses: no descendant range, no hierarchy.
   v_hier := p_desc_begin IS NOT NULL OR p_desc_end IS NOT NULL;
@@ -568,6 +636,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock row, without its token.';
 
+-- dlm_extend, dlm_extend_shared: token-conditional lease extension of an
+-- EXCLUSIVE or a SHARED hold; NULL when it was lost. A TTL over the limit
+-- (max_ttl_ms, V8) is refused.
 CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -575,10 +646,11 @@ CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bi
 DECLARE
   v_expires timestamptz;
 BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 OR p_ttl_ms > 31536000000 THEN
-    RAISE EXCEPTION '%', CASE WHEN p_ttl_ms > 31536000000
-                              THEN 'dlm_extend: a TTL is at most 365 days'
-                              ELSE 'dlm_extend: the TTL must be positive' END
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0
+     OR p_ttl_ms > coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
+                              WHERE m.id), 31536000000) THEN
+    PERFORM dlm_check_limits(NULL, NULL, p_ttl_ms);
+    RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   -- Durable like an acquire, whatever the default (see dlm_acquire).
@@ -603,10 +675,11 @@ CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RET
 DECLARE
   v_expires timestamptz;
 BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 OR p_ttl_ms > 31536000000 THEN
-    RAISE EXCEPTION '%', CASE WHEN p_ttl_ms > 31536000000
-                              THEN 'dlm_extend_shared: a TTL is at most 365 days'
-                              ELSE 'dlm_extend_shared: the TTL must be positive' END
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0
+     OR p_ttl_ms > coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
+                              WHERE m.id), 31536000000) THEN
+    PERFORM dlm_check_limits(NULL, NULL, p_ttl_ms);
+    RAISE EXCEPTION 'dlm_extend_shared: the TTL must be positive'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   IF current_setting('synchronous_commit') = 'off' THEN
@@ -700,8 +773,11 @@ $$;
 
 COMMENT ON FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) IS 'dlm (internal): the wait-for graph walk, at most 1,000 owners.';
 
--- dlm_force_release (admin): frees the key whoever holds it, in both modes
--- (the EXCLUSIVE row and every SHARED hold). True if anything was held.
+-- dlm_force_release: operator override (admin role only), frees the row
+-- whoever holds it (EXCLUSIVE, and every SHARED hold of the key). True if
+-- something was held. Announces the release on the channel whenever it
+-- freed something (V8): a wake-up is a hint, and finding the key's waiters
+-- without the hierarchy the caller knows took a scan of dlm_lock_requests.
 CREATE FUNCTION dlm_force_release(p_key text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -714,16 +790,10 @@ BEGIN
   v_freed := FOUND;
   DELETE FROM dlm_shared_holds WHERE resource = p_key;
   v_freed := v_freed OR FOUND;
-  IF NOT v_freed THEN
-    RETURN false;
-  END IF;
-  IF EXISTS (SELECT 1 FROM dlm_lock_requests r
-              WHERE r.expires_at > clock_timestamp()
-                AND (r.resource = p_key OR p_key = ANY (r.ancestors)
-                     OR (p_key >= r.desc_begin AND p_key < r.desc_end))) THEN
+  IF v_freed THEN
     PERFORM pg_notify('dlm_release', p_key);
   END IF;
-  RETURN true;
+  RETURN v_freed;
 END
 $$;
 
@@ -1159,7 +1229,8 @@ COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_beg
 -- Returns '{}', or the cycle that waiting would close (then the row is
 -- not kept). No table lock (V7): the row is written first, and the caller
 -- walks the graph again with dlm_wait_cycle after this commits (see the
--- header). Tenancy and hierarchy checked (dlm_check_path). Lazy commit.
+-- header). Limits (dlm_check_limits, and requests per owner: V8), tenancy
+-- and hierarchy (dlm_check_path) checked. Lazy commit.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1168,12 +1239,16 @@ DECLARE
   v_now   timestamptz;
   v_owner text;
   v_my_at timestamptz;
+  v_max   integer;
+  v_count integer;
 BEGIN
   IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
      OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
     RAISE EXCEPTION 'dlm_register_wait: bad arguments'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  PERFORM dlm_check_limits(p_key, coalesce(cardinality(p_ancestors), 0) + 1,
+                           NULL);
   PERFORM dlm_check_path(p_key, p_ancestors, p_desc_begin, p_desc_end);
   PERFORM set_config('synchronous_commit', 'off', true);
   v_owner := dlm_owner_digest(p_owner);
@@ -1181,6 +1256,22 @@ BEGIN
   SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
    WHERE r.resource = p_key AND r.owner_id = v_owner
      AND r.expires_at > v_now;
+  -- A new request beyond the owner's limit is refused (V8); a renewal is
+  -- not a new one. Counted through the owner index, at most the limit.
+  IF v_my_at IS NULL THEN
+    v_max := coalesce((SELECT m.max_requests_per_owner FROM dlm_limits m
+                        WHERE m.id), 100);
+    SELECT count(*) INTO v_count FROM (
+        SELECT 1 FROM dlm_lock_requests r
+         WHERE r.owner_id = v_owner AND r.resource <> p_key
+           AND r.expires_at > v_now
+         LIMIT v_max) q;
+    IF v_count >= v_max THEN
+      RAISE EXCEPTION 'dlm: owner has % live requests (limit max_requests_per_owner = %)',
+        v_count, v_max
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+  END IF;
 
   INSERT INTO dlm_lock_requests AS r
       (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
@@ -1368,6 +1459,22 @@ $$;
 
 COMMENT ON FUNCTION dlm_scope_client(p_scope text) IS 'dlm (internal): the client id of a key scope.';
 
+-- dlm_shown_key (internal): a key as a message shows it, at most 64
+-- characters and an ellipsis.
+CREATE FUNCTION dlm_shown_key(p_key text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE WHEN length(p_key) > 64 THEN left(p_key, 64) || '...'
+              ELSE p_key END
+$$;
+
+COMMENT ON FUNCTION dlm_shown_key(p_key text) IS 'dlm (internal): a key shortened for a message.';
+
+-- dlm_try_acquire: one attempt to take a lock in either mode (p_shared),
+-- the whole protocol in one transaction; the 10-argument dlm_acquire's
+-- arguments and answer, as one row of OUT parameters. V8: the limits are
+-- checked with the tenancy, SHARED holders per key before a SHARED grant,
+-- and the fast path's grant time is read after its snapshot.
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1394,10 +1501,8 @@ BEGIN
   IF p_keys IS NULL OR cardinality(p_keys) = 0
      OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
      OR p_token IS NULL OR p_ttl_ms IS NULL OR p_ttl_ms <= 0
-     OR p_ttl_ms > 31536000000 OR p_shared IS NULL THEN
-    RAISE EXCEPTION '%', CASE WHEN p_ttl_ms > 31536000000
-                              THEN 'dlm_acquire: a TTL is at most 365 days'
-                              ELSE 'dlm_acquire: bad arguments' END
+     OR p_shared IS NULL THEN
+    RAISE EXCEPTION 'dlm_acquire: bad arguments'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   -- Durable whatever the default (see V3).
@@ -1406,13 +1511,18 @@ BEGIN
   END IF;
   v_depth := cardinality(p_keys);
   v_target := p_keys[v_depth];
-  -- The caller's tenancy and hierarchy (V7) and its owner as recorded, in
-  -- one statement (each statement and expression of a call is set up
-  -- afresh in its transaction): fine when the client is bound to a role of
-  -- the login and the call's hierarchy is the recorded one. Otherwise
+  -- The caller's tenancy and hierarchy (V7), the limits (V8) and its owner
+  -- as recorded, in one statement (each statement and expression of a call
+  -- is set up afresh in its transaction): fine when the call is within the
+  -- limits, the client is bound to a role of the login and the call's
+  -- hierarchy is the recorded one. Otherwise dlm_check_limits refuses, or
   -- dlm_check_path binds the client, records its setting, or refuses.
   SELECT dlm_owner_digest(p_owner) AS owner,
-         coalesce(c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
+         m.max_shared_holders_per_key AS max_shared,
+         coalesce(p_ttl_ms <= m.max_ttl_ms
+           AND v_depth <= m.max_keys_per_call
+           AND octet_length(v_target) <= m.max_key_bytes
+           AND c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
            AND pg_has_role(session_user, c.role_oid, 'MEMBER')
            AND CASE
                  WHEN c.separator IS NULL THEN v_depth = 1
@@ -1428,9 +1538,11 @@ BEGIN
                END, false) AS fine
     INTO v_client
     FROM (SELECT 1) AS one
+    LEFT JOIN dlm_limits m ON m.id
     LEFT JOIN dlm_clients c
       ON c.client_id = dlm_scope_client(dlm_key_scope(v_target));
   IF NOT v_client.fine THEN
+    PERFORM dlm_check_limits(v_target, v_depth, p_ttl_ms);
     PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
                            p_desc_end);
   END IF;
@@ -1491,7 +1603,10 @@ BEGIN
   -- or expired (and not this token's: a retry is answered below) is
   -- granted in one statement when nothing else is in the way. Liveness is
   -- judged at v_now, a little before the statement runs: a hold that ends
-  -- in between counts as live, and the general path decides.
+  -- in between counts as live, and the general path decides. The grant's
+  -- time is read inside the statement (granted_at), after its snapshot: a
+  -- conflicting hold whose release the snapshot sees ended before it (V8;
+  -- v_now, read before the snapshot, could precede that release).
   IF NOT p_shared AND NOT (v_row.status = 'HELD'
                            AND (v_row.token = p_token
                                 OR v_row.expires_at > clock_timestamp())) THEN
@@ -1502,16 +1617,18 @@ BEGIN
       SELECT coalesce((SELECT m.requested_at FROM dlm_lock_requests m
                         WHERE m.resource = v_target AND m.owner_id = v_owner
                           AND m.expires_at > v_now),
-                      'infinity'::timestamptz) AS at)
+                      'infinity'::timestamptz) AS at),
+    granted AS (SELECT clock_timestamp() AS at)
     UPDATE dlm_locks l
        SET status = 'HELD', owner_id = v_owner, token = p_token,
            fencing_token = greatest(l.fencing_token,
                                     (SELECT f.floor_token FROM dlm_fencing_floor f
                                       WHERE f.id)) + 1,
-           acquired_at = v_now, ttl_ms = p_ttl_ms,
-           expires_at = v_now + p_ttl_ms * interval '1 millisecond',
+           acquired_at = granted.at, ttl_ms = p_ttl_ms,
+           expires_at = granted.at + p_ttl_ms * interval '1 millisecond',
            holder_host = p_host, holder_pid = p_pid,
            holder_ip = inet_client_addr()
+      FROM granted
      WHERE l.resource = v_target
        -- One index probe per key condition (a condition OR-ed across the
        -- key, its ancestors and its descendant range made a generic plan
@@ -1673,6 +1790,20 @@ BEGIN
       v_void := set_config('synchronous_commit', 'off', true);
       blocked_by := v_blocker;
       RETURN;
+    END IF;
+
+    -- A SHARED hold more than the limit allows (V8) is refused; the key's
+    -- row lock (FOR UPDATE above) makes the count exact.
+    IF p_shared THEN
+      SELECT count(*) INTO v_count FROM (
+          SELECT 1 FROM dlm_shared_holds s
+           WHERE s.resource = v_target AND s.expires_at > clock_timestamp()
+           LIMIT coalesce(v_client.max_shared, 1000)) h;
+      IF v_count >= coalesce(v_client.max_shared, 1000) THEN
+        RAISE EXCEPTION 'dlm: key "%" has % live SHARED holders (limit max_shared_holders_per_key = %)',
+          dlm_shown_key(v_target), v_count, coalesce(v_client.max_shared, 1000)
+          USING ERRCODE = 'invalid_parameter_value';
+      END IF;
     END IF;
 
     -- Grant. A waiter's request for the key ends with it, in this
@@ -2000,4 +2131,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (4, 'revoke table rights', 2),
          (5, 'shared locks and fair queueing', 4),
          (6, 'faster acquire and release', 4),
-         (7, 'tenancy owner digests and request leases', 4);
+         (7, 'tenancy owner digests and request leases', 4),
+         (8, 'limits and acquisition time', 4);

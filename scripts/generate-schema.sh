@@ -94,6 +94,8 @@ pg_roles_block() {
 
 INSERT INTO dlm_fencing_floor (id, floor_token) VALUES (true, 0);
 
+INSERT INTO dlm_limits (id) VALUES (true);
+
 INSERT INTO dlm_config (name, value)
   VALUES ('client_role', coalesce(nullif(current_setting('dlm.client_role', true), ''), 'dlm_client')),
          ('admin_role', coalesce(nullif(current_setting('dlm.admin_role', true), ''), 'dlm_admin'))
