@@ -21,6 +21,12 @@ std::chrono::microseconds uniform(std::mt19937_64& rng,
   return std::chrono::microseconds(dist(rng));
 }
 
+// A system_clock time as ms since the epoch, rounded down.
+std::int64_t wallMs(std::chrono::system_clock::time_point t) {
+  return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 void writeResult(const ContendResult& result, std::ostream& out) {
@@ -145,9 +151,11 @@ ContendResult contend(DistributedLockManager& manager,
     hold.worker = options.worker;
     hold.fencing = lock.fencingToken();
     hold.shared = readMode;
+    hold.acquiredAtMs = wallMs(lock.acquiredAt());
     ++result.acquisitions;
     std::this_thread::sleep_for(uniform(rng, options.holdMin, options.holdMax));
     hold.endNs = steadyNowNs();
+    hold.releaseCalledMs = wallMs(std::chrono::system_clock::now());
     try {
       hold.released = manager.releaseLock(lock);
     } catch (const DLMException& e) {

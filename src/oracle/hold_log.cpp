@@ -75,19 +75,75 @@ std::string brief(const Hold& h) {
                      h.fencing);
 }
 
+// Holds in start order. For each hold, the latest release call among the
+// conflicting holds that ended before it started (swept in end order, kept
+// per key and mode: the keys of a run are few) must not come after its
+// acquiredAt: the store granted it after that release.
+void checkAcquisitionTimes(const std::vector<Hold>& holds, char separator,
+                           std::size_t maxListed, HoldReport& report) {
+  struct Latest {
+    const Hold* any = nullptr;        // of either mode
+    const Hold* exclusive = nullptr;  // exclusive only
+  };
+  std::map<std::string, Latest> ended;
+  std::map<std::string, std::vector<std::string>> conflicting;
+  for (const Hold& h : holds) conflicting.try_emplace(h.key);
+  for (auto& [key, others] : conflicting) {
+    for (const auto& entry : conflicting) {
+      if (keysConflict(key, entry.first, separator)) {
+        others.push_back(entry.first);
+      }
+    }
+  }
+  const auto later = [](const Hold* best, const Hold* e) {
+    if (e == nullptr) return best;
+    if (best == nullptr) return e;
+    return e->releaseCalledMs > best->releaseCalledMs ? e : best;
+  };
+  std::vector<const Hold*> byEnd;
+  for (const Hold& h : holds) byEnd.push_back(&h);
+  std::sort(byEnd.begin(), byEnd.end(),
+            [](const Hold* x, const Hold* y) { return x->endNs < y->endNs; });
+  std::size_t endedUpTo = 0;
+  for (const Hold& h : holds) {
+    while (endedUpTo < byEnd.size() && byEnd[endedUpTo]->endNs < h.startNs) {
+      const Hold* e = byEnd[endedUpTo++];
+      if (e->releaseCalledMs == 0) continue;
+      Latest& latest = ended[e->key];
+      latest.any = later(latest.any, e);
+      if (!e->shared) latest.exclusive = later(latest.exclusive, e);
+    }
+    if (h.acquiredAtMs == 0) continue;
+    const Hold* before = nullptr;
+    for (const std::string& key : conflicting[h.key]) {
+      const Latest& latest = ended[key];
+      before = later(before, h.shared ? latest.exclusive : latest.any);
+    }
+    if (before == nullptr || before->releaseCalledMs <= h.acquiredAtMs) {
+      continue;
+    }
+    ++report.earlyAcquisitionCount;
+    if (report.earlyAcquisitions.size() < maxListed) {
+      report.earlyAcquisitions.emplace_back(*before, h);
+    }
+  }
+}
+
 }  // namespace
 
 std::string formatHold(const Hold& hold) {
   // The key goes last so that it may contain spaces.
-  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}", hold.worker, hold.startNs,
-                     hold.endNs, hold.fencing, hold.released ? 1 : 0,
-                     hold.shared ? 'S' : 'X', escapeKey(hold.key));
+  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", hold.worker,
+                     hold.startNs, hold.endNs, hold.fencing,
+                     hold.released ? 1 : 0, hold.shared ? 'S' : 'X',
+                     hold.acquiredAtMs, hold.releaseCalledMs,
+                     escapeKey(hold.key));
 }
 
 std::optional<Hold> parseHold(const std::string& line) {
   std::vector<std::string> fields;
   std::size_t pos = 0;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 8; ++i) {
     const std::size_t tab = line.find('\t', pos);
     if (tab == std::string::npos) return std::nullopt;
     fields.push_back(line.substr(pos, tab - pos));
@@ -104,6 +160,10 @@ std::optional<Hold> parseHold(const std::string& line) {
     if (used != fields[2].size()) return std::nullopt;
     hold.fencing = std::stoll(fields[3], &used);
     if (used != fields[3].size()) return std::nullopt;
+    hold.acquiredAtMs = std::stoll(fields[6], &used);
+    if (used != fields[6].size()) return std::nullopt;
+    hold.releaseCalledMs = std::stoll(fields[7], &used);
+    if (used != fields[7].size()) return std::nullopt;
   } catch (const std::exception&) {
     // stoi/stoll throw on non-numbers and overflow: a malformed line.
     return std::nullopt;
@@ -164,6 +224,8 @@ HoldReport checkHolds(std::vector<Hold> holds, char separator,
     open.push_back(&h);
     if (!h.released) report.failedReleases.push_back(h);
   }
+
+  checkAcquisitionTimes(holds, separator, maxListed, report);
 
   std::map<std::string, std::vector<const Hold*>> byKey;
   for (const Hold& h : holds) byKey[h.key].push_back(&h);  // in start order
@@ -229,6 +291,11 @@ std::vector<std::string> describeProblems(const HoldReport& report) {
   for (const auto& [a, b] : report.fencingViolations) {
     lines.push_back(fmt::format("fencing token did not grow: {}  then  {}",
                                 brief(a), brief(b)));
+  }
+  for (const auto& [a, b] : report.earlyAcquisitions) {
+    lines.push_back(fmt::format(
+        "acquired at {} ms, before the release call at {} ms of: {}  then  {}",
+        b.acquiredAtMs, a.releaseCalledMs, brief(a), brief(b)));
   }
   for (const Hold& h : report.failedReleases) {
     lines.push_back(fmt::format("releaseLock returned false: {}", brief(h)));

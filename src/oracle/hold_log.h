@@ -28,6 +28,12 @@ struct Hold {
   std::int64_t fencing = 0;  // the acquisition's fencing token
   bool released = true;      // releaseLock returned true
   bool shared = false;       // held in LockMode::SHARED
+  // The store's acquiredAt (its clock, ms since the epoch; 0: not known) and
+  // the host's wall clock right before releasing (ms, rounded down; 0: not
+  // known). The stores' clocks are the host's (SQLite: the application's;
+  // PostgreSQL: a server on the same host) in the tests and the demo.
+  std::int64_t acquiredAtMs = 0;
+  std::int64_t releaseCalledMs = 0;
 };
 
 // Current steady_clock time in nanoseconds.
@@ -72,6 +78,12 @@ struct HoldReport {
   // where the earlier ended before the later started but has a token at
   // least as large, or two holds with the same token.
   std::vector<std::pair<Hold, Hold>> fencingViolations;
+  // Holds whose acquiredAt precedes the release call of a conflicting hold
+  // that ended before they started: (earlier, later). A hold's acquiredAt is
+  // when its possession began, so it cannot come before the end of the
+  // hold it had to wait for.
+  std::vector<std::pair<Hold, Hold>> earlyAcquisitions;
+  std::int64_t earlyAcquisitionCount = 0;
   // Holds whose releaseLock returned false.
   std::vector<Hold> failedReleases;
   // Per key, in key order.
@@ -79,7 +91,7 @@ struct HoldReport {
 
   bool ok() const {
     return overlapCount == 0 && fencingViolations.empty() &&
-           failedReleases.empty();
+           earlyAcquisitionCount == 0 && failedReleases.empty();
   }
 };
 
@@ -87,8 +99,10 @@ struct HoldReport {
 // each key's fencing tokens are unique and grow from every hold to any hold
 // that started after it ended when at least one of the two is exclusive (two
 // shared holds may have been granted in either order whatever their recorded
-// intervals: an acquire call can return long after its grant), and that
-// every release returned true. Intervals
+// intervals: an acquire call can return long after its grant), that no
+// hold's acquiredAt precedes the release call of a conflicting hold that
+// ended before it started (where both times are known), and that every
+// release returned true. Intervals
 // are closed: touching intervals count as overlapping. Keeps at most
 // `maxListed` overlap and fencing pairs in the report.
 HoldReport checkHolds(std::vector<Hold> holds, char separator = '.',

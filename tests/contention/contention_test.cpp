@@ -2,8 +2,9 @@
 // same few keys (three unrelated ones and an ancestor/descendant family) with
 // tryAcquireLock and acquireLock. Every hold is recorded; the checker that
 // `dlmctl demo` uses then proves that no two holds of conflicting keys
-// overlapped, that each key's fencing tokens grew in hold order, and that
-// every release returned true. With modes: 16 readers and 2 writers across 4
+// overlapped, that each key's fencing tokens grew in hold order, that no
+// hold's acquiredAt came before the release call of a conflicting hold that
+// ended before it, and that every release returned true. With modes: 16 readers and 2 writers across 4
 // processes on one key family (readers share, writers exclude everything
 // and are served), and the three-process fairness run.
 #include <fcntl.h>
@@ -159,6 +160,7 @@ void expectMutualExclusion(const std::vector<ContendResult>& results,
   const HoldReport report = oracle::checkHolds(holds, '.');
   EXPECT_EQ(report.overlapCount, 0) << problemsText(report);
   EXPECT_TRUE(report.fencingViolations.empty()) << problemsText(report);
+  EXPECT_EQ(report.earlyAcquisitionCount, 0) << problemsText(report);
   EXPECT_TRUE(report.failedReleases.empty()) << problemsText(report);
   EXPECT_GE(acquisitions, minAcquisitions)
       << "too few acquisitions to prove anything (" << attempts << " attempts)";
@@ -267,6 +269,7 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
   const HoldReport report = oracle::checkHolds(holds, '.');
   EXPECT_EQ(report.overlapCount, 0) << problemsText(report);
   EXPECT_TRUE(report.fencingViolations.empty()) << problemsText(report);
+  EXPECT_EQ(report.earlyAcquisitionCount, 0) << problemsText(report);
   EXPECT_TRUE(report.failedReleases.empty()) << problemsText(report);
   EXPECT_GE(static_cast<std::int64_t>(holds.size()), kMinAcquisitions);
   EXPECT_GT(report.sharedOverlapCount, 0) << "readers never held together";
@@ -373,6 +376,7 @@ TEST_P(Fairness, ThreeProcessesOnOnePathEachGetAFifth) {
     EXPECT_EQ(run.report.overlapCount, 0) << problemsText(run.report);
     EXPECT_TRUE(run.report.fencingViolations.empty())
         << problemsText(run.report);
+    EXPECT_EQ(run.report.earlyAcquisitionCount, 0) << problemsText(run.report);
     // Enough holds that a fifth means something (about 1 ms each).
     EXPECT_GE(run.total, 100) << "run " << r;
     ASSERT_EQ(run.holds.size(), 3U);
@@ -388,7 +392,8 @@ INSTANTIATE_TEST_SUITE_P(Stores, Fairness,
 // The manager itself under 16 threads, on the in-memory store: no database,
 // so ThreadSanitizer sees the manager's own synchronisation only.
 TEST(ContentionOnFakeStore, SixteenThreadsNeverOverlap) {
-  auto store = std::make_shared<FakeStore>();
+  // On the host's clock, as the stores are: acquiredAt is judged too.
+  auto store = std::make_shared<FakeStore>(true);
   std::vector<std::unique_ptr<DistributedLockManager>> managers;
   for (int i = 0; i < 4; ++i) managers.push_back(makeManager(store));
   const auto results = runThreads(managers, kThreads, kAttemptsPerThread);

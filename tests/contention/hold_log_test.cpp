@@ -157,6 +157,47 @@ TEST(HoldLog, ConcurrentSharedHoldsMayStartInEitherTokenOrder) {
   EXPECT_FALSE(twice.keys[0].fencingIncreasing);
 }
 
+// A hold with its store's acquiredAt and its release call's wall time.
+Hold timed(Hold h, std::int64_t acquiredAtMs, std::int64_t releaseCalledMs) {
+  h.acquiredAtMs = acquiredAtMs;
+  h.releaseCalledMs = releaseCalledMs;
+  return h;
+}
+
+TEST(HoldLog, AnAcquisitionTimeBeforeTheReleaseItWaitedForIsReported) {
+  // b waited for a (the same key, an ancestor, a descendant): its
+  // possession cannot begin before a's release call.
+  EXPECT_TRUE(checkHolds({timed(hold("a", 0, 10, 1), 100, 200),
+                          timed(hold("a", 20, 30, 2), 200, 300)})
+                  .ok());
+  for (const char* other : {"a", "a.b", "z.y"}) {
+    const auto early = checkHolds({timed(hold("z.y", 0, 10, 1), 100, 200),
+                                   timed(hold(other, 20, 30, 2), 191, 300)});
+    EXPECT_EQ(early.earlyAcquisitionCount, other[0] == 'z' ? 1 : 0) << other;
+  }
+  const auto descendant = checkHolds({timed(hold("a.b", 0, 10, 1), 100, 200),
+                                      timed(hold("a", 20, 30, 1), 199, 300)});
+  EXPECT_EQ(descendant.earlyAcquisitionCount, 1);
+  EXPECT_FALSE(descendant.ok());
+  EXPECT_FALSE(describeProblems(descendant).empty());
+  // Readers after readers prove no order; a reader after a writer does.
+  EXPECT_TRUE(checkHolds({timed(sharedHold("a", 0, 10, 1), 100, 200),
+                          timed(sharedHold("a", 20, 30, 2), 150, 300)})
+                  .ok());
+  EXPECT_EQ(checkHolds({timed(hold("a", 0, 10, 1), 100, 200),
+                        timed(sharedHold("a", 20, 30, 2), 150, 300)})
+                .earlyAcquisitionCount,
+            1);
+  // The latest release call counts; unknown times (0) are not judged.
+  EXPECT_EQ(checkHolds({timed(hold("a.b", 0, 10, 1), 100, 200),
+                        timed(hold("a.c", 0, 12, 1), 100, 250),
+                        timed(hold("a", 20, 30, 1), 220, 300)})
+                .earlyAcquisitionCount,
+            1);
+  EXPECT_TRUE(checkHolds({hold("a", 0, 10, 1), timed(hold("a", 20, 30, 2), 5, 0)})
+                  .ok());
+}
+
 TEST(HoldLog, FailedReleasesAreReported) {
   Hold h = hold("a", 0, 10, 1);
   h.released = false;
@@ -169,6 +210,8 @@ TEST(HoldLog, LinesRoundTripAnyKey) {
   Hold h = hold("we\tird\\key\nwith spaces", -5, 123456789012345, 42, 7);
   h.released = false;
   h.shared = true;
+  h.acquiredAtMs = 1795764863485;
+  h.releaseCalledMs = 1795764863490;
   const auto parsed = parseHold(formatHold(h));
   ASSERT_TRUE(parsed.has_value());
   EXPECT_TRUE(parsed->shared);
@@ -179,6 +222,8 @@ TEST(HoldLog, LinesRoundTripAnyKey) {
   EXPECT_EQ(parsed->endNs, 123456789012345);
   EXPECT_EQ(parsed->fencing, 42);
   EXPECT_FALSE(parsed->released);
+  EXPECT_EQ(parsed->acquiredAtMs, 1795764863485);
+  EXPECT_EQ(parsed->releaseCalledMs, 1795764863490);
   EXPECT_EQ(formatHold(h).find('\n'), std::string::npos);
 }
 
@@ -187,9 +232,12 @@ TEST(HoldLog, MalformedLinesAreRejected) {
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t1").has_value());
   EXPECT_FALSE(parseHold("x\t2\t3\t4\t1\tkey").has_value());
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t2\tkey").has_value());
-  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tX\tbad\\escape").has_value());
-  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tQ\tkey").has_value());
-  EXPECT_TRUE(parseHold("1\t2\t3\t4\t1\tS\tkey").has_value());
+  EXPECT_FALSE(
+      parseHold("1\t2\t3\t4\t1\tX\t5\t6\tbad\\escape").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tQ\t5\t6\tkey").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tS\tx\t6\tkey").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tS\tkey").has_value());
+  EXPECT_TRUE(parseHold("1\t2\t3\t4\t1\tS\t5\t6\tkey").has_value());
 }
 
 }  // namespace
