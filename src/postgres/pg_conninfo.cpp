@@ -1,11 +1,16 @@
 #include "postgres/pg_conninfo.h"
 
 #include <libpq-fe.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <map>
 #include <memory>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "dlm/error.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_session.h"
 #include "common/redact.h"
@@ -76,6 +81,34 @@ std::string describeConninfo(std::string_view conninfo) {
   if (!socketDir.empty()) uri += "?host=" + socketDir;
   // A dbname may itself hold a connection string (libpq expands it).
   return redactSecrets(uri);
+}
+
+void requireResolvableHosts(std::string_view conninfo, std::string_view what) {
+  const ConnParams params = ConnParams::parse(conninfo);
+  std::string hosts;
+  for (const auto& [keyword, value] : params.items()) {
+    if (keyword == "hostaddr" && !value.empty()) return;  // no name lookup
+    if (keyword == "host") hosts = value;
+  }
+  for (const std::string& host : splitCommas(hosts)) {
+    // Empty: libpq's default; '/' or '@': a Unix-domain socket.
+    if (host.empty() || host.front() == '/' || host.front() == '@') continue;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (rc == EAI_NONAME || rc == EAI_FAIL
+#ifdef EAI_NODATA
+        || rc == EAI_NODATA
+#endif
+    ) {
+      throw DLMException(
+          ErrorCode::INVALID_ARGUMENT,
+          fmt::format("{}: host \"{}\" does not resolve ({})", what,
+                      redactSecrets(host), ::gai_strerror(rc)));
+    }
+  }
 }
 
 }  // namespace dlm::internal

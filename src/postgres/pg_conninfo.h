@@ -21,4 +21,11 @@ void checkConninfo(std::string_view conninfo);
 // checkConninfo.
 std::string describeConninfo(std::string_view conninfo);
 
+// Throws DLMException INVALID_ARGUMENT naming `what` when a host name of
+// `conninfo` (its host list; not hostaddr, not a socket directory) is one
+// the resolver says does not exist. A resolver that cannot answer now is
+// not a refusal. For the LISTEN connection, whose failure would otherwise
+// only cost wake-ups.
+void requireResolvableHosts(std::string_view conninfo, std::string_view what);
+
 }  // namespace dlm::internal

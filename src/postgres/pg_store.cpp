@@ -27,6 +27,7 @@
 #include "postgres/pg_admin_calls.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
+#include "postgres/pg_conninfo.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_replication.h"
@@ -160,6 +161,13 @@ class PostgresStore::Impl {
   }
 
   void initialize(bool applyMigrations) {
+    // A LISTEN connection that cannot be opened only costs wake-ups (a
+    // warning); a host name that does not exist is a mistake to refuse.
+    if (!options_.listenConnection.empty()) {
+      internal::requireResolvableHosts(
+          options_.listenConnection,
+          "the LISTEN connection (listenConnection, dlm_listen_host)");
+    }
     const auto& migrations = internal::postgresMigrations();
     SchemaState state = readSchemaState("initialize");
     // Migrate only an older schema: a newer one that still serves this

@@ -17,6 +17,7 @@
 #include "dlm/postgres_store.h"
 #include "postgres/pg_client_role_support.h"
 #include "postgres/pg_release_channel.h"
+#include "postgres/pg_conninfo.h"
 #include "support/error_code.h"
 
 namespace dlm::test {
@@ -308,6 +309,26 @@ TEST(PgReleaseChannel, AStoreThatCannotListenWarnsWhy) {
       << warnings.messages[0];
   store.removeWarningListener(&warnings);
   store.close();
+}
+
+// A LISTEN host name that does not exist is a mistake, not an outage:
+// initialize() refuses it, naming the setting, before any wait is lost.
+TEST(PgReleaseChannel, AListenHostThatDoesNotResolveIsRefused) {
+  PostgresStoreOptions options;
+  options.listenConnection = "host=no-such-host.invalid port=5432";
+  PostgresStore store(options);
+  const DLMException e = errorOf([&] { store.initialize(false); });
+  EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT) << e.what();
+  EXPECT_NE(std::string(e.what()).find("dlm_listen_host"), std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("no-such-host.invalid"),
+            std::string::npos)
+      << e.what();
+  // A socket directory and a name that resolves are not looked at further.
+  EXPECT_NO_THROW(internal::requireResolvableHosts(
+      "host=localhost,/run/postgresql,127.0.0.1 port=1,2,3", "listen"));
+  EXPECT_NO_THROW(internal::requireResolvableHosts(
+      "host=no-such-host.invalid hostaddr=127.0.0.1", "listen"));
 }
 
 TEST(PgReleaseChannel, RunsOnlyWhileSomeoneListens) {
