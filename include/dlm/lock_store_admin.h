@@ -138,9 +138,10 @@ class LockStoreAdmin {
   // to the largest token deleted first, in the same transaction, so no key
   // ever sees a token again. One short transaction per call: callers loop
   // until rows < batchSize. Request rows whose lease ended at least
-  // `idleFor` ago are deleted too, and counted in rows (PostgreSQL; the
-  // SQLite store drops ended requests whenever a wait is registered). With
-  // dryRun, counts instead of deleting. On
+  // `idleFor` ago (a crashed waiter's) are deleted too, first, and counted
+  // in rows (both stores; SQLite since schema version 5, and its
+  // registerWait also drops ended requests). With dryRun, counts instead of
+  // deleting. On
   // PostgreSQL it needs the admin role (dlm_admin); the application role
   // gets an error.
   virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,

@@ -143,6 +143,9 @@ TEST_F(SqliteStoreTest, ListHeldIsInKeyOrderAndIncludesExpiredRows) {
 
 TEST_F(SqliteStoreTest, AHugeTtlSaturatesInsteadOfOverflowing) {
   auto store = openStore(path_);
+  // Over the default cap (365 days, dlm_limits): a DBA lifts it all the way.
+  RawDb(path_).exec(
+      "UPDATE dlm_limits SET max_ttl_ms = 9223372036854775807");
   const StoreKey key = pathKey(kScope, "forever-ish");
   const AcquireResult got = acquire(*store, key, milliseconds::max());
   ASSERT_TRUE(got.acquired);
