@@ -156,8 +156,8 @@ class LockStoreAdmin {
   // Wakes the key's other waiters, which a deleted request may have held
   // back. A waiter whose request is deleted is not told: a waiting manager
   // records its request again at its next renewal (kRequestLease / 2), at
-  // the back of the queue. On PostgreSQL it needs the admin role. The default throws INTERNAL_ERROR naming the
-  // call (a store written before it existed).
+  // the back of the queue. On PostgreSQL it needs the admin role. The default
+  // throws INTERNAL_ERROR naming the call (a store written before it existed).
   virtual int cancelRequests(std::string_view key,
                              std::optional<std::string_view> owner) {
     static_cast<void>(key);

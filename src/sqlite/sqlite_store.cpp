@@ -45,13 +45,13 @@
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/cycle_sql.h"
-#include "sqlite/sqlite_release_channel.h"
+#include "sqlite/release_wake_file.h"
 #include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_connection.h"
 #include "sqlite/sqlite_limits.h"
+#include "sqlite/sqlite_release_channel.h"
 #include "sqlite/sqlite_wait_graph.h"
 #include "sqlite/store_time.h"
-#include "sqlite/release_wake_file.h"
 
 namespace dlm {
 
@@ -191,7 +191,8 @@ class SqliteStore::Impl {
                                    : deadlineAfter(options_.busyTimeout);
     const auto guard = mutex_.lock(what, callLimit);
     throwIfClosed();
-    if (connection_ && fileId_ && internal::sqlite::fileIdOf(fileName_) != fileId_) {
+    if (connection_ && fileId_ &&
+        internal::sqlite::fileIdOf(fileName_) != fileId_) {
       // Deleted (or replaced) under the open connection: it would go on
       // reading and writing the unlinked file, so a holder would keep
       // renewing a lock that a new file no longer has, and a new file's
@@ -217,9 +218,8 @@ class SqliteStore::Impl {
           fileLost_ ? internal::sqlite::OpenMode::kReadWriteExisting
                     : internal::sqlite::OpenMode::kReadWrite);
       fileName_ = internal::sqlite::canonicalFile(connection_->handle());
-      fileId_ = fileName_.empty()
-                    ? std::nullopt
-                    : internal::sqlite::fileIdOf(fileName_);
+      fileId_ = fileName_.empty() ? std::nullopt
+                                  : internal::sqlite::fileIdOf(fileName_);
       std::lock_guard<std::mutex> channelGuard(channelMutex_);
       if (channel_.empty()) {
         // Named once, by the first connection: every store object on the
@@ -695,8 +695,8 @@ SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
 // its row every kRequestLease / 2). Oldest first, at most ?2; through the
 // index dlm_lock_requests_expiry (schema version 5), so the cost is the
 // batch's, not the table's.
-#define DLM_ENDED_REQUESTS                                   \
-  "FROM dlm_lock_requests WHERE expires_at_ms <= ?1 "       \
+#define DLM_ENDED_REQUESTS                            \
+  "FROM dlm_lock_requests WHERE expires_at_ms <= ?1 " \
   "ORDER BY expires_at_ms LIMIT ?2"
 
 // SHARED holds expired for at least idleFor (?1 = the cutoff), in key
@@ -1018,7 +1018,7 @@ void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
 }
 
 int SqliteStore::cancelRequests(std::string_view key,
-                               std::optional<std::string_view> owner) {
+                                std::optional<std::string_view> owner) {
   const int removed =
       impl_->withConnection("cancelling requests", [&](Connection& c) {
         return internal::sqlite::cancelRequestsIn(c, key, owner);

@@ -398,7 +398,8 @@ std::vector<internal::Migration> migrationsUpTo(int version) {
   return out;
 }
 
-TEST_F(SqliteSchemaTest, AVersion3FileUpgradedToTheLatestKeepsLocksAndCounters) {
+TEST_F(SqliteSchemaTest,
+       AVersion3FileUpgradedToTheLatestKeepsLocksAndCounters) {
   const std::string path = dir_.file("v3.sqlite");
   applyByHand(path, 3);
   {
@@ -465,8 +466,8 @@ TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion3RefusesAVersion4File) {
         << e.what();
   }
   // The release built for version 4 accepts it, of course.
-  EXPECT_NO_THROW(internal::requireCompatibleSchema(
-      state, migrationsUpTo(4), "sqlite", "here", ""));
+  EXPECT_NO_THROW(internal::requireCompatibleSchema(state, migrationsUpTo(4),
+                                                    "sqlite", "here", ""));
 }
 
 TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion4AcceptsAVersion5File) {
@@ -480,11 +481,12 @@ TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion4AcceptsAVersion5File) {
   EXPECT_EQ(state.compatibleFrom, 4);
   EXPECT_NO_THROW(internal::requireCompatibleSchema(
       state, migrationsUpTo(4), "sqlite", "sqlite store 'v5.sqlite'", ""));
-  EXPECT_NO_THROW(internal::requireCompatibleSchema(
-      state, migrationsUpTo(5), "sqlite", "here", ""));
+  EXPECT_NO_THROW(internal::requireCompatibleSchema(state, migrationsUpTo(5),
+                                                    "sqlite", "here", ""));
 }
 
-TEST_F(SqliteSchemaTest, AVersion4FileUpgradedToVersion5KeepsItsWaitersAndHolds) {
+TEST_F(SqliteSchemaTest,
+       AVersion4FileUpgradedToVersion5KeepsItsWaitersAndHolds) {
   const std::string path = dir_.file("v4-upgrade.sqlite");
   applyByHand(path, 4);
   RawDb(path).exec(

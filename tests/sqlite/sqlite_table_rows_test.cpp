@@ -1,7 +1,8 @@
 // What the SQLite store's tables hold, seen from outside the store: request
 // rows (the stored form of a key without hierarchy, expired rows deleted by
 // the next registration and by the purge) and the fencing floor against
-// rows that a tool or a version-2 library inserts. The rules themselves are in tests/store_contract.
+// rows that a tool or a version-2 library inserts. The rules themselves are in
+// tests/store_contract.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -97,8 +98,7 @@ TEST_F(SqliteTableRows, EndedRequestsRecentlyEndedStayUntilIdleForPassed) {
       std::to_string(now - 10) + ")");
   EXPECT_EQ(store_->purgeIdle(std::chrono::hours(1), 100, false).rows, 0);
   EXPECT_EQ(store_->purgeIdle(milliseconds(0), 100, false).rows, 1);
-  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_lock_requests"),
-            "0");
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_lock_requests"), "0");
 }
 
 TEST_F(SqliteTableRows, EndedRequestsCountAgainstTheBatchFirst) {
@@ -118,15 +118,13 @@ TEST_F(SqliteTableRows, EndedRequestsCountAgainstTheBatchFirst) {
   // The oldest three requests, then the other two and the hold and the
   // key row.
   EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, false).rows, 3);
-  EXPECT_EQ(RawDb(path_).rows("SELECT resource FROM dlm_lock_requests "
-                              "ORDER BY resource"),
-            (std::vector<std::string>{"DC#farm#client#r4",
-                                      "DC#farm#client#r5"}));
+  EXPECT_EQ(
+      RawDb(path_).rows("SELECT resource FROM dlm_lock_requests "
+                        "ORDER BY resource"),
+      (std::vector<std::string>{"DC#farm#client#r4", "DC#farm#client#r5"}));
   EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, false).rows, 3);
-  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_lock_requests"),
-            "0");
-  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_shared_holds"),
-            "0");
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_lock_requests"), "0");
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_shared_holds"), "0");
   EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, false).rows, 1);
   EXPECT_FALSE(store_->describe("DC#farm#client#idle").has_value());
 }
