@@ -70,9 +70,10 @@ std::vector<T> numberList(const std::string& s) {
                       extend      PG: extendLock on a held lock against baseline e's extend
                                   statement (1 thread), with server time and WAL per extend
                       scale       cycle p50 with the table pre-filled to --rows, ids of --depths
-                      junk        PG: the cycle (1 thread) with 100,000 live requests and
+                      junk        the cycle (1 thread) with 100,000 live requests and
                                   100,000 live SHARED holds on other keys in its database,
-                                  against the same cycle in a database without them
+                                  against the same cycle in a database without them;
+                                  SQLite also the wait path (registerWait+unregisterWait)
                       procs       SQLite: --procs processes (fork) cycling on one file
                       readers     --readers_threads threads acquireLock / hold / release on
                                   --readers_keys keys, --shared_percent of them SHARED, against

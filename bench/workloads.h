@@ -15,7 +15,7 @@ namespace dlm_bench {
 // Creates (after dropping) the database flags.dbName and flags.dbName_rt.
 void runPostgres(const Flags& flags, Report& report, Machine& machine);
 
-// SQLite: cycle (+ raw sqlite3 baseline), handoff, procs, readers.
+// SQLite: cycle (+ raw sqlite3 baseline), handoff, procs, readers, junk.
 void runSqlite(const Flags& flags, Report& report, Machine& machine);
 
 // --- handoff, shared by both stores -----------------------------------------

@@ -127,11 +127,43 @@ CREATE TABLE dlm_shared_holds (
   PRIMARY KEY (resource, token)
 ) WITHOUT ROWID;
 
+CREATE TABLE dlm_limits (
+  -- Always 1: the table holds exactly one row.
+  id                         INTEGER PRIMARY KEY CHECK (id = 1),
+  -- The longest lease an acquire or an extension may ask for, in
+  -- milliseconds (default 365 days).
+  max_ttl_ms                 INTEGER NOT NULL DEFAULT 31536000000
+                             CHECK (max_ttl_ms > 0),
+  -- The longest scoped key an acquire may name, in bytes (the whole
+  -- "DC#farm#client#id").
+  max_key_bytes              INTEGER NOT NULL DEFAULT 8192
+                             CHECK (max_key_bytes > 0),
+  -- How many keys one acquire may touch: the key and its ancestors.
+  max_keys_per_call          INTEGER NOT NULL DEFAULT 64
+                             CHECK (max_keys_per_call > 0),
+  -- How many live (unexpired) request rows one owner may have; a
+  -- registerWait for another key beyond them is refused, one renewing the
+  -- owner's request for the same key is not.
+  max_requests_per_owner     INTEGER NOT NULL DEFAULT 100
+                             CHECK (max_requests_per_owner > 0),
+  -- How many live SHARED holds one key may have; a SHARED acquire that
+  -- would add one more is refused.
+  max_shared_holders_per_key INTEGER NOT NULL DEFAULT 1000
+                             CHECK (max_shared_holders_per_key > 0)
+);
+
+CREATE INDEX dlm_lock_requests_expiry ON dlm_lock_requests (expires_at_ms);
+
 -- The fencing high-water mark starts at 0.
 INSERT INTO dlm_fencing_floor (id, fencing_token) VALUES (1, 0);
+
+-- The caps, at their defaults (a DBA changes them with UPDATE dlm_limits).
+INSERT INTO dlm_limits (id, max_ttl_ms, max_key_bytes, max_keys_per_call, max_requests_per_owner, max_shared_holders_per_key)
+  VALUES (1, 31536000000, 8192, 64, 100, 1000);
 
 INSERT INTO dlm_schema_version (version, description, compatible_from)
   VALUES (1, 'create lock tables', NULL),
          (2, 'lock requests carry expiry, ancestors and descendant range', NULL),
          (3, 'compatibility, checksums and fencing floor for purge', 2),
-         (4, 'shared holds and request modes', 4);
+         (4, 'shared holds and request modes', 4),
+         (5, 'limits, request expiry index, stale request purge', 4);

@@ -20,7 +20,7 @@
 #   read from the catalog; the version rows are read from dlm_schema_version.
 # sqlite: the migrations are applied with the sqlite3 CLI to a temporary file;
 #   the CREATE statements as SQLite stores them (sqlite_master), then the rows
-#   of dlm_fencing_floor and dlm_schema_version.
+#   of dlm_fencing_floor, dlm_limits and dlm_schema_version.
 #
 # tests/CMakeLists.txt runs the --check form as a test, so a migration
 # committed without regenerating the file fails.
@@ -476,6 +476,16 @@ generate_sqlite() {
       SELECT 'INSERT INTO dlm_fencing_floor (id, fencing_token) VALUES ('
              || quote(id) || ', ' || quote(fencing_token) || ');'
         FROM dlm_fencing_floor ORDER BY id;"
+    echo
+    echo '-- The caps, at their defaults (a DBA changes them with UPDATE dlm_limits).'
+    sqlite3 -batch -noheader -list "$db" "
+      SELECT 'INSERT INTO dlm_limits (id, max_ttl_ms, max_key_bytes, '
+             || 'max_keys_per_call, max_requests_per_owner, '
+             || 'max_shared_holders_per_key)' || char(10) || '  VALUES ('
+             || id || ', ' || max_ttl_ms || ', ' || max_key_bytes || ', '
+             || max_keys_per_call || ', ' || max_requests_per_owner || ', '
+             || max_shared_holders_per_key || ');'
+        FROM dlm_limits ORDER BY id;"
     echo
     echo 'INSERT INTO dlm_schema_version (version, description, compatible_from)'
     sqlite3 -batch -noheader -list "$db" "

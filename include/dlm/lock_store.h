@@ -177,7 +177,10 @@ class LockStore {
   // when the owner has none): AcquireResult::queued. Every acquisition, of
   // either mode, takes the key's next fencing token. An EXCLUSIVE
   // acquisition takes the key over from expired holders of either mode; a
-  // SHARED one from an expired EXCLUSIVE holder.
+  // SHARED one from an expired EXCLUSIVE holder. INVALID_ARGUMENT, with
+  // nothing written, over one of the store's caps (dlm_limits: TTL, key
+  // bytes, keys per call, live SHARED holders per key); a retry of the token
+  // that holds is answered as held all the same.
   virtual AcquireResult tryAcquire(const AcquireRequest& request) = 0;
 
   // Frees the hold `token` took in `mode` if it still has it (even if
@@ -202,7 +205,8 @@ class LockStore {
 
   // Sets the hold's expiry to now + ttl if `token` still holds the key in
   // `mode` (even if expired but not taken over). The new expiry, or nullopt
-  // when the lock was lost.
+  // when the lock was lost. INVALID_ARGUMENT when ttl is over the store's
+  // cap (dlm_limits.max_ttl_ms).
   virtual std::optional<StoreTime> extend(std::string_view key,
                                           std::string_view token,
                                           std::chrono::milliseconds ttl,
@@ -215,7 +219,9 @@ class LockStore {
   // owners -> ...; modes as in lock_mode.h; expired holds and requests
   // ignored) and, unless it leads back to request.owner, records the request
   // row (replacing one the owner had for the key, keeping its age). Also
-  // deletes expired request rows.
+  // deletes expired request rows. INVALID_ARGUMENT when the owner already
+  // has the store's cap of live requests for other keys
+  // (dlm_limits.max_requests_per_owner).
   virtual WaitRegistration registerWait(const WaitRequest& request) = 0;
 
   // Deletes `owner`'s request row for `key`, if any, and wakes the waiters

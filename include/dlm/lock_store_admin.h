@@ -138,9 +138,10 @@ class LockStoreAdmin {
   // to the largest token deleted first, in the same transaction, so no key
   // ever sees a token again. One short transaction per call: callers loop
   // until rows < batchSize. Request rows whose lease ended at least
-  // `idleFor` ago are deleted too, and counted in rows (PostgreSQL; the
-  // SQLite store drops ended requests whenever a wait is registered). With
-  // dryRun, counts instead of deleting. On
+  // `idleFor` ago (a crashed waiter's) are deleted too, first, and counted
+  // in rows (both stores; SQLite since schema version 5, and its
+  // registerWait also drops ended requests). With dryRun, counts instead of
+  // deleting. On
   // PostgreSQL it needs the admin role (dlm_admin); the application role
   // gets an error.
   virtual PurgeBatch purgeIdle(std::chrono::milliseconds idleFor, int batchSize,
@@ -155,8 +156,8 @@ class LockStoreAdmin {
   // Wakes the key's other waiters, which a deleted request may have held
   // back. A waiter whose request is deleted is not told: a waiting manager
   // records its request again at its next renewal (kRequestLease / 2), at
-  // the back of the queue. On PostgreSQL it needs the admin role. The default throws INTERNAL_ERROR naming the
-  // call (a store written before it existed).
+  // the back of the queue. On PostgreSQL it needs the admin role. The default
+  // throws INTERNAL_ERROR naming the call (a store written before it existed).
   virtual int cancelRequests(std::string_view key,
                              std::optional<std::string_view> owner) {
     static_cast<void>(key);

@@ -13,6 +13,20 @@ inline constexpr char kEnsureRow[] =
     "INSERT OR IGNORE INTO dlm_locks (resource, resource_crc) "
     "VALUES (?1, ?2)";
 
+// The caps of dlm_limits (schema version 5), read inside every acquire,
+// extend and registerWait transaction: one primary-key lookup, so a DBA's
+// UPDATE applies to the next call.
+inline constexpr char kReadLimits[] =
+    "SELECT max_ttl_ms, max_key_bytes, max_keys_per_call, "
+    "max_requests_per_owner, max_shared_holders_per_key "
+    "FROM dlm_limits WHERE id = 1";
+
+// ?1 key, ?2 now, ?3 the cap: the key's live SHARED holds, counted up to the
+// cap (a primary-key range over the key's own rows, stopped at the cap).
+inline constexpr char kLiveSharedHolds[] =
+    "SELECT count(*) FROM (SELECT 1 FROM dlm_shared_holds "
+    "WHERE resource = ?1 AND expires_at_ms > ?2 LIMIT ?3)";
+
 // ?1 key, ?2 token: the acquisition this token already holds (a retry).
 inline constexpr char kFindRetriedShared[] =
     "SELECT fencing_token, acquired_at_ms, expires_at_ms "

@@ -5,6 +5,7 @@
 #include "common/crc32.h"
 #include "sqlite/conflicts.h"
 #include "sqlite/cycle_sql.h"
+#include "sqlite/sqlite_limits.h"
 #include "sqlite/store_time.h"
 
 namespace dlm::internal::sqlite {
@@ -100,14 +101,20 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
   // Read the clock once the write lock is ours: BEGIN IMMEDIATE may have
   // waited for it, and the lease starts now, not when we asked.
   const std::int64_t now = nowMs();
+  // The DBA's caps, as of this transaction (dlm_limits).
+  const StoreLimits limits = readLimits(c);
+
+  // A retry is answered as the acquisition it repeats, whatever the caps
+  // say now (a DBA may have lowered one since): the lock is held either way.
+  if (findRetried(c, request, result)) {
+    tx.commit();  // nothing changed
+    return result;
+  }
+  // Over a cap, nothing is written: checked before the rows are made.
+  checkAcquireLimits(limits, key, request.ttl);
 
   for (const auto& ancestor : key.ancestors) ensureRow(c, ancestor);
   ensureRow(c, key.key);
-
-  if (findRetried(c, request, result)) {
-    tx.commit();  // keeps the inserted rows; nothing else changed
-    return result;
-  }
 
   const PathKey path{key.key, ancestorsJson(c, key.ancestors),
                      key.descendantsBegin, key.descendantsEnd};
@@ -130,6 +137,15 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
     result.blockedBy = std::move(queued.front().key);
     tx.commit();
     return result;
+  }
+
+  // One more SHARED holder than the cap allows is refused. A retry of a
+  // holder was answered above; every live hold counted here is another
+  // acquisition's.
+  if (request.mode == LockMode::SHARED) {
+    checkSharedHoldersLimit(
+        limits, key.key,
+        liveSharedHolds(c, key.key, now, limits.maxSharedHoldersPerKey));
   }
 
   // Grant. A waiter's request for the key ends with it, in this

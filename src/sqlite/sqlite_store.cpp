@@ -45,12 +45,13 @@
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/cycle_sql.h"
-#include "sqlite/sqlite_release_channel.h"
+#include "sqlite/release_wake_file.h"
 #include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_connection.h"
+#include "sqlite/sqlite_limits.h"
+#include "sqlite/sqlite_release_channel.h"
 #include "sqlite/sqlite_wait_graph.h"
 #include "sqlite/store_time.h"
-#include "sqlite/release_wake_file.h"
 
 namespace dlm {
 
@@ -190,7 +191,8 @@ class SqliteStore::Impl {
                                    : deadlineAfter(options_.busyTimeout);
     const auto guard = mutex_.lock(what, callLimit);
     throwIfClosed();
-    if (connection_ && fileId_ && internal::sqlite::fileIdOf(fileName_) != fileId_) {
+    if (connection_ && fileId_ &&
+        internal::sqlite::fileIdOf(fileName_) != fileId_) {
       // Deleted (or replaced) under the open connection: it would go on
       // reading and writing the unlinked file, so a holder would keep
       // renewing a lock that a new file no longer has, and a new file's
@@ -216,9 +218,8 @@ class SqliteStore::Impl {
           fileLost_ ? internal::sqlite::OpenMode::kReadWriteExisting
                     : internal::sqlite::OpenMode::kReadWrite);
       fileName_ = internal::sqlite::canonicalFile(connection_->handle());
-      fileId_ = fileName_.empty()
-                    ? std::nullopt
-                    : internal::sqlite::fileIdOf(fileName_);
+      fileId_ = fileName_.empty() ? std::nullopt
+                                  : internal::sqlite::fileIdOf(fileName_);
       std::lock_guard<std::mutex> channelGuard(channelMutex_);
       if (channel_.empty()) {
         // Named once, by the first connection: every store object on the
@@ -522,6 +523,8 @@ std::optional<StoreTime> SqliteStore::extend(std::string_view key,
   return impl_->withConnection(
       "extending", [&](Connection& c) -> std::optional<StoreTime> {
         Transaction tx(c, Durability::kDurable);
+        // The DBA's cap on leases (dlm_limits), as of this transaction.
+        internal::checkTtlLimit(internal::sqlite::readLimits(c), ttl);
         // After BEGIN IMMEDIATE, which may have waited for the write lock.
         const std::int64_t expires = expiryMs(nowMs(), ttl);
         // Only while this acquisition still holds the key (expired but not
@@ -687,6 +690,15 @@ SchemaState SqliteStore::schemaState() { return impl_->schemaState(); }
   "                WHERE s.resource = l.resource AND s.expires_at_ms > ?4) " \
   "ORDER BY l.resource LIMIT ?3"
 
+// Request rows whose lease ended at least idleFor ago (?1 = the cutoff):
+// their waiters crashed or left without unregistering (a live waiter renews
+// its row every kRequestLease / 2). Oldest first, at most ?2; through the
+// index dlm_lock_requests_expiry (schema version 5), so the cost is the
+// batch's, not the table's.
+#define DLM_ENDED_REQUESTS                            \
+  "FROM dlm_lock_requests WHERE expires_at_ms <= ?1 " \
+  "ORDER BY expires_at_ms LIMIT ?2"
+
 // SHARED holds expired for at least idleFor (?1 = the cutoff), in key
 // order, at most ?2. Their tokens are never above their key row's counter,
 // so deleting them leaves the fencing floor rule to the key rows.
@@ -714,12 +726,14 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
     // would delete and reports the floor unchanged.
     return impl_->withConnection("counting idle rows", [&](Connection& c) {
       const std::int64_t now = nowMs();
-      // Stale SHARED holds plus the key rows idle once they are gone, up to
-      // the batch size (a purge deletes the holds first, then key rows up
-      // to what is left of the batch).
+      // Ended requests, stale SHARED holds and the key rows idle once they
+      // are gone, up to the batch size (a purge deletes the requests first,
+      // then the holds, then key rows up to what is left of the batch).
       Statement count = c.statement(
           "SELECT (SELECT count(*) FROM (SELECT 1 " DLM_IDLE_ROWS
           ")) + (SELECT count(*) FROM (SELECT 1 FROM dlm_shared_holds "
+          "WHERE expires_at_ms <= ?1 LIMIT ?3)) "
+          "+ (SELECT count(*) FROM (SELECT 1 FROM dlm_lock_requests "
           "WHERE expires_at_ms <= ?1 LIMIT ?3)), "
           "(SELECT fencing_token FROM dlm_fencing_floor WHERE id = 1)");
       count.bind(1, cutoffAt(now))
@@ -740,12 +754,35 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
     // their tokens).
     Transaction tx(c, Durability::kDurable);
     const std::int64_t now = nowMs();  // after the wait for the write lock
-    // Stale SHARED holds first, so that their keys can be idle below.
-    std::vector<std::pair<std::string, std::string>> stale;
+    std::int64_t deleted = 0;
+    // Ended requests first (as on PostgreSQL): they block nothing, and a
+    // crashed fleet's leftovers go before anything else.
     {
+      std::vector<std::pair<std::string, std::string>> ended;
+      {
+        Statement requests =
+            c.statement("SELECT resource, owner_id " DLM_ENDED_REQUESTS);
+        requests.bind(1, cutoffAt(now))
+            .bind(2, static_cast<std::int64_t>(batchSize));
+        while (requests.step()) {
+          ended.emplace_back(requests.text(0), requests.text(1));
+        }
+      }
+      for (const auto& [resource, owner] : ended) {
+        c.statement(
+             "DELETE FROM dlm_lock_requests "
+             "WHERE resource = ?1 AND owner_id = ?2")
+            .bind(1, resource)
+            .bind(2, owner)
+            .run();
+      }
+      deleted += static_cast<std::int64_t>(ended.size());
+    }
+    // Stale SHARED holds next, so that their keys can be idle below.
+    std::vector<std::pair<std::string, std::string>> stale;
+    if (deleted < batchSize) {
       Statement holds = c.statement("SELECT resource, token " DLM_STALE_SHARED);
-      holds.bind(1, cutoffAt(now))
-          .bind(2, static_cast<std::int64_t>(batchSize));
+      holds.bind(1, cutoffAt(now)).bind(2, batchSize - deleted);
       while (holds.step()) stale.emplace_back(holds.text(0), holds.text(1));
     }
     for (const auto& [resource, token] : stale) {
@@ -755,8 +792,8 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
           .bind(2, token)
           .run();
     }
-    const auto rowsLeft = static_cast<std::int64_t>(batchSize) -
-                          static_cast<std::int64_t>(stale.size());
+    deleted += static_cast<std::int64_t>(stale.size());
+    const std::int64_t rowsLeft = batchSize - deleted;
     std::vector<std::string> keys;
     std::int64_t highest = 0;
     if (rowsLeft > 0) {
@@ -797,13 +834,14 @@ PurgeBatch SqliteStore::purgeIdle(std::chrono::milliseconds idleFor,
       batch.fencingFloor = floor.integer(0);
     }
     tx.commit();
-    batch.rows = static_cast<std::int64_t>(stale.size() + keys.size());
+    batch.rows = deleted + static_cast<std::int64_t>(keys.size());
     return batch;
   });
 }
 
 #undef DLM_IDLE_ROWS
 #undef DLM_STALE_SHARED
+#undef DLM_ENDED_REQUESTS
 
 bool SqliteStore::forceRelease(std::string_view key) {
   const bool freed =
@@ -980,7 +1018,7 @@ void SqliteStore::unregisterWait(std::string_view key, std::string_view owner) {
 }
 
 int SqliteStore::cancelRequests(std::string_view key,
-                               std::optional<std::string_view> owner) {
+                                std::optional<std::string_view> owner) {
   const int removed =
       impl_->withConnection("cancelling requests", [&](Connection& c) {
         return internal::sqlite::cancelRequestsIn(c, key, owner);

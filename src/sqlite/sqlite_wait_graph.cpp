@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sqlite/conflicts.h"
+#include "sqlite/sqlite_limits.h"
 #include "sqlite/store_time.h"
 
 namespace dlm::internal::sqlite {
@@ -114,6 +115,12 @@ WaitRegistration registerWaitIn(Connection& c, const WaitRequest& request) {
       .run();
 
   const std::string owner(request.owner);
+  // The DBA's cap on live requests per owner (dlm_limits). Renewing the
+  // owner's request for this key is not one more request.
+  const StoreLimits limits = readLimits(c);
+  checkRequestsPerOwnerLimit(
+      limits, liveRequestsForOtherKeys(c, owner, request.key.key, now,
+                                       limits.maxRequestsPerOwner));
   // A re-registration keeps its place in the queue.
   const std::optional<QueuePlace> earlier =
       requestPlace(c, request.key.key, owner, now);

@@ -94,6 +94,12 @@ TEST_F(SqliteSchemaTest, SchemaFileAndAllMigrationsGiveTheSameSchema) {
   const std::string floor = "SELECT * FROM dlm_fencing_floor";
   EXPECT_EQ(a.rows(floor), b.rows(floor));
   EXPECT_EQ(a.rows(floor), std::vector<std::string>{"1|0"});
+  // The caps' one row, at the defaults, either way (a DBA's UPDATE of a
+  // file made from the schema file must find it).
+  const std::string limits = "SELECT * FROM dlm_limits";
+  EXPECT_EQ(a.rows(limits), b.rows(limits));
+  EXPECT_EQ(a.rows(limits),
+            std::vector<std::string>{"1|31536000000|8192|64|100|1000"});
   EXPECT_EQ(
       a.scalar("SELECT max(version) FROM dlm_schema_version"),
       std::to_string(internal::latestVersion(internal::sqliteMigrations())));
@@ -392,7 +398,8 @@ std::vector<internal::Migration> migrationsUpTo(int version) {
   return out;
 }
 
-TEST_F(SqliteSchemaTest, AVersion3FileUpgradedToVersion4KeepsLocksAndCounters) {
+TEST_F(SqliteSchemaTest,
+       AVersion3FileUpgradedToTheLatestKeepsLocksAndCounters) {
   const std::string path = dir_.file("v3.sqlite");
   applyByHand(path, 3);
   {
@@ -408,8 +415,8 @@ TEST_F(SqliteSchemaTest, AVersion3FileUpgradedToVersion4KeepsLocksAndCounters) {
         "INSERT INTO dlm_lock_requests (resource, owner_id, requested_at_ms, "
         "expires_at_ms) VALUES ('DC#f#c#held', 'B', 1, 9000000000000);");
   }
-  auto store = openStore(path);  // applies V4
-  EXPECT_EQ(store->schemaState().version(), 4);
+  auto store = openStore(path);  // applies V4 and later
+  EXPECT_EQ(store->schemaState().version(), latest());
   const auto held = store->holdersOf("DC#f#c#held");
   ASSERT_EQ(held.size(), 1U);
   EXPECT_TRUE(held[0].held);
@@ -441,7 +448,7 @@ TEST_F(SqliteSchemaTest, AVersion3FileUpgradedToVersion4KeepsLocksAndCounters) {
 
 TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion3RefusesAVersion4File) {
   const std::string path = dir_.file("v4.sqlite");
-  openStore(path).reset();
+  applyByHand(path, 4);
   SqliteStore store(SqliteStoreOptions{path});
   const SchemaState state = store.schemaState();
   EXPECT_EQ(state.version(), 4);
@@ -458,9 +465,44 @@ TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion3RefusesAVersion4File) {
               std::string::npos)
         << e.what();
   }
-  // This library's own check accepts it.
+  // The release built for version 4 accepts it, of course.
+  EXPECT_NO_THROW(internal::requireCompatibleSchema(state, migrationsUpTo(4),
+                                                    "sqlite", "here", ""));
+}
+
+TEST_F(SqliteSchemaTest, ALibraryBuiltForVersion4AcceptsAVersion5File) {
+  const std::string path = dir_.file("v5.sqlite");
+  applyByHand(path, 5);
+  SqliteStore store(SqliteStoreOptions{path});
+  const SchemaState state = store.schemaState();
+  EXPECT_EQ(state.version(), 5);
+  // V5 only adds the caps' table and an index, which a version-4 library
+  // never names: it keeps serving that release.
+  EXPECT_EQ(state.compatibleFrom, 4);
   EXPECT_NO_THROW(internal::requireCompatibleSchema(
-      state, internal::sqliteMigrations(), "sqlite", "here", ""));
+      state, migrationsUpTo(4), "sqlite", "sqlite store 'v5.sqlite'", ""));
+  EXPECT_NO_THROW(internal::requireCompatibleSchema(state, migrationsUpTo(5),
+                                                    "sqlite", "here", ""));
+}
+
+TEST_F(SqliteSchemaTest,
+       AVersion4FileUpgradedToVersion5KeepsItsWaitersAndHolds) {
+  const std::string path = dir_.file("v4-upgrade.sqlite");
+  applyByHand(path, 4);
+  RawDb(path).exec(
+      "INSERT INTO dlm_locks (resource, resource_crc, fencing_token) "
+      "VALUES ('DC#f#c#s', 0, 3);"
+      "INSERT INTO dlm_shared_holds (resource, token, owner_id, "
+      "fencing_token, acquired_at_ms, ttl_ms, expires_at_ms) VALUES "
+      "('DC#f#c#s', 't', 'A', 3, 0, 1, 9000000000000);"
+      "INSERT INTO dlm_lock_requests (resource, owner_id, requested_at_ms, "
+      "expires_at_ms, mode) VALUES ('DC#f#c#s', 'B', 1, 9000000000000, "
+      "'EXCLUSIVE')");
+  auto store = openStore(path);  // applies V5
+  EXPECT_EQ(store->schemaState().version(), latest());
+  ASSERT_EQ(store->holdersOf("DC#f#c#s").size(), 1U);
+  ASSERT_EQ(store->listWaiters("DC#f#c#s").size(), 1U);
+  EXPECT_EQ(RawDb(path).scalar("SELECT count(*) FROM dlm_limits"), "1");
 }
 
 // ------------------------------------------------------------ schemaState

@@ -1,6 +1,8 @@
 // The SQLite store where it differs from PostgreSQL: several store objects
 // (as several processes would) on one file, WAL, the busy handler, error
 // translation, closing.
+#include "dlm/sqlite_store.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +19,6 @@
 
 #include "dlm/dlm.h"
 #include "dlm/error.h"
-#include "dlm/sqlite_store.h"
 #include "sqlite_test_util.h"
 #include "support/error_code.h"
 
@@ -143,6 +144,8 @@ TEST_F(SqliteStoreTest, ListHeldIsInKeyOrderAndIncludesExpiredRows) {
 
 TEST_F(SqliteStoreTest, AHugeTtlSaturatesInsteadOfOverflowing) {
   auto store = openStore(path_);
+  // Over the default cap (365 days, dlm_limits): a DBA lifts it all the way.
+  RawDb(path_).exec("UPDATE dlm_limits SET max_ttl_ms = 9223372036854775807");
   const StoreKey key = pathKey(kScope, "forever-ish");
   const AcquireResult got = acquire(*store, key, milliseconds::max());
   ASSERT_TRUE(got.acquired);
@@ -246,9 +249,9 @@ TEST_F(SqliteStoreTest, AFileDeletedWhileInUseEndsTheHoldsMadeThroughIt) {
   EXPECT_EQ(taken.fencingToken, 1);
 
   // The old store says so on its next call...
-  const DLMException e =
-      errorOf([&] { store->extend(key, "any", std::chrono::seconds(3),
-                                  LockMode::EXCLUSIVE); });
+  const DLMException e = errorOf([&] {
+    store->extend(key, "any", std::chrono::seconds(3), LockMode::EXCLUSIVE);
+  });
   EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
   EXPECT_NE(std::string(e.what()).find("deleted or replaced"),
             std::string::npos)
@@ -256,8 +259,8 @@ TEST_F(SqliteStoreTest, AFileDeletedWhileInUseEndsTheHoldsMadeThroughIt) {
   // ...and the guard reports the loss within a renewal period (1 s of the
   // 3 s TTL), before its lease would have ended.
   const auto start = std::chrono::steady_clock::now();
-  while (!lost && std::chrono::steady_clock::now() - start <
-                      std::chrono::seconds(3)) {
+  while (!lost &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(3)) {
     std::this_thread::sleep_for(milliseconds(10));
   }
   EXPECT_TRUE(lost.load());

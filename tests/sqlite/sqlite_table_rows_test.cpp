@@ -1,13 +1,15 @@
 // What the SQLite store's tables hold, seen from outside the store: request
 // rows (the stored form of a key without hierarchy, expired rows deleted by
-// the next registration) and the fencing floor against rows that a tool or a
-// version-2 library inserts. The rules themselves are in tests/store_contract.
+// the next registration and by the purge) and the fencing floor against
+// rows that a tool or a version-2 library inserts. The rules themselves are in
+// tests/store_contract.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sqlite_test_util.h"
 
@@ -60,6 +62,71 @@ TEST_F(SqliteTableRows, ARegistrationDeletesExpiredRequestRows) {
   EXPECT_EQ(RawDb(path_).rows("SELECT owner_id, resource FROM "
                               "dlm_lock_requests"),
             std::vector<std::string>{"B|" + k1.key});
+}
+
+TEST_F(SqliteTableRows, APurgeDeletesEndedRequestRowsAndKeepsLiveOnes) {
+  // Straight into the table: a crashed waiter's request (its lease ended
+  // long ago) and a live one. No registerWait in between, which would
+  // sweep the ended one itself.
+  RawDb(path_).exec(
+      "INSERT INTO dlm_lock_requests (resource, owner_id, requested_at_ms, "
+      "expires_at_ms) VALUES "
+      "('DC#farm#client#gone', 'crashed', 1, 2), "
+      "('DC#farm#client#live', 'waiting', 1, 9000000000000)");
+  const std::string requests =
+      "SELECT owner_id FROM dlm_lock_requests ORDER BY owner_id";
+
+  // A dry run counts it and deletes nothing.
+  EXPECT_EQ(store_->purgeIdle(milliseconds(5), 100, true).rows, 1);
+  EXPECT_EQ(RawDb(path_).rows(requests),
+            (std::vector<std::string>{"crashed", "waiting"}));
+  // Not ended for an hour yet? It ended in 1970: it goes.
+  EXPECT_EQ(store_->purgeIdle(std::chrono::hours(1), 100, false).rows, 1);
+  EXPECT_EQ(RawDb(path_).rows(requests), std::vector<std::string>{"waiting"});
+  EXPECT_EQ(store_->purgeIdle(milliseconds(0), 100, false).rows, 0);
+  EXPECT_EQ(RawDb(path_).rows(requests), std::vector<std::string>{"waiting"});
+}
+
+TEST_F(SqliteTableRows, EndedRequestsRecentlyEndedStayUntilIdleForPassed) {
+  const std::int64_t now =
+      std::chrono::duration_cast<milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  RawDb(path_).exec(
+      "INSERT INTO dlm_lock_requests (resource, owner_id, requested_at_ms, "
+      "expires_at_ms) VALUES ('DC#farm#client#just', 'crashed', 1, " +
+      std::to_string(now - 10) + ")");
+  EXPECT_EQ(store_->purgeIdle(std::chrono::hours(1), 100, false).rows, 0);
+  EXPECT_EQ(store_->purgeIdle(milliseconds(0), 100, false).rows, 1);
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_lock_requests"), "0");
+}
+
+TEST_F(SqliteTableRows, EndedRequestsCountAgainstTheBatchFirst) {
+  // Five ended requests, one idle key row, one stale SHARED hold.
+  RawDb(path_).exec(
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+      "WHERE i < 5) INSERT INTO dlm_lock_requests (resource, owner_id, "
+      "requested_at_ms, expires_at_ms) SELECT 'DC#farm#client#r' || i, "
+      "'crashed', 1, 1 + i FROM n;"
+      "INSERT INTO dlm_shared_holds (resource, token, owner_id, "
+      "fencing_token, acquired_at_ms, ttl_ms, expires_at_ms) VALUES "
+      "('DC#farm#client#s', 't', 'o', 1, 0, 1, 1)");
+  acquireAndRelease("idle");
+  letLeasesEnd();
+  EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, true).rows, 3);
+  EXPECT_EQ(store_->purgeIdle(milliseconds(5), 100, true).rows, 7);
+  // The oldest three requests, then the other two and the hold and the
+  // key row.
+  EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, false).rows, 3);
+  EXPECT_EQ(
+      RawDb(path_).rows("SELECT resource FROM dlm_lock_requests "
+                        "ORDER BY resource"),
+      (std::vector<std::string>{"DC#farm#client#r4", "DC#farm#client#r5"}));
+  EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, false).rows, 3);
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_lock_requests"), "0");
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM dlm_shared_holds"), "0");
+  EXPECT_EQ(store_->purgeIdle(milliseconds(5), 3, false).rows, 1);
+  EXPECT_FALSE(store_->describe("DC#farm#client#idle").has_value());
 }
 
 TEST_F(SqliteTableRows, ADryRunLeavesTheFloorTableAlone) {
