@@ -54,6 +54,10 @@ std::string limitMessage(std::string_view what, std::string_view column,
 void checkAcquireLimits(const StoreLimits& limits, const StoreKey& key,
                         std::chrono::milliseconds ttl) {
   checkTtlLimit(limits, ttl);
+  checkKeyLimits(limits, key);
+}
+
+void checkKeyLimits(const StoreLimits& limits, const StoreKey& key) {
   const auto bytes = static_cast<std::int64_t>(key.key.size());
   if (bytes > limits.maxKeyBytes) {
     refuse(

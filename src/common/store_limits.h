@@ -42,6 +42,8 @@ std::string limitMessage(std::string_view what, std::string_view column,
 // touches (the key and its ancestors).
 void checkAcquireLimits(const StoreLimits& limits, const StoreKey& key,
                         std::chrono::milliseconds ttl);
+// A wait's key: the bytes of its scoped key and how many keys it touches.
+void checkKeyLimits(const StoreLimits& limits, const StoreKey& key);
 // An extension's TTL.
 void checkTtlLimit(const StoreLimits& limits, std::chrono::milliseconds ttl);
 // A SHARED grant on `key`, which has `liveHolders` live SHARED holds

@@ -118,6 +118,7 @@ WaitRegistration registerWaitIn(Connection& c, const WaitRequest& request) {
   // The DBA's cap on live requests per owner (dlm_limits). Renewing the
   // owner's request for this key is not one more request.
   const StoreLimits limits = readLimits(c);
+  checkKeyLimits(limits, request.key);
   checkRequestsPerOwnerLimit(
       limits, liveRequestsForOtherKeys(c, owner, request.key.key, now,
                                        limits.maxRequestsPerOwner));
