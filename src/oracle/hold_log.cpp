@@ -133,11 +133,10 @@ void checkAcquisitionTimes(const std::vector<Hold>& holds, char separator,
 
 std::string formatHold(const Hold& hold) {
   // The key goes last so that it may contain spaces.
-  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", hold.worker,
-                     hold.startNs, hold.endNs, hold.fencing,
-                     hold.released ? 1 : 0, hold.shared ? 'S' : 'X',
-                     hold.acquiredAtMs, hold.releaseCalledMs,
-                     escapeKey(hold.key));
+  return fmt::format(
+      "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", hold.worker, hold.startNs,
+      hold.endNs, hold.fencing, hold.released ? 1 : 0, hold.shared ? 'S' : 'X',
+      hold.acquiredAtMs, hold.releaseCalledMs, escapeKey(hold.key));
 }
 
 std::optional<Hold> parseHold(const std::string& line) {

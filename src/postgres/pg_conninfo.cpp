@@ -1,5 +1,6 @@
 #include "postgres/pg_conninfo.h"
 
+#include <fmt/format.h>
 #include <libpq-fe.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -8,12 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include <fmt/format.h>
-
+#include "common/redact.h"
 #include "dlm/error.h"
 #include "postgres/pg_conn.h"
 #include "postgres/pg_session.h"
-#include "common/redact.h"
 
 namespace dlm::internal {
 namespace {

@@ -20,8 +20,8 @@
 #include "common/crc32.h"
 #include "common/utf8.h"
 #include "dlm/deadline.h"
-#include "dlm/postgres_store.h"
 #include "dlm/lock_key.h"
+#include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
 #include "postgres/owner_digest.h"
 #include "postgres/pg_admin_calls.h"
@@ -30,10 +30,10 @@
 #include "postgres/pg_conninfo.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_migrate.h"
+#include "postgres/pg_release_channel.h"
 #include "postgres/pg_replication.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
-#include "postgres/pg_release_channel.h"
 #include "postgres/warning_listeners.h"
 #include "schema/migration.h"
 #include "schema/schema_compat.h"
@@ -627,10 +627,9 @@ class PostgresStore::Impl {
     // A PostgreSQL text value is valid UTF-8: no key or prefix that is not
     // can name anything, and the server would refuse it as an error.
     if (!internal::isValidUtf8(key)) {
-      throw DLMException(
-          ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: {} {}: not valid UTF-8", op,
-                      internal::printableBytes(key)));
+      throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                         fmt::format("PostgreSQL store: {} {}: not valid UTF-8",
+                                     op, internal::printableBytes(key)));
     }
     const Deadline deadline = deadlineOr(options_.operationTimeout);
     if (std::chrono::steady_clock::now() >= deadline) {

@@ -4,9 +4,9 @@
 // `dlmctl demo` uses then proves that no two holds of conflicting keys
 // overlapped, that each key's fencing tokens grew in hold order, that no
 // hold's acquiredAt came before the release call of a conflicting hold that
-// ended before it, and that every release returned true. With modes: 16 readers and 2 writers across 4
-// processes on one key family (readers share, writers exclude everything
-// and are served), and the three-process fairness run.
+// ended before it, and that every release returned true. With modes: 16 readers
+// and 2 writers across 4 processes on one key family (readers share, writers
+// exclude everything and are served), and the three-process fairness run.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -27,16 +27,16 @@
 #include <vector>
 
 #include "contender.h"
-#include "hold_log.h"
-#include "temp_dir.h"
 #include "contention/fairness.h"
 #include "contention/scenario.h"
 #include "contention/worker_processes.h"
 #include "dlm/dlm.h"
 #include "dlm/lock_store_admin.h"
 #include "dlm/lock_store_wrapper.h"
+#include "hold_log.h"
 #include "support/fake_store.h"
 #include "support/test_stores.h"
+#include "temp_dir.h"
 
 namespace dlm::test {
 namespace {
@@ -87,7 +87,7 @@ std::vector<ContendResult> runThreads(
     const std::vector<std::unique_ptr<DistributedLockManager>>& managers,
     int threads, std::int64_t attempts,
     oracle::ContendOptions (*options)(int, std::int64_t,
-                                   std::chrono::steady_clock::time_point) =
+                                      std::chrono::steady_clock::time_point) =
         contention::scenarioOptions) {
   std::vector<ContendResult> results(static_cast<std::size_t>(threads));
   std::promise<void> start;

@@ -194,8 +194,9 @@ TEST(HoldLog, AnAcquisitionTimeBeforeTheReleaseItWaitedForIsReported) {
                         timed(hold("a", 20, 30, 1), 220, 300)})
                 .earlyAcquisitionCount,
             1);
-  EXPECT_TRUE(checkHolds({hold("a", 0, 10, 1), timed(hold("a", 20, 30, 2), 5, 0)})
-                  .ok());
+  EXPECT_TRUE(
+      checkHolds({hold("a", 0, 10, 1), timed(hold("a", 20, 30, 2), 5, 0)})
+          .ok());
 }
 
 TEST(HoldLog, FailedReleasesAreReported) {
@@ -232,8 +233,7 @@ TEST(HoldLog, MalformedLinesAreRejected) {
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t1").has_value());
   EXPECT_FALSE(parseHold("x\t2\t3\t4\t1\tkey").has_value());
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t2\tkey").has_value());
-  EXPECT_FALSE(
-      parseHold("1\t2\t3\t4\t1\tX\t5\t6\tbad\\escape").has_value());
+  EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tX\t5\t6\tbad\\escape").has_value());
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tQ\t5\t6\tkey").has_value());
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tS\tx\t6\tkey").has_value());
   EXPECT_FALSE(parseHold("1\t2\t3\t4\t1\tS\tkey").has_value());

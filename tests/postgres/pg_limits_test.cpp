@@ -57,7 +57,8 @@ TEST_F(PgLimits, ALimitTheDbaLowersAppliesToTheNextCall) {
   expectRefusedBy("max_ttl_ms", 60000, [&] {
     acquireAs(*store_, pathKey(scope_, "t"), "o", "t3", 61s);
   });
-  EXPECT_TRUE(acquireAs(*store_, pathKey(scope_, "t"), "o", "t3", 60s).acquired);
+  EXPECT_TRUE(
+      acquireAs(*store_, pathKey(scope_, "t"), "o", "t3", 60s).acquired);
   expectRefusedBy("max_ttl_ms", 60000, [&] {
     store_->extend(pathKey(scope_, "t").key, "t3", 61s, LockMode::EXCLUSIVE);
   });
@@ -68,16 +69,16 @@ TEST_F(PgLimits, ALimitTheDbaLowersAppliesToTheNextCall) {
   });
 
   setLimit("max_requests_per_owner", 1);
-  EXPECT_TRUE(waitAs(*store_, pathKey(scope_, "r1"), "w").deadlockCycle.empty());
+  EXPECT_TRUE(
+      waitAs(*store_, pathKey(scope_, "r1"), "w").deadlockCycle.empty());
   expectRefusedBy("max_requests_per_owner", 1,
                   [&] { waitAs(*store_, pathKey(scope_, "r2"), "w"); });
 
   setLimit("max_shared_holders_per_key", 2);
   const Holder holder{"test-host", 1};
   const auto shared = [&](const std::string& token) {
-    return store_->tryAcquire(AcquireRequest{pathKey(scope_, "doc"), "o",
-                                             token, 30s, holder,
-                                             LockMode::SHARED});
+    return store_->tryAcquire(AcquireRequest{pathKey(scope_, "doc"), "o", token,
+                                             30s, holder, LockMode::SHARED});
   };
   EXPECT_TRUE(shared("s1").acquired);
   EXPECT_TRUE(shared("s2").acquired);
@@ -87,8 +88,7 @@ TEST_F(PgLimits, ALimitTheDbaLowersAppliesToTheNextCall) {
   setLimit("max_shared_holders_per_key", 3);
   EXPECT_TRUE(shared("s3").acquired);
   setLimit("max_keys_per_call", 64);
-  EXPECT_TRUE(
-      acquireAs(*store_, pathKey(scope_, "x.y.z"), "o", "t5").acquired);
+  EXPECT_TRUE(acquireAs(*store_, pathKey(scope_, "x.y.z"), "o", "t5").acquired);
 }
 
 TEST_F(PgLimits, TheApplicationRoleCannotChangeTheLimits) {

@@ -16,8 +16,8 @@
 #include "dlm/error.h"
 #include "dlm/postgres_store.h"
 #include "postgres/pg_client_role_support.h"
-#include "postgres/pg_release_channel.h"
 #include "postgres/pg_conninfo.h"
+#include "postgres/pg_release_channel.h"
 #include "support/error_code.h"
 
 namespace dlm::test {

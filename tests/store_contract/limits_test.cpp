@@ -60,8 +60,7 @@ TEST_P(Limits, AKeyOverMaxKeyBytesIsRefused) {
 TEST_P(Limits, MoreKeysInOneCallThanMaxKeysPerCallAreRefused) {
   // The key and its ancestors: 64 keys are served, 65 are not.
   EXPECT_TRUE(acquire(pathOf(64), "A", "t1").acquired);
-  expectRefusedBy("max_keys_per_call",
-                  [&] { acquire(pathOf(65), "A", "t2"); });
+  expectRefusedBy("max_keys_per_call", [&] { acquire(pathOf(65), "A", "t2"); });
   expectRefusedBy("max_keys_per_call",
                   [&] { acquireShared(pathOf(65), "A", "t3"); });
   expectRefusedBy("max_keys_per_call", [&] { wait(pathOf(65), "W"); });

@@ -435,8 +435,8 @@ int FakeStore::cancelRequests(std::string_view key,
   std::lock_guard<std::mutex> lock(mutex_);
   int removed = 0;
   for (auto it = requests_.begin(); it != requests_.end();) {
-    const bool match = it->first.second == key &&
-                       (!owner || it->first.first == *owner);
+    const bool match =
+        it->first.second == key && (!owner || it->first.first == *owner);
     if (match) ++removed;
     it = match ? requests_.erase(it) : std::next(it);
   }
