@@ -43,8 +43,8 @@ demo=$!
 purged=0
 runs=0
 while kill -0 "$demo" 2>/dev/null; do
-  out=$("$dlmctl" "${db[@]}" purge --idle-for 1ms --batch 5 2>/dev/null) ||
-    fail "purge failed during the demo: $out"
+  out=$("$dlmctl" "${db[@]}" purge --idle-for 1ms --batch 5 2>"$dir/purge.err") ||
+    fail "purge failed during the demo: $out $(cat "$dir/purge.err")"
   n=$(sed -n 's/^purged \([0-9]*\) row.*/\1/p' <<<"$out")
   [ -n "$n" ] || fail "purge printed: $out"
   purged=$((purged + n))
