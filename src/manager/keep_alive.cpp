@@ -77,6 +77,18 @@ void KeepAlive::remove(const std::shared_ptr<KeepAliveEntry>& entry) {
                  entries_.end());
 }
 
+void KeepAlive::renewAllNow() {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& e : entries_) {
+      std::lock_guard<std::mutex> entryLock(e->mutex);
+      e->nextRenewal = std::min(e->nextRenewal, now);
+    }
+  }
+  changed_.notify_all();
+}
+
 bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline, bool* renewed) {
   *renewed = false;
   {

@@ -90,6 +90,9 @@ class KeepAlive {
   // entry is running or will run. Waits for a renewal in progress (bounded
   // by its deadline).
   void remove(const std::shared_ptr<KeepAliveEntry>& entry);
+  // Renews every lease now instead of at its turn: the store may have lost
+  // them (its announcements were interrupted, its file vanished).
+  void renewAllNow();
 
  private:
   void run();

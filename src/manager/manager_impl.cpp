@@ -13,8 +13,8 @@
 #include "manager/in_doubt_resolver.h"
 #include "manager/keep_alive.h"
 #include "manager/messages.h"
-#include "manager/store_warning_relay.h"
 #include "manager/release_wait_hub.h"
+#include "manager/store_warning_relay.h"
 #include "telemetry/telemetry.h"
 
 namespace dlm {
@@ -77,6 +77,7 @@ DistributedLockManager::Impl::Impl(internal::ManagerSettings settings)
 }
 
 DistributedLockManager::Impl::~Impl() {
+  hub_->onMissedReleases(nullptr);  // before the keep-alive it calls goes
   keepAlive_.reset();
   resolver_.reset();
   stopWatchingReleases();
@@ -102,6 +103,7 @@ void DistributedLockManager::Impl::destroy() {
   hub_->wakeAll();
   {
     std::lock_guard<std::mutex> lock(keepAliveMutex_);
+    hub_->onMissedReleases(nullptr);  // before the keep-alive it calls goes
     keepAlive_.reset();
   }
   stopWatchingReleases();
@@ -177,6 +179,12 @@ internal::KeepAlive& DistributedLockManager::Impl::keepAlive() {
   if (!keepAlive_) {
     keepAlive_ = std::make_unique<internal::KeepAlive>(
         store(), settings_.config.operationTimeout, telemetry_.get());
+    // A store that may have lost announcements (or, on SQLite, whose file
+    // vanished) may have lost leases too: renew them now. The hub needs to
+    // be subscribed for that.
+    hub_->onMissedReleases(
+        [keepAlive = keepAlive_.get()] { keepAlive->renewAllNow(); });
+    watchReleases();
   }
   return *keepAlive_;
 }

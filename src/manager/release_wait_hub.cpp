@@ -12,7 +12,8 @@ bool mayUnblock(const StoreKey& waiting, std::string_view released) {
          released < waiting.descendantsEnd;
 }
 
-ReleaseWaitHub::Registration::Registration(ReleaseWaitHub& hub, Waiter& waiter) : hub_(hub) {
+ReleaseWaitHub::Registration::Registration(ReleaseWaitHub& hub, Waiter& waiter)
+    : hub_(hub) {
   std::lock_guard<std::mutex> lock(hub_.mutex_);
   it_ = hub_.waiters_.insert(hub_.waiters_.end(), &waiter);
 }
@@ -45,6 +46,12 @@ void ReleaseWaitHub::missedReleases() {
     w->missed = true;
     w->signal.notify();
   }
+  if (onMissed_) onMissed_();
+}
+
+void ReleaseWaitHub::onMissedReleases(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  onMissed_ = std::move(fn);
 }
 
 void ReleaseWaitHub::wakeAll() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <string_view>
@@ -49,6 +50,9 @@ class ReleaseWaitHub final : public ReleaseListener {
 
   void released(std::string_view key) override;
   void missedReleases() override;
+  // Also runs `fn` (may be empty) from missedReleases, under the hub's
+  // mutex: once this returns, a previous `fn` is not running any more.
+  void onMissedReleases(std::function<void()> fn);
   // Wakes every waiter now (the manager is being destroyed); they find out
   // why from the manager's state.
   void wakeAll();
@@ -56,6 +60,7 @@ class ReleaseWaitHub final : public ReleaseListener {
  private:
   std::mutex mutex_;
   std::list<Waiter*> waiters_;
+  std::function<void()> onMissed_;
 };
 
 }  // namespace dlm::internal

@@ -78,6 +78,12 @@ bool ensureWakeFile(const std::string& databaseFile) {
 
 constexpr std::uint32_t kWatchMask =
     IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW;
+// The database file itself: unlinked (its link count changes: IN_ATTRIB),
+// renamed, or gone. The holds made through it are over; an early wake-up
+// makes this process's waiters and keep-alive find out at their next call
+// (the store checks the file's identity) instead of at their next turn.
+constexpr std::uint32_t kDatabaseWatchMask =
+    IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW;
 
 }  // namespace
 
@@ -89,6 +95,11 @@ std::unique_ptr<WakeWatcher> WakeWatcher::start(const std::string& databaseFile,
     if (inotifyFd < 0) return nullptr;
     const int watch = ::inotify_add_watch(
         inotifyFd, wakeFilePath(databaseFile).c_str(), kWatchMask);
+    // Best effort: without it, a vanished file is noticed at the next call.
+    if (watch >= 0) {
+      (void)::inotify_add_watch(inotifyFd, databaseFile.c_str(),
+                                kDatabaseWatchMask);
+    }
     const int stopFd = watch < 0 ? -1 : ::eventfd(0, EFD_CLOEXEC);
     if (watch < 0 || stopFd < 0) {
       ::close(inotifyFd);

@@ -61,7 +61,8 @@ void signalWake(const std::string& databaseFile) noexcept;
 void signalWakeFile(const std::string& wakePath) noexcept;
 
 // One thread watching one database file's wake file, calling `onWake` after
-// each batch of writes to it (from this process too). Destroying it stops the
+// each batch of writes to it (from this process too), and after the database
+// file itself is unlinked, renamed or replaced. Destroying it stops the
 // thread and waits for it, so `onWake` is not running and will not be called
 // once the destructor returns; it must not be destroyed from inside `onWake`.
 //
@@ -69,8 +70,8 @@ void signalWakeFile(const std::string& wakePath) noexcept;
 // remembers the process that started it (ownedByThisProcess); destroyed in
 // another process, it closes its descriptors and deliberately leaks the
 // thread handle (there is no thread to join, and std::thread would terminate
-// if destroyed joinable). SqliteReleaseChannel replaces such an inherited watcher with
-// a fresh one on the child's next subscribe.
+// if destroyed joinable). SqliteReleaseChannel replaces such an inherited
+// watcher with a fresh one on the child's next subscribe.
 class WakeWatcher {
  public:
   // Creates the wake file if missing (see above), sets up the inotify watch
