@@ -115,16 +115,19 @@ file=$work/locks.sqlite
 "$dlmctl" --db "sqlite:$file" migrate >/dev/null 2>&1
 # shellcheck disable=SC2016 # the token is the command's to expand
 ("$dlmctl" --db "sqlite:$file" exec --ttl 2 --lock k -- \
-  sh -c 'echo first holder token $DLM_FENCING_TOKEN; sleep 5' >"$work/first.out" 2>&1
+  sh -c 'echo first holder token $DLM_FENCING_TOKEN
+    trap "echo first holder stopped at \$(date +%s.%3N); exit 143" TERM
+    sleep 5 & wait' >"$work/first.out" 2>&1
  echo "exit $?" >>"$work/first.out") &
 sleep 1
+report "file deleted at" "$(date +%s.%3N)"
 rm -f "$file" "$file-wal" "$file-shm"
-report "dlmctl migrate of the path" "$(ctl --db "sqlite:$file" migrate)"
+report "dlmctl migrate of the path" "$(ctl --db "sqlite:$file" migrate | cut -c1-40)"
 # shellcheck disable=SC2016
 report "a second holder" "$(ctl --db "sqlite:$file" exec --lock k -- \
-  sh -c 'echo second holder token $DLM_FENCING_TOKEN')"
+  sh -c 'echo second holder token $DLM_FENCING_TOKEN at $(date +%s.%3N)')"
 wait
-report "the first holder" "$(grep -v '^dlmctl: database' "$work/first.out" | tr '\n' ' ' | cut -c1-200)"
+report "the first holder" "$(grep -v '^dlmctl: database' "$work/first.out" | tr '\n' ' ' | cut -c1-330)"
 
 echo "== secrets in connection strings"
 for db_arg in "postgresql://u:Xk/9v+Qz=@127.0.0.1:1/db" \
