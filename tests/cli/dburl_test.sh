@@ -84,6 +84,34 @@ sqlite_checks() {
   no_secret "list on a closed port"
   no_files "list on a closed port"
 
+  # Passwords with the characters people put in them, around a marker, in
+  # every place a password goes (URI user-info, keywords spelt right or
+  # wrong, a URI query, beside dlm_* parameters), through --db and through
+  # DLM_DATABASE_URL: whatever dlmctl answers, the marker is not in it.
+  local marker=Q7xMARKx9 specials='/@:?=&% #+,;' i pw db kw
+  local kws=(password pasword passwd passwrd PASSWORD)
+  RANDOM=20261127
+  for ((i = 0; i < 60; i++)); do
+    pw="${specials:RANDOM % ${#specials}:1}${marker}${specials:RANDOM % ${#specials}:1}"
+    kw=${kws[RANDOM % ${#kws[@]}]}
+    case $((i % 5)) in
+      0) db="postgresql://app:$pw@127.0.0.1:1/db" ;;
+      1) db="host=127.0.0.1 port=1 $kw=$pw dbname=db" ;;
+      2) db="postgresql://app@127.0.0.1:1/db?$kw=$pw" ;;
+      3) db="postgresql://app:$pw@127.0.0.1:1/db?dlm_listen_port=x" ;;
+      *) db="host=127.0.0.1 port=1 password=$pw dlm_listen_hots=h" ;;
+    esac
+    run --db "$db" list
+    case "$out$err" in *"$marker"*) fail "dlmctl --db '$db' list printed the password: $out $err" ;; esac
+    status=0
+    (cd "$dir/cwd" && DLM_DATABASE_URL=$db "$dlmctl" waiters) >"$dir/out" 2>"$dir/err" ||
+      status=$?
+    case "$(cat "$dir/out" "$dir/err")" in
+      *"$marker"*) fail "DLM_DATABASE_URL='$db' dlmctl waiters printed the password: $(cat "$dir/err")" ;;
+    esac
+    no_files "--db '$db' list"
+  done
+
   # The explicit prefix works, and is announced.
   run --db "sqlite:$dir/locks.sqlite" migrate
   expect_status 0 "migrate on sqlite:"
