@@ -180,11 +180,13 @@ internal::KeepAlive& DistributedLockManager::Impl::keepAlive() {
     keepAlive_ = std::make_unique<internal::KeepAlive>(
         store(), settings_.config.operationTimeout, telemetry_.get());
     // A store that may have lost announcements (or, on SQLite, whose file
-    // vanished) may have lost leases too: renew them now. The hub needs to
-    // be subscribed for that.
+    // vanished) may have lost leases too: renew them now. On SQLite the
+    // guard subscribes for that (a local watch on the file); on PostgreSQL
+    // it does not open the LISTEN connection itself (that would make a
+    // LockGuard wait for a server): a waiter of the manager does.
     hub_->onMissedReleases(
         [keepAlive = keepAlive_.get()] { keepAlive->renewAllNow(); });
-    watchReleases();
+    if (store().name() == "sqlite") watchReleases();
   }
   return *keepAlive_;
 }
