@@ -298,6 +298,18 @@ TEST(OpenStore, RefusesAPostgresSchemaForSqlite) {
   EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
+// A message that quotes a long key (a key may have 8 KB): redacted in one
+// pass (std::regex, used before, recursed per character and overflowed the
+// stack on such text), with what follows it still redacted.
+TEST(RedactSecrets, LongTextIsScannedNotBacktracked) {
+  const std::string key(1 << 20, 'k');
+  EXPECT_EQ(internal::redactSecrets(key), key);
+  EXPECT_EQ(internal::redactSecrets(key + ":" + key + " postgresql://u:pw@h"),
+            key + ":" + key + " postgresql://u:***@h");
+  EXPECT_EQ(internal::redactSecrets("password=" + key + " x"),
+            "password=*** x");
+}
+
 TEST(RedactSecrets, HidesPasswordsOfAnySchemeAndKeyword) {
   EXPECT_EQ(internal::redactSecrets("mysql://u:secretpw@h/db"),
             "mysql://u:***@h/db");
@@ -309,6 +321,10 @@ TEST(RedactSecrets, HidesPasswordsOfAnySchemeAndKeyword) {
             "postgresql://u@h/db?password=***");
   EXPECT_EQ(internal::redactSecrets("sqlite:/tmp/locks.sqlite"),
             "sqlite:/tmp/locks.sqlite");
+  EXPECT_EQ(internal::redactSecrets("a PASSWORD = 'it\\'s' b"),
+            "a PASSWORD = *** b");
+  EXPECT_EQ(internal::redactSecrets("x:y z:u:p@h and 9db:u:s:t@h"),
+            "x:y z:u:***@h and 9db:u:***@h");
 }
 
 }  // namespace
