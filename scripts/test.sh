@@ -22,7 +22,8 @@
 #    them alone);
 # 5. an address+undefined sanitizer build (build/asan) runs every test again
 #    but, to keep the command short, the fairness runs, the contention runs
-#    through PgBouncer, the mixed-fleet upgrade (it exercises the previous
+#    and the store contract through PgBouncer (conformance_pgbouncer keeps
+#    the pooler-safe path under the sanitizer), the mixed-fleet upgrade (it exercises the previous
 #    release's SQL), dlmctl's signal tests, the fault tests (label faults:
 #    restarts and stalls, about 40 s) and the failover tests;
 # 6. a thread sanitizer build (build/tsan) runs the contention, unit and
@@ -250,7 +251,7 @@ if ((sanitizers)); then
     # whole command short (see step 5 above).
     stage "ctest under address+undefined sanitizers" \
       run_ctest "$root/build/asan" -LE '^(ha|faults)$' \
-      -E '^(contention_fairness_.*|contention_pgbouncer|upgrade_mixed_fleet|cli_exec_signals.*)$'
+      -E '^(contention_fairness_.*|contention_pgbouncer|store_contract_pgbouncer|upgrade_mixed_fleet|cli_exec_signals.*)$'
   else
     skip "ctest under address+undefined sanitizers" "build failed"
   fi

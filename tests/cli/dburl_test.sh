@@ -91,7 +91,7 @@ sqlite_checks() {
   local marker=Q7xMARKx9 specials='/@:?=&% #+,;' i pw db kw
   local kws=(password pasword passwd passwrd PASSWORD)
   RANDOM=20261127
-  for ((i = 0; i < 40; i++)); do
+  for ((i = 0; i < 24; i++)); do
     pw="${specials:RANDOM % ${#specials}:1}${marker}${specials:RANDOM % ${#specials}:1}"
     kw=${kws[RANDOM % ${#kws[@]}]}
     case $((i % 5)) in

@@ -54,10 +54,10 @@ constexpr int kProcesses = 4;
 constexpr int kThreadsPerProcess = 2;
 constexpr std::int64_t kAttemptsPerProcessThread = 60;
 constexpr double kMaxSeconds = 10;
-// The readers-and-writers window, and the holds it must see at least. A
-// sanitizer build under ctest -j (beside the PostgreSQL runs) was seen to
-// make 43 holds in 4 s: twice the window and half the floor there.
-#ifdef DLM_SANITIZED_BUILD
+// The readers-and-writers window, and the holds it must see at least. The
+// thread sanitizer build under ctest -j (beside the PostgreSQL runs) was
+// seen to make 43 holds in 4 s: twice the window and half the floor there.
+#ifdef DLM_THREAD_SANITIZER_BUILD
 constexpr double kReadersSeconds = 8;
 constexpr std::int64_t kMinReaderHolds = 50;
 #else
