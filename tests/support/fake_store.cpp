@@ -4,6 +4,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/store_limits.h"
 #include "dlm/error.h"
 
 namespace dlm::test {
@@ -34,38 +35,9 @@ bool conflicts(LockMode a, LockMode b) {
   return a == LockMode::EXCLUSIVE || b == LockMode::EXCLUSIVE;
 }
 
-// The stores' default limits (docs/usage.md, "Limits"), refused as they
-// refuse them: INVALID_ARGUMENT naming the limit.
-constexpr std::int64_t kMaxTtlMs = 31536000000;
-constexpr std::size_t kMaxKeyBytes = 8192;
-constexpr std::size_t kMaxKeysPerCall = 64;
-constexpr std::size_t kMaxRequestsPerOwner = 100;
-constexpr std::size_t kMaxSharedHoldersPerKey = 1000;
-
-[[noreturn]] void overLimit(const std::string& what, const std::string& limit,
-                            std::int64_t value) {
-  throw DLMException(ErrorCode::INVALID_ARGUMENT,
-                     "dlm: " + what + " (limit " + limit + " = " +
-                         std::to_string(value) + ")");
-}
-
-void checkTtl(std::chrono::milliseconds ttl) {
-  if (ttl.count() > kMaxTtlMs) {
-    overLimit("a TTL of " + std::to_string(ttl.count()) + " ms", "max_ttl_ms",
-              kMaxTtlMs);
-  }
-}
-
-void checkKey(const StoreKey& key) {
-  if (key.key.size() > kMaxKeyBytes) {
-    overLimit("a key of " + std::to_string(key.key.size()) + " bytes",
-              "max_key_bytes", kMaxKeyBytes);
-  }
-  if (key.ancestors.size() + 1 > kMaxKeysPerCall) {
-    overLimit(std::to_string(key.ancestors.size() + 1) + " keys in one call",
-              "max_keys_per_call", kMaxKeysPerCall);
-  }
-}
+// The stores' default limits (dlm_limits' column defaults), refused as the
+// stores refuse them.
+const internal::StoreLimits kLimits{};
 
 AcquireResult grantedAs(const LockRecord& r) {
   AcquireResult result;
@@ -141,8 +113,7 @@ std::vector<FakeStore::RequestId> FakeStore::queuedBefore(
 }
 
 AcquireResult FakeStore::tryAcquire(const AcquireRequest& request) {
-  checkTtl(request.ttl);
-  checkKey(request.key);
+  internal::checkAcquireLimits(kLimits, request.key, request.ttl);
   std::lock_guard<std::mutex> lock(mutex_);
   const StoreTime now = clock();
   AcquireResult result;
@@ -178,10 +149,7 @@ AcquireResult FakeStore::tryAcquire(const AcquireRequest& request) {
     const auto live = std::count_if(
         target.shared.begin(), target.shared.end(),
         [&](const SharedHold& h) { return h.record.expiresAt > now; });
-    if (static_cast<std::size_t>(live) >= kMaxSharedHoldersPerKey) {
-      overLimit("a key with " + std::to_string(live) + " live SHARED holders",
-                "max_shared_holders_per_key", kMaxSharedHoldersPerKey);
-    }
+    internal::checkSharedHoldersLimit(kLimits, request.key.key, live);
   }
   // A waiter's request for the key ends with the grant (as in the stores).
   requests_.erase({std::string(request.owner), request.key.key});
@@ -284,7 +252,7 @@ std::optional<StoreTime> FakeStore::extend(std::string_view key,
                                            std::string_view token,
                                            std::chrono::milliseconds ttl,
                                            LockMode mode) {
-  checkTtl(ttl);
+  internal::checkTtlLimit(kLimits, ttl);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = rows_.find(key);
   if (it == rows_.end()) return std::nullopt;
@@ -456,7 +424,7 @@ std::vector<std::chrono::milliseconds> FakeStore::registeredWaits() {
 }
 
 WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
-  checkKey(request.key);
+  internal::checkKeyLimits(kLimits, request.key);
   std::lock_guard<std::mutex> lock(mutex_);
   registeredWaits_.push_back(request.maxWait);
   const StoreTime now = clock();
@@ -468,10 +436,7 @@ WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
     const auto mine = std::count_if(
         requests_.begin(), requests_.end(),
         [&](const auto& entry) { return entry.first.first == me; });
-    if (static_cast<std::size_t>(mine) >= kMaxRequestsPerOwner) {
-      overLimit("an owner with " + std::to_string(mine) + " live requests",
-                "max_requests_per_owner", kMaxRequestsPerOwner);
-    }
+    internal::checkRequestsPerOwnerLimit(kLimits, mine);
   }
   // The request's age: kept when the owner re-registers.
   StoreTime since = now;
