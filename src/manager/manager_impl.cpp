@@ -150,9 +150,16 @@ Deadline DistributedLockManager::Impl::callDeadline() const {
 
 void DistributedLockManager::Impl::watchReleases() {
   std::lock_guard<std::mutex> lock(watchMutex_);
-  if (watchState_ != kUnwatched) return;
-  // A store that cannot announce releases (or fails to start) leaves the
-  // waiters to poll; that is always correct, only slower.
+  if (watchState_ == kWatching) return;
+  // A store that could not announce releases when asked (its LISTEN
+  // connection failed during an outage, say) is asked again now and then:
+  // one bad moment must not leave this manager's waiters polling for good.
+  if (watchState_ == kPolling &&
+      clock().now() - pollingSince_ < internal::kResubscribeAfter) {
+    return;
+  }
+  // Meanwhile, and for a store that cannot announce at all, the waiters
+  // poll; that is always correct, only slower.
   bool watching = false;
   try {
     watching = store().subscribeReleases(hub_.get());
@@ -160,6 +167,7 @@ void DistributedLockManager::Impl::watchReleases() {
     watching = false;
   }
   watchState_ = watching ? kWatching : kPolling;
+  if (!watching) pollingSince_ = clock().now();
 }
 
 void DistributedLockManager::Impl::stopWatchingReleases() {

@@ -28,6 +28,9 @@ class ReleaseWaitHub;
 
 // The longest TTL (and request lifetime) the manager accepts.
 constexpr std::chrono::milliseconds kMaxTtl = std::chrono::hours(24 * 365);
+// How long a manager whose store could not subscribe it to release
+// announcements polls before it asks again (at its next wait).
+constexpr std::chrono::seconds kResubscribeAfter{30};
 
 // What a manager is built from, as the builder validated it.
 struct ManagerSettings {
@@ -131,9 +134,12 @@ class DistributedLockManager::Impl {
   const std::unique_ptr<internal::ReleaseWaitHub> hub_;
   std::unique_ptr<internal::InDoubtResolver> resolver_;
 
-  std::mutex watchMutex_;  // guards watchState_
+  std::mutex watchMutex_;  // guards watchState_ and pollingSince_
   enum WatchState { kUnwatched, kWatching, kPolling };
   WatchState watchState_ = kUnwatched;
+  // When a subscription last failed (kPolling): asked again after
+  // internal::kResubscribeAfter.
+  Clock::TimePoint pollingSince_{};
   std::mutex keepAliveMutex_;  // guards creating keepAlive_
   std::unique_ptr<internal::KeepAlive> keepAlive_;
 

@@ -70,10 +70,15 @@ void DistributedLockManager::Impl::WaitLoop::run() {
   nextReport_ = reportStart_ + manager_.config().waitingReportInterval;
 
   // Listen for releases before the next attempt, so a release between that
-  // attempt and the sleep still ends the sleep.
-  manager_.watchReleases();
+  // attempt and the sleep still ends the sleep. Subscribing may connect (a
+  // LISTEN connection): within this call's bound.
+  {
+    const DeadlineScope scope(stepDeadline());
+    manager_.watchReleases();
+  }
   Waiter waiter(lock_.key_);
-  const internal::ReleaseWaitHub::Registration registration(manager_.hub(), waiter);
+  const internal::ReleaseWaitHub::Registration registration(manager_.hub(),
+                                                            waiter);
   if (registerRequest()) return;
   const internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
                                         lock_.key_.key, owner_, callEnd_,
@@ -116,8 +121,8 @@ std::vector<std::string>
 DistributedLockManager::Impl::WaitLoop::recordRequest() {
   // The request row stops counting at the end of its lease, or at the
   // waiter's deadline (+1 s) if that comes first.
-  const milliseconds maxWait = std::clamp(left() + milliseconds(1000),
-                                          milliseconds(1), kRequestLease);
+  const milliseconds maxWait =
+      std::clamp(left() + milliseconds(1000), milliseconds(1), kRequestLease);
   WaitRegistration registered;
   try {
     registered = manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
@@ -319,9 +324,8 @@ bool DistributedLockManager::Impl::WaitLoop::sleepUntilWakeOrRetry(
 // reacts to its turn at most that late, and a flood of wake-ups gives at
 // most one attempt per gap.
 milliseconds DistributedLockManager::Impl::WaitLoop::wakeGap() const {
-  const milliseconds cap = std::clamp(
-      manager_.config().sleepBetweenRetries / 4, milliseconds(1),
-      milliseconds(100));
+  const milliseconds cap = std::clamp(manager_.config().sleepBetweenRetries / 4,
+                                      milliseconds(1), milliseconds(100));
   const int doublings = std::min(fruitlessWakes_ - 1, 10);
   return std::min(cap, milliseconds(1) * (1 << std::max(doublings, 0)));
 }

@@ -227,6 +227,51 @@ TEST_F(WaitingTest, ARequestLeftByAFailedRegistrationIsNoDeadlockLater) {
             ErrorCode::LOCK_UNAVAILABLE);
 }
 
+// A store that cannot subscribe the manager to release announcements at
+// first (its LISTEN connection failed), then can.
+class SubscribesLater final : public LockStoreWrapper {
+ public:
+  using LockStoreWrapper::LockStoreWrapper;
+  bool subscribeReleases(ReleaseListener* listener) override {
+    ++asked;
+    return refuse ? false : LockStoreWrapper::subscribeReleases(listener);
+  }
+  int asked = 0;
+  bool refuse = true;
+};
+
+// A failed subscription leaves the waiters polling, and is tried again at
+// a wait 30 s later, not at every wait and not never.
+TEST_F(WaitingTest, AFailedSubscriptionIsTriedAgainAfterAWhile) {
+  config_.waitForLock = milliseconds(0);  // one attempt, no sleep
+  auto store = std::make_shared<SubscribesLater>(fake_);
+  auto m = manager(true, store);
+  Lock held = m->getLockInstance("x", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
+  const auto waitOnce = [&] {
+    Lock wanted = m->getLockInstance("x", LockLevel::DC);
+    asOwner("b", [&] {
+      EXPECT_EQ(codeOf([&] {
+                  m->acquireLock(wanted, std::chrono::hours(1),
+                                 milliseconds(1));
+                }),
+                ErrorCode::LOCK_UNAVAILABLE);
+    });
+  };
+  waitOnce();
+  EXPECT_EQ(store->asked, 1);
+  clock_->sleepFor(milliseconds(29000));
+  waitOnce();
+  EXPECT_EQ(store->asked, 1) << "asked again before 30 s";
+  store->refuse = false;
+  clock_->sleepFor(milliseconds(2000));
+  waitOnce();
+  EXPECT_EQ(store->asked, 2);
+  clock_->sleepFor(milliseconds(60000));
+  waitOnce();
+  EXPECT_EQ(store->asked, 2) << "a subscription that worked is kept";
+}
+
 TEST_F(WaitingTest, RetryJitterMustBeBetweenZeroAndAHalf) {
   for (double bad : {-0.1, 0.6, std::nan("")}) {
     config_.retryJitter = bad;
