@@ -668,6 +668,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
 
+-- dlm_extend_shared: as in V8, after FOR KEY SHARE on the key's row, so an
+-- EXCLUSIVE takeover of the key (FOR UPDATE on that row) and the extension
+-- come one after the other (V9).
 CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -685,6 +688,7 @@ BEGIN
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
   END IF;
+  PERFORM 1 FROM dlm_locks l WHERE l.resource = p_key FOR KEY SHARE OF l;
   UPDATE dlm_shared_holds
      SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
          ttl_ms = p_ttl_ms
@@ -798,6 +802,42 @@ END
 $$;
 
 COMMENT ON FUNCTION dlm_force_release(p_key text) IS 'dlm (admin): frees a lock whoever holds it.';
+
+-- dlm_guard_within: inside the caller's open transaction, checks that
+-- p_token holds p_key (its EXCLUSIVE hold, or with p_shared its SHARED
+-- hold) with a lease that has not expired (server clock, now), and locks
+-- the hold's row FOR KEY SHARE until that transaction ends: every takeover
+-- of the hold waits for it, while other guards, SHARED co-holders and the
+-- holder's extend do not. Returns the hold's fencing token. DLM01 when the
+-- hold is gone or its lease has ended; the caller's transaction is then
+-- aborted, so the work it did cannot commit. Writes nothing.
+CREATE FUNCTION dlm_guard_within(p_key text, p_token text, p_shared boolean) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_fencing bigint;
+BEGIN
+  IF p_shared THEN
+    SELECT s.fencing_token INTO v_fencing FROM dlm_shared_holds s
+     WHERE s.resource = p_key AND s.token = p_token
+       AND s.expires_at > clock_timestamp()
+       FOR KEY SHARE OF s;
+  ELSE
+    SELECT l.fencing_token INTO v_fencing FROM dlm_locks l
+     WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+       AND l.expires_at > clock_timestamp()
+       FOR KEY SHARE OF l;
+  END IF;
+  IF v_fencing IS NULL THEN
+    RAISE EXCEPTION 'lock % is no longer held by this acquisition (its lease ended, or it was released or taken over)', p_key
+      USING ERRCODE = 'DLM01';
+  END IF;
+  RETURN v_fencing;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_guard_within(p_key text, p_token text, p_shared boolean) IS 'dlm (client): inside the caller''s transaction, requires a live hold by the token and keeps it from being taken over until that transaction ends (FOR KEY SHARE); DLM01 when gone.';
 
 CREATE FUNCTION dlm_holders(p_key text, p_exact boolean) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, shared boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1470,11 +1510,110 @@ $$;
 
 COMMENT ON FUNCTION dlm_shown_key(p_key text) IS 'dlm (internal): a key shortened for a message.';
 
+-- dlm_take_over_expired (internal): for an attempt that found nothing live
+-- in its way, the expired holds of its ancestors (p_ancestors) and of its
+-- descendants (p_desc_begin <= key < p_desc_end) that conflict with it
+-- (EXCLUSIVE ones; SHARED ones too unless p_shared) are row-locked FOR
+-- UPDATE, in key order, so a guarded transaction of their holder is waited
+-- for (the caller's lock_timeout); then, in fresh statements, the first one
+-- that is live again (extended meanwhile) is returned and nothing changes;
+-- otherwise they are taken over and NULL is returned. Runs as its caller
+-- (the schema owner).
+CREATE FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_rows    integer;
+  v_found   integer := 0;
+  v_blocker text;
+BEGIN
+  -- One index probe per key condition (see dlm_try_acquire).
+  PERFORM 1 FROM dlm_locks l
+    WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD'
+    ORDER BY l.resource FOR UPDATE OF l;
+  GET DIAGNOSTICS v_rows = ROW_COUNT;
+  v_found := v_found + v_rows;
+  PERFORM 1 FROM dlm_locks l
+    WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+      AND l.status = 'HELD'
+    ORDER BY l.resource FOR UPDATE OF l;
+  GET DIAGNOSTICS v_rows = ROW_COUNT;
+  v_found := v_found + v_rows;
+  IF NOT p_shared THEN
+    PERFORM 1 FROM dlm_shared_holds s
+      WHERE s.resource = ANY (p_ancestors)
+      ORDER BY s.resource, s.token FOR UPDATE OF s;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found + v_rows;
+    PERFORM 1 FROM dlm_shared_holds s
+      WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+      ORDER BY s.resource, s.token FOR UPDATE OF s;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found + v_rows;
+  END IF;
+  IF v_found = 0 THEN
+    RETURN NULL;
+  END IF;
+
+  -- Live again? (Rows are locked now: nothing changes them until we end.)
+  SELECT l.resource INTO v_blocker FROM dlm_locks l
+    WHERE l.resource = ANY (p_ancestors)
+      AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+    ORDER BY l.resource LIMIT 1;
+  IF v_blocker IS NULL THEN
+    SELECT l.resource INTO v_blocker FROM dlm_locks l
+      WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+        AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+      ORDER BY l.resource LIMIT 1;
+  END IF;
+  IF v_blocker IS NULL AND NOT p_shared THEN
+    SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+      WHERE s.resource = ANY (p_ancestors)
+        AND s.expires_at > clock_timestamp()
+      ORDER BY s.resource LIMIT 1;
+    IF v_blocker IS NULL THEN
+      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+        WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+          AND s.expires_at > clock_timestamp()
+        ORDER BY s.resource LIMIT 1;
+    END IF;
+  END IF;
+  IF v_blocker IS NOT NULL THEN
+    RETURN v_blocker;
+  END IF;
+
+  -- Taken over: FREE without the token (the holder's extend finds nothing,
+  -- its release answers false), the lease ended now at the latest.
+  UPDATE dlm_locks l
+     SET status = 'FREE', token = NULL,
+         expires_at = least(l.expires_at, clock_timestamp())
+   WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD';
+  UPDATE dlm_locks l
+     SET status = 'FREE', token = NULL,
+         expires_at = least(l.expires_at, clock_timestamp())
+   WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+     AND l.status = 'HELD';
+  IF NOT p_shared THEN
+    DELETE FROM dlm_shared_holds s WHERE s.resource = ANY (p_ancestors);
+    DELETE FROM dlm_shared_holds s
+     WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end;
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean) IS 'dlm (internal): takes over the expired holds of other keys in an attempt''s way, after their guards.';
+
 -- dlm_try_acquire: one attempt to take a lock in either mode (p_shared),
 -- the whole protocol in one transaction; the 10-argument dlm_acquire's
 -- arguments and answer, as one row of OUT parameters. V8: the limits are
 -- checked with the tenancy, SHARED holders per key before a SHARED grant,
--- and the fast path's grant time is read after its snapshot.
+-- and the fast path's grant time is read after its snapshot. V9: expired
+-- holds of other keys in the way (an ancestor's, a descendant's) are taken
+-- over like the key's own (dlm_take_over_expired), so their holders'
+-- extends and guards fail, and a guarded transaction of theirs is waited
+-- for; the fast path leaves such calls to the general path.
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1633,25 +1772,25 @@ BEGIN
        -- One index probe per key condition (a condition OR-ed across the
        -- key, its ancestors and its descendant range made a generic plan
        -- scan the whole table: V7).
+       -- Any hold of another key in the way, expired ones too (V9): those
+       -- are taken over on the general path.
        AND NOT EXISTS (
              SELECT 1 FROM dlm_locks a
               WHERE a.resource = ANY (p_keys[1:v_depth - 1])
-                AND a.status = 'HELD' AND a.expires_at > v_now)
+                AND a.status = 'HELD')
        AND NOT EXISTS (
              SELECT 1 FROM dlm_locks a
               WHERE a.resource >= p_desc_begin AND a.resource < p_desc_end
-                AND a.status = 'HELD' AND a.expires_at > v_now)
+                AND a.status = 'HELD')
        AND NOT EXISTS (
              SELECT 1 FROM dlm_shared_holds s
               WHERE s.resource = v_target AND s.expires_at > v_now)
        AND NOT EXISTS (
              SELECT 1 FROM dlm_shared_holds s
-              WHERE s.resource = ANY (p_keys[1:v_depth - 1])
-                AND s.expires_at > v_now)
+              WHERE s.resource = ANY (p_keys[1:v_depth - 1]))
        AND NOT EXISTS (
              SELECT 1 FROM dlm_shared_holds s
-              WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
-                AND s.expires_at > v_now)
+              WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end)
        AND NOT EXISTS (
              SELECT 1 FROM dlm_lock_requests r, mine
               WHERE r.resource = v_target
@@ -1790,6 +1929,18 @@ BEGIN
       v_void := set_config('synchronous_commit', 'off', true);
       blocked_by := v_blocker;
       RETURN;
+    END IF;
+
+    -- Expired holds of other keys in the way are taken over (V9); one
+    -- extended while we waited for its row refuses like a live one.
+    IF v_depth > 1 OR p_desc_begin IS NOT NULL THEN
+      v_blocker := dlm_take_over_expired(v_ancestors, p_desc_begin, p_desc_end,
+                                         p_shared);
+      IF v_blocker IS NOT NULL THEN
+        v_void := set_config('synchronous_commit', 'off', true);
+        blocked_by := v_blocker;
+        RETURN;
+      END IF;
     END IF;
 
     -- A SHARED hold more than the limit allows (V8) is refused; the key's
@@ -2095,6 +2246,7 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend(text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend_shared(text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_force_release(text) TO %2$I', v_schema, v_admin);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_guard_within(text,text,boolean) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_holders(text,boolean) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_clients() TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_held(text) TO %2$I', v_schema, v_client);
@@ -2132,4 +2284,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (5, 'shared locks and fair queueing', 4),
          (6, 'faster acquire and release', 4),
          (7, 'tenancy owner digests and request leases', 4),
-         (8, 'limits and acquisition time', 4);
+         (8, 'limits and acquisition time', 4),
+         (9, 'guarded writes', 4);

@@ -59,6 +59,13 @@ class ClusteredLockService {
   void commitLock(const std::string& resource, AppTransaction&& tx) {
     commitLock(resource, tx);
   }
+  // DistributedLockManager::guardWithin for this owner's lock on `resource`:
+  // `tx` commits only if the lock is still held (it stays held).
+  // LOCK_NOT_HELD when this owner holds no such lock or it is lost.
+  void guardWithin(const std::string& resource, AppTransaction& tx);
+  void guardWithin(const std::string& resource, AppTransaction&& tx) {
+    guardWithin(resource, tx);
+  }
   // Frees the lock in the library's own transaction (after `tx` rolled back,
   // or instead of commitLock). Result as releaseLock.
   bool rollbackLock(const std::string& resource);

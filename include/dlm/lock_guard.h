@@ -73,6 +73,11 @@ class LockGuard {
   // guard's destructor (or release()) frees the lock in its own transaction.
   void commitLock(AppTransaction& tx);
   void commitLock(AppTransaction&& tx) { commitLock(tx); }
+  // Makes the application's transaction depend on holding the lock
+  // (DistributedLockManager::guardWithin); the guard keeps the lock and keeps
+  // renewing it. LOCK_NOT_HELD on an empty guard or a lost lock.
+  void guardWithin(AppTransaction& tx);
+  void guardWithin(AppTransaction&& tx) { guardWithin(tx); }
 
  private:
   void stopKeepAlive() noexcept;

@@ -139,6 +139,24 @@ class DistributedLockManager {
   // For a temporary adapter: commitLock(lock, PostgresTransaction(tx)).
   void commitLock(Lock& lock, AppTransaction&& tx) { commitLock(lock, tx); }
 
+  // Makes the application's own open transaction `tx` (a PostgresTransaction
+  // or SqliteTransaction adapter) depend on holding `lock`: checks, in `tx`,
+  // that the lock is still held with a lease that has not expired, and keeps
+  // it from being taken over until `tx` commits or rolls back. The lock stays
+  // held afterwards (release it after the transaction ends; on PostgreSQL a
+  // SHARED release made while the guarded transaction is open waits for it).
+  // One statement in `tx`, no commit of its own. A holder paused past its
+  // TTL (GC, swap, a stopped VM) whose lock was taken meanwhile then cannot
+  // commit: LOCK_NOT_HELD, and `tx` is made unable to commit (as commitLock
+  // does). LOCK_NOT_HELD also when the handle holds nothing. The lease keeps
+  // running while `tx` is open: a takeover after it ends waits for `tx`
+  // (PostgreSQL: rowLockWait, then LOCK_UNAVAILABLE; SQLite: busyTimeout),
+  // so keep guarded transactions well inside the TTL, or keep the lock
+  // renewed (LockGuard). INVALID_ARGUMENT and CONNECTION_ERROR as commitLock.
+  void guardWithin(Lock& lock, AppTransaction& tx);
+  // For a temporary adapter: guardWithin(lock, PostgresTransaction(tx)).
+  void guardWithin(Lock& lock, AppTransaction&& tx) { guardWithin(lock, tx); }
+
   // Releases `lock` in a new transaction of the library's own: for after the
   // application's transaction failed (following commitLock) or instead of
   // commitLock. Same result and errors as releaseLock.

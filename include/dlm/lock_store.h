@@ -203,6 +203,23 @@ class LockStore {
   virtual void commitLock(AppTransaction& tx, const StoreKey& key,
                           std::string_view token, LockMode mode) = 0;
 
+  // Inside the application's open transaction `tx` (an adapter of this
+  // store's kind), checks that `token` holds `key` in `mode` with a lease
+  // that has not expired, and keeps that hold from being taken over until
+  // `tx` ends. The hold itself is left as it is: it stays held after `tx`
+  // commits or rolls back. PostgreSQL: a FOR KEY SHARE lock on the hold's
+  // row (dlm_guard_within), which other guards, SHARED co-holders and the
+  // holder's own extend pass, and every takeover of the hold waits for
+  // (rowLockWait, then LOCK_UNAVAILABLE). SQLite: a read of the hold in `tx`;
+  // the file's write lock (BEGIN IMMEDIATE) keeps every takeover waiting,
+  // and in a transaction that has not written yet, a takeover that commits
+  // first makes its first write fail (SQLITE_BUSY). When `token` no longer
+  // holds an unexpired lease, throws LOCK_NOT_HELD and leaves `tx` unable to
+  // commit. INVALID_ARGUMENT as commitLock.
+  // The store side of DistributedLockManager::guardWithin.
+  virtual void guardWithin(AppTransaction& tx, const StoreKey& key,
+                           std::string_view token, LockMode mode) = 0;
+
   // Sets the hold's expiry to now + ttl if `token` still holds the key in
   // `mode` (even if expired but not taken over). The new expiry, or nullopt
   // when the lock was lost. INVALID_ARGUMENT when ttl is over the store's

@@ -51,6 +51,10 @@ class LockStoreWrapper : public LockStore, public LockStoreAdmin {
                   std::string_view token, LockMode mode) override {
     target_->commitLock(tx, key, token, mode);
   }
+  void guardWithin(AppTransaction& tx, const StoreKey& key,
+                   std::string_view token, LockMode mode) override {
+    target_->guardWithin(tx, key, token, mode);
+  }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override {

@@ -16,10 +16,11 @@ class transaction_base;
 
 namespace dlm {
 
-// Carries an application's open libpqxx transaction into commitLock:
+// Carries an application's open libpqxx transaction into guardWithin and
+// commitLock:
 //   pqxx::work tx(conn);
+//   manager.guardWithin(lock, dlm::PostgresTransaction(tx));
 //   ... the application's writes ...
-//   manager.commitLock(lock, dlm::PostgresTransaction(tx));
 //   tx.commit();
 // The transaction must be on the database (and able to see the schema) of
 // the manager's PostgresStore. Borrows `tx` for the adapter's lifetime.
@@ -115,9 +116,10 @@ struct PostgresStoreOptions {
 // Two calls are bounded differently: initialize(true) applies migrations
 // with at least 60 s per migration step (DDL, waiting for another process
 // that migrates), connecting and checking the version within the call's
-// deadline as usual; commitLock runs on the application's own libpqxx
-// connection, which blocks as libpqxx does (bound it there, e.g. with
-// statement_timeout or keepalives in the application's conninfo).
+// deadline as usual; guardWithin and commitLock run on the application's
+// own libpqxx connection, which blocks as libpqxx does (bound it there, e.g.
+// with statement_timeout, lock_timeout or keepalives in the application's
+// conninfo).
 //
 // Acquire and release are one round trip each (server functions shipped in
 // schema/postgres.sql). A release commits with synchronous_commit = off: a
@@ -148,6 +150,8 @@ class PostgresStore final : public LockStore, public LockStoreAdmin {
                LockMode mode) override;
   void commitLock(AppTransaction& tx, const StoreKey& key,
                   std::string_view token, LockMode mode) override;
+  void guardWithin(AppTransaction& tx, const StoreKey& key,
+                   std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;

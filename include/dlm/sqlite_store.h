@@ -35,6 +35,16 @@ namespace dlm {
 // earlier): commit soon after commitLock. The UPDATE itself runs on `db`, so
 // any wait of it for the write lock follows the application's own busy
 // handler, not busyTimeout.
+//
+// guardWithin takes the same adapter and checks the hold with a SELECT on
+// `db` (no write). Under BEGIN IMMEDIATE the application's transaction holds
+// the file's write lock, so no takeover can commit until it ends (takeovers
+// wait busyTimeout, then fail with RETRIES_EXHAUSTED). In a deferred
+// transaction that has not written yet, a takeover may commit after the
+// guard; the application's next write then fails with SQLITE_BUSY (its
+// snapshot is older than the takeover), so the database refuses it all the
+// same. If the hold is gone or its lease has ended, guardWithin rolls the
+// transaction back and throws LOCK_NOT_HELD, as commitLock does.
 class SqliteTransaction final : public AppTransaction {
  public:
   explicit SqliteTransaction(sqlite3* db) : db_(db) {}
@@ -149,6 +159,8 @@ class SqliteStore final : public LockStore, public LockStoreAdmin {
                LockMode mode) override;
   void commitLock(AppTransaction& tx, const StoreKey& key,
                   std::string_view token, LockMode mode) override;
+  void guardWithin(AppTransaction& tx, const StoreKey& key,
+                   std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;

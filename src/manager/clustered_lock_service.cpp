@@ -136,6 +136,24 @@ void ClusteredLockService::commitLock(const std::string& resource,
   put(id, std::move(lock));
 }
 
+void ClusteredLockService::guardWithin(const std::string& resource,
+                                       AppTransaction& tx) {
+  const Id id{currentOwner(), resource};
+  Lock lock = manager_.getLockInstance(resource, level_);
+  if (!take(id, lock)) {
+    throw DLMException(ErrorCode::LOCK_NOT_HELD,
+                       "'" + resource + "' is not held by this owner");
+  }
+  try {
+    manager_.guardWithin(lock, tx);
+  } catch (...) {
+    // Still this owner's to release (a guard leaves the hold as it was).
+    put(id, std::move(lock));
+    throw;
+  }
+  put(id, std::move(lock));
+}
+
 bool ClusteredLockService::holdsLock(const std::string& resource) {
   return heldMode(resource).has_value();
 }

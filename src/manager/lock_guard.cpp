@@ -105,6 +105,13 @@ void LockGuard::commitLock(AppTransaction& tx) {
   manager_->commitLock(lock_, tx);
 }
 
+void LockGuard::guardWithin(AppTransaction& tx) {
+  if (manager_ == nullptr) {
+    throw DLMException(ErrorCode::LOCK_NOT_HELD, "the LockGuard is empty");
+  }
+  manager_->guardWithin(lock_, tx);
+}
+
 void LockGuard::releaseQuietly() noexcept {
   if (manager_ == nullptr) return;
   try {

@@ -202,6 +202,27 @@ void DistributedLockManager::commitLock(Lock& lock, AppTransaction& tx) {
   lock.releasePending_ = true;
 }
 
+void DistributedLockManager::guardWithin(Lock& lock, AppTransaction& tx) {
+  impl_->checkOwnLock(lock);
+  impl_->requireInitialized();
+  if (!lock.isAcquired()) throwNotHeld(lock);
+  try {
+    // No retries, as for commitLock: the application's transaction is spoiled
+    // by a failed statement.
+    const DeadlineScope scope(impl_->callDeadline());
+    impl_->store().guardWithin(tx, lock.key_, lock.token_, lock.mode_);
+  } catch (const DLMException& e) {
+    if (e.code() != ErrorCode::LOCK_NOT_HELD) throw;
+    // The handle is left as it is: a lease that ended without a takeover can
+    // still be released (or extended, then guarded in a new transaction).
+    throw DLMException(
+        ErrorCode::LOCK_NOT_HELD,
+        fmt::format("{}: its lease ended (it may have been taken over); the "
+                    "application transaction cannot commit: {}",
+                    lockName(lock), e.what()));
+  }
+}
+
 void DistributedLockManager::extendLock(Lock& lock) {
   extendLock(lock, impl_->config().lockTtl);
 }

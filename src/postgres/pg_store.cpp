@@ -2,16 +2,16 @@
 // on the store's own libpq connection (PgConn: every wait bounded by the
 // call's deadline), calling a server function from schema/postgres.sql, so
 // the function call is the whole transaction and one round trip: no BEGIN,
-// no COMMIT. commitLock is the exception: it runs in the application's
-// own libpqxx transaction. Release notifications come from a PgReleaseChannel
-// (its own connection and thread).
+// no COMMIT. commitLock and guardWithin are the exceptions: they run in the
+// application's own libpqxx transaction (pg_app_transaction). Release
+// notifications come from a PgReleaseChannel (its own connection and
+// thread).
 #include <fmt/format.h>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <pqxx/pqxx>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -24,6 +24,7 @@
 #include "dlm/postgres_store.h"
 #include "postgres/connection_pool.h"
 #include "postgres/owner_digest.h"
+#include "postgres/pg_app_transaction.h"
 #include "postgres/pg_admin_calls.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_conn.h"
@@ -92,11 +93,7 @@ const PgResult& single(const PgResult& r, const char* what) {
   return r;
 }
 
-// A bound of a descendant range as the dlm_* functions take it: NULL when
-// empty (the hierarchy is off). Borrowed from `bound`.
-const char* boundOrNull(const std::string& bound) {
-  return bound.empty() ? nullptr : bound.c_str();
-}
+using internal::boundOrNull;
 
 // A key's hierarchy as the dlm_* functions take it: the ancestors as a
 // text[] literal, the descendant range as two nullable bounds.
@@ -293,65 +290,13 @@ class PostgresStore::Impl {
 
   void commitLock(AppTransaction& appTx, const StoreKey& key,
                   std::string_view token, LockMode mode) {
-    auto* adapter = dynamic_cast<PostgresTransaction*>(&appTx);
-    if (adapter == nullptr) {
-      throw DLMException(
-          ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: commitLock {}: the application "
-                      "transaction must be a dlm::PostgresTransaction",
-                      key.key));
-    }
-    pqxx::transaction_base& tx = adapter->transaction();
-    // A nontransaction commits each statement at once: there is no
-    // transaction for the release to be part of.
-    if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {
-      throw DLMException(
-          ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: commitLock {}: a "
-                      "pqxx::nontransaction is not an open transaction",
-                      key.key));
-    }
-    // Limitation: libpqxx 6.4 sends exec_params on a transaction object
-    // that was already committed or aborted, in autocommit, and offers no
-    // way to ask whether it is open without a round trip. Such a call then
-    // releases at once (what rollbackLock would do) instead of failing
-    // with INVALID_ARGUMENT.
-    const std::string schema = functionSchema();
-    const Hierarchy h(key);
-    const std::string t(token);
-    try {
-      // Not prepared: that would leave a statement behind on the
-      // application's connection. Schema-qualified because that connection's
-      // search_path need not name dlm's schema (the function pins its own).
-      const char* function = mode == LockMode::SHARED
-                                 ? ".dlm_release_shared_within"
-                                 : ".dlm_release_within";
-      tx.exec_params("SELECT " + tx.conn().quote_name(schema) + function +
-                         "($1, $2, $3::text[], $4, $5)",
-                     key.key, t, h.ancestors, h.descBegin, h.descEnd);
-    } catch (const pqxx::usage_error& e) {
-      // libpqxx refused the statement (a transaction it knows is closed).
-      throw DLMException(
-          ErrorCode::INVALID_ARGUMENT,
-          fmt::format("PostgreSQL store: commitLock {}: the application "
-                      "transaction is not open: {}",
-                      key.key, e.what()));
-    } catch (...) {
-      // DLM01 (lock lost) becomes LOCK_NOT_HELD. Any error has aborted the
-      // application's transaction in the server, so its COMMIT would roll
-      // back, but silently: libpqxx 6.4 does not count a failed exec_params
-      // against the transaction object and its commit() would return
-      // normally. A failed exec() does count (libpqxx aborts the
-      // transaction), so after this the application's commit() throws.
-      DLMException error = internal::translatePgError(
-          fmt::format("PostgreSQL store: commitLock {}", key.key));
-      try {
-        tx.exec("SELECT 1", "dlm: the transaction failed in commitLock");
-      } catch (...) {
-        // Expected: "current transaction is aborted" (25P02).
-      }
-      throw error;
-    }
+    internal::releaseInAppTransaction(appTx, functionSchema(), key, token,
+                                      mode);
+  }
+
+  void guardWithin(AppTransaction& appTx, const StoreKey& key,
+                   std::string_view token, LockMode mode) {
+    internal::guardInAppTransaction(appTx, functionSchema(), key, token, mode);
   }
 
   WaitRegistration registerWait(const WaitRequest& request) {
@@ -747,6 +692,11 @@ bool PostgresStore::release(const StoreKey& key, std::string_view token,
 void PostgresStore::commitLock(AppTransaction& tx, const StoreKey& key,
                                std::string_view token, LockMode mode) {
   impl_->commitLock(tx, key, token, mode);
+}
+
+void PostgresStore::guardWithin(AppTransaction& tx, const StoreKey& key,
+                                std::string_view token, LockMode mode) {
+  impl_->guardWithin(tx, key, token, mode);
 }
 std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                std::string_view token,

@@ -119,6 +119,24 @@ inline constexpr char kGrantExclusive[] =
 inline constexpr char kDeleteSharedHolds[] =
     "DELETE FROM dlm_shared_holds WHERE resource = ?1";
 
+// The holds of other keys an attempt passed over because they had expired
+// (a live one would have blocked it), taken over like the key's own: ?1 now,
+// ?2 the ancestors (JSON array), ?3/?4 the descendant range. EXCLUSIVE
+// holds become FREE without their token (their holder's extend finds
+// nothing, its release answers false); SHARED holds (in the way of an
+// EXCLUSIVE attempt only) are deleted.
+inline constexpr char kTakeOverOtherHolds[] =
+    "UPDATE dlm_locks SET status = 'FREE', token = NULL, "
+    "expires_at_ms = min(expires_at_ms, ?1) "
+    "WHERE status = 'HELD' AND resource IN ("
+    "SELECT value FROM json_each(?2) UNION ALL "
+    "SELECT resource FROM dlm_locks WHERE resource >= ?3 AND resource < ?4)";
+inline constexpr char kTakeOverOtherSharedHolds[] =
+    "DELETE FROM dlm_shared_holds WHERE resource IN ("
+    "SELECT value FROM json_each(?1) UNION ALL "
+    "SELECT resource FROM dlm_shared_holds "
+    "WHERE resource >= ?2 AND resource < ?3)";
+
 // ?1 key, ?2 fencing token, ?3 now.
 inline constexpr char kGrantSharedKeyRow[] =
     "UPDATE dlm_locks SET fencing_token = ?2, "

@@ -92,6 +92,26 @@ void grantShared(Connection& c, const AcquireRequest& request,
       .run();
 }
 
+// Expired holds of other keys (ancestors, descendants) in the attempt's way
+// are taken over as the key's own are: otherwise their holders could still
+// extend them, and two conflicting holds would be live at once.
+void takeOverOtherHolds(Connection& c, const PathKey& path, LockMode mode,
+                        std::int64_t now) {
+  c.statement(sql::kTakeOverOtherHolds)
+      .bind(1, now)
+      .bind(2, path.ancestors)
+      .bind(3, path.descendantsBegin)
+      .bind(4, path.descendantsEnd)
+      .run();
+  if (mode == LockMode::EXCLUSIVE) {
+    c.statement(sql::kTakeOverOtherSharedHolds)
+        .bind(1, path.ancestors)
+        .bind(2, path.descendantsBegin)
+        .bind(3, path.descendantsEnd)
+        .run();
+  }
+}
+
 }  // namespace
 
 AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
@@ -158,6 +178,7 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
         .bind(2, request.owner)
         .run();
   }
+  takeOverOtherHolds(c, path, request.mode, now);
   // The counter read here cannot change before COMMIT: this transaction
   // holds the file's write lock.
   const std::int64_t fencing = nextFencingToken(c, key.key);

@@ -47,6 +47,7 @@
 #include "sqlite/cycle_sql.h"
 #include "sqlite/release_wake_file.h"
 #include "sqlite/sqlite_acquire.h"
+#include "sqlite/sqlite_app_transaction.h"
 #include "sqlite/sqlite_connection.h"
 #include "sqlite/sqlite_limits.h"
 #include "sqlite/sqlite_release_channel.h"
@@ -879,124 +880,51 @@ StoreTime SqliteStore::now() {
 
 #undef DLM_RECORD_COLUMNS
 
-// --- Transactional release ---------------------------------------------------
-
-namespace {
-
-[[noreturn]] void invalidTransaction(const std::string& path,
-                                     std::string_view why) {
-  throw DLMException(
-      ErrorCode::INVALID_ARGUMENT,
-      fmt::format("sqlite store '{}': commitLock needs {}", path, why));
-}
-
-struct AppStatementFinalizer {
-  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
-};
-
-}  // namespace
+// --- The application's transaction --------------------------------------
 
 void SqliteStore::commitLock(AppTransaction& tx, const StoreKey& key,
                              std::string_view token, LockMode mode) {
   const std::string& path = impl_->path();
   impl_->throwIfClosed();
-  auto* app = dynamic_cast<SqliteTransaction*>(&tx);
-  if (app == nullptr) {
-    invalidTransaction(path,
-                       "a dlm::SqliteTransaction (the application's "
-                       "transaction belongs to another kind of store)");
-  }
-  sqlite3* db = app->handle();
-  if (db == nullptr) invalidTransaction(path, "a sqlite3 connection, not null");
-  // Autocommit mode means no BEGIN is open: the UPDATE would commit at once,
-  // outside the application's work.
-  if (sqlite3_get_autocommit(db) != 0) {
-    invalidTransaction(path,
-                       "an open transaction on the application's connection "
-                       "(BEGIN IMMEDIATE first)");
-  }
-  // The release must land in the store's own file, whatever path spelling
-  // either side used. channel() does not take the connection mutex once the
-  // store has opened its connection (it has: the lock was acquired through
-  // it); waiting for that mutex could stall, as another thread of this store
-  // may hold it while its BEGIN IMMEDIATE waits for the application's write
-  // lock.
-  const std::string storeFile = impl_->channel();
-  const std::string appFile = internal::sqlite::canonicalFile(db);
-  if (appFile != storeFile) {
-    invalidTransaction(
-        path, fmt::format("a connection to the store's file '{}', not to '{}'",
-                          storeFile,
-                          appFile.empty() ? "an in-memory database" : appFile));
-  }
-
+  // channel() does not take the connection mutex once the store has opened
+  // its connection (it has: the lock was acquired through it); waiting for
+  // that mutex could stall, as another thread of this store may hold it
+  // while its BEGIN IMMEDIATE waits for the application's write lock.
+  sqlite3* db = internal::sqlite::appConnection(tx, "commitLock", path,
+                                                impl_->channel());
   // On the application's handle, so the release commits or rolls back with
-  // its work. Prepared and finalized here: the handle is not ours to keep
-  // statements on. Held means status HELD with this token (expired but not
-  // taken over counts, as for release); a row already FREE was force-released
-  // and is no longer protecting anything either.
-  static const char kRelease[] =
-      "UPDATE dlm_locks SET status = 'FREE', "
-      "expires_at_ms = min(expires_at_ms, ?3) "
-      "WHERE resource = ?1 AND token = ?2 AND status = 'HELD'";
-  // A SHARED hold is its own row: deleted, if this token still has it.
-  static const char kReleaseShared[] =
-      "DELETE FROM dlm_shared_holds WHERE resource = ?1 AND token = ?2";
-  const bool shared = mode == LockMode::SHARED;
-  auto fail = [&](int rc, std::string_view what) {
-    internal::sqlite::throwError(db, appFile, rc, what, {});
-  };
-  sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db, shared ? kReleaseShared : kRelease, -1, &raw,
-                              nullptr);
-  std::unique_ptr<sqlite3_stmt, AppStatementFinalizer> stmt(raw);
-  if (rc != SQLITE_OK) {
-    fail(rc, "preparing the release in the application's transaction");
-  }
-  rc = sqlite3_bind_text64(stmt.get(), 1, key.key.data(), key.key.size(),
-                           SQLITE_TRANSIENT, SQLITE_UTF8);
-  if (rc == SQLITE_OK) {
-    rc = sqlite3_bind_text64(stmt.get(), 2, token.data(), token.size(),
-                             SQLITE_TRANSIENT, SQLITE_UTF8);
-  }
-  if (rc == SQLITE_OK && !shared) {
-    rc = sqlite3_bind_int64(stmt.get(), 3, nowMs());
-  }
-  if (rc != SQLITE_OK) fail(rc, "binding the release's parameters");
-  rc = sqlite3_step(stmt.get());
-  if (rc != SQLITE_DONE) {
-    fail(rc, "releasing the lock in the application's transaction");
-  }
-  const bool released = sqlite3_changes(db) > 0;
-  stmt.reset();
-
-  if (!released) {
+  // its work.
+  if (!internal::sqlite::releaseOnAppConnection(db, path, key.key, token, mode,
+                                                nowMs())) {
     // Taken over after expiry (or force-released): the application's work
-    // ran unprotected. Roll its transaction back so its COMMIT fails ("no
-    // transaction is active") instead of committing that work.
-    const int rollback =
-        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    std::string tail;
-    if (rollback != SQLITE_OK && sqlite3_get_autocommit(db) == 0) {
-      tail = fmt::format(
-          "; rolling the application's transaction back failed too ({}): do "
-          "not commit it",
-          sqlite3_errmsg(db));
-    } else {
-      tail = "; the application's transaction was rolled back";
-    }
-    throw DLMException(
-        ErrorCode::LOCK_NOT_HELD,
-        fmt::format("sqlite store '{}': lock '{}' is no longer held by this "
-                    "acquisition (it expired and was taken over, or was "
-                    "force-released){}",
-                    path, key.key, tail));
+    // ran unprotected.
+    internal::sqlite::refuseAppTransaction(
+        db, path, key.key,
+        "it expired and was taken over, or was force-released");
   }
   // The application commits later, and SQLite cannot tell us when. Announce
   // now: a woken waiter's BEGIN IMMEDIATE waits (busy handler) until the
   // application's transaction ends, then sees the row free if it committed;
   // after a rollback it finds the lock still held and polls.
   impl_->announce(key.key);
+}
+
+void SqliteStore::guardWithin(AppTransaction& tx, const StoreKey& key,
+                              std::string_view token, LockMode mode) {
+  const std::string& path = impl_->path();
+  impl_->throwIfClosed();
+  sqlite3* db = internal::sqlite::appConnection(tx, "guardWithin", path,
+                                                impl_->channel());
+  // A read in the application's transaction: once that transaction writes
+  // (or under BEGIN IMMEDIATE, already), it holds the file's write lock and
+  // no takeover can commit before it ends; a takeover that committed after
+  // this read makes its first write fail (SQLITE_BUSY_SNAPSHOT).
+  if (!internal::sqlite::holdsOnAppConnection(db, path, key.key, token, mode,
+                                              nowMs())) {
+    internal::sqlite::refuseAppTransaction(
+        db, path, key.key,
+        "its lease ended, or it was released, taken over or force-released");
+  }
 }
 
 // --- Waits and deadlock detection --------------------------------------------

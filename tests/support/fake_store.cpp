@@ -248,6 +248,36 @@ void FakeStore::commitLock(AppTransaction& tx, const StoreKey& key,
   });
 }
 
+void FakeStore::guardWithin(AppTransaction& tx, const StoreKey& key,
+                            std::string_view token, LockMode mode) {
+  auto* fake = dynamic_cast<FakeTransaction*>(&tx);
+  if (fake == nullptr) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT, "not a FakeTransaction");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const StoreTime now = clock();
+  auto it = rows_.find(key.key);
+  bool holds = false;
+  if (it != rows_.end()) {
+    const Row& row = it->second;
+    if (mode == LockMode::SHARED) {
+      holds = std::any_of(row.shared.begin(), row.shared.end(),
+                          [&](const SharedHold& h) {
+                            return h.token == token &&
+                                   h.record.expiresAt > now;
+                          });
+    } else {
+      holds = row.token == token && row.record.statusHeld &&
+              row.record.expiresAt > now;
+    }
+  }
+  if (!holds) {
+    fake->doomed_ = true;
+    throw DLMException(ErrorCode::LOCK_NOT_HELD,
+                       "the lock's lease ended or it was taken over");
+  }
+}
+
 std::optional<StoreTime> FakeStore::extend(std::string_view key,
                                            std::string_view token,
                                            std::chrono::milliseconds ttl,

@@ -23,7 +23,8 @@ class FakeTransaction final : public AppTransaction {
  public:
   void commit();
   void rollback() { pending_.clear(); }
-  // Set when a commitLock found its lock taken over: commit() then throws.
+  // Set when a commitLock or guardWithin found its lock gone: commit() then
+  // throws.
   bool doomed() const { return doomed_; }
 
  private:
@@ -49,6 +50,10 @@ class FakeStore final : public LockStore, public LockStoreAdmin {
                LockMode mode) override;
   void commitLock(AppTransaction& tx, const StoreKey& key,
                   std::string_view token, LockMode mode) override;
+  // Checks the hold (unexpired, this token) and dooms `tx` when it is gone;
+  // takeovers are not held back (the fake has no concurrent transactions).
+  void guardWithin(AppTransaction& tx, const StoreKey& key,
+                   std::string_view token, LockMode mode) override;
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;

@@ -1,0 +1,267 @@
+// guardWithin: the application's transaction commits only while the lock is
+// held, and no takeover gets in before that transaction ends. Also the
+// takeover of expired holds of other keys (ancestors, descendants), which a
+// guard on them relies on.
+#include <chrono>
+#include <thread>
+
+#include "conformance/store_fixture.h"
+
+namespace dlm::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+class GuardedWrites : public StoreConformance {
+ protected:
+  // A short operationTimeout, so that a rival held back on SQLite gives up
+  // soon.
+  static LockConfiguration rivalConfig() {
+    LockConfiguration c = fastConfig();
+    c.operationTimeout = milliseconds(600);
+    c.storeRetries = 0;
+    return c;
+  }
+};
+
+// A rival's attempt on a key whose expired hold is guarded by an open
+// transaction: PostgreSQL waits for the hold's row (rowLockWait), SQLite for
+// the file's write lock (busyTimeout, cut by the call's deadline).
+ErrorCode expectedWhileGuarded(const std::string& store) {
+  return store == "sqlite" ? ErrorCode::RETRIES_EXHAUSTED
+                           : ErrorCode::LOCK_UNAVAILABLE;
+}
+
+TEST_P(GuardedWrites, AGuardedTransactionCommitsAndTheLockStaysHeld) {
+  auto m = manager();
+  Lock lock = m->getLockInstance("invoice-1", LockLevel::DC);
+  m->tryAcquireLock(lock);
+  auto app = env().beginAppTransaction();
+  m->guardWithin(lock, app->adapter());
+  app->write("invoice-1 paid");
+  app->commit();
+  EXPECT_TRUE(env().appRowExists("invoice-1 paid"));
+  EXPECT_TRUE(lock.isAcquired());
+  ASSERT_TRUE(m->describeLock(lock).has_value()) << "still held";
+  // Guarded again in a second transaction, rolled back this time: the lock
+  // is still held afterwards.
+  {
+    auto again = env().beginAppTransaction();
+    m->guardWithin(lock, again->adapter());
+    again->write("invoice-1 refunded");
+    again->rollback();
+  }
+  EXPECT_FALSE(env().appRowExists("invoice-1 refunded"));
+  EXPECT_TRUE(m->describeLock(lock).has_value());
+  EXPECT_TRUE(m->releaseLock(lock));
+}
+
+TEST_P(GuardedWrites, AGuardOnAnEndedLeaseRefusesAndTheTransactionCannotCommit) {
+  auto m = manager();
+  Lock lock = m->getLockInstance("invoice-2", LockLevel::DC);
+  m->tryAcquireLock(lock, milliseconds(100));
+  waitForStoreTime(m->store(), lock.expiresAt());
+  auto app = env().beginAppTransaction();
+  app->write("invoice-2 paid");
+  EXPECT_EQ(codeOf([&] { m->guardWithin(lock, app->adapter()); }),
+            ErrorCode::LOCK_NOT_HELD);
+  EXPECT_ANY_THROW(app->commit());
+  EXPECT_FALSE(env().appRowExists("invoice-2 paid"));
+  // Nobody took it over: the handle may still release it.
+  EXPECT_TRUE(lock.isAcquired());
+  EXPECT_TRUE(m->releaseLock(lock));
+}
+
+TEST_P(GuardedWrites, AGuardAfterATakeoverRefusesAndOnlyTheNewHolderWrites) {
+  auto m = manager();
+  auto rival = manager();
+  Lock lock = m->getLockInstance("invoice-3", LockLevel::DC);
+  m->tryAcquireLock(lock, milliseconds(100));
+  waitForStoreTime(m->store(), lock.expiresAt());
+  Lock taker = rival->getLockInstance("invoice-3", LockLevel::DC);
+  rival->tryAcquireLock(taker);
+  {
+    auto theirs = env().beginAppTransaction();
+    rival->guardWithin(taker, theirs->adapter());
+    theirs->write("invoice-3 by the new holder");
+    theirs->commit();
+  }
+  auto app = env().beginAppTransaction();
+  app->write("invoice-3 by the old holder");
+  EXPECT_EQ(codeOf([&] { m->guardWithin(lock, app->adapter()); }),
+            ErrorCode::LOCK_NOT_HELD);
+  EXPECT_ANY_THROW(app->commit());
+  EXPECT_TRUE(env().appRowExists("invoice-3 by the new holder"));
+  EXPECT_FALSE(env().appRowExists("invoice-3 by the old holder"));
+  EXPECT_FALSE(m->releaseLock(lock)) << "taken over: nothing to release";
+}
+
+TEST_P(GuardedWrites, ATakeoverWaitsForTheGuardedTransactionThenSucceeds) {
+  auto m = manager();
+  auto rival = manager("", "farm1", rivalConfig());
+  Lock lock = m->getLockInstance("invoice-4", LockLevel::DC);
+  m->tryAcquireLock(lock, milliseconds(300));
+  auto app = env().beginAppTransaction();
+  m->guardWithin(lock, app->adapter());
+  waitForStoreTime(m->store(), lock.expiresAt());
+  Lock taker = rival->getLockInstance("invoice-4", LockLevel::DC);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(codeOf([&] { rival->tryAcquireLock(taker); }),
+            expectedWhileGuarded(GetParam()));
+  EXPECT_LT(std::chrono::steady_clock::now() - started,
+            rivalConfig().operationTimeout + std::chrono::seconds(1))
+      << "bounded by the call's deadline";
+  app->write("invoice-4 paid");
+  app->commit();
+  EXPECT_TRUE(env().appRowExists("invoice-4 paid"));
+  // The guard is gone with its transaction: the expired lease is taken.
+  rival->tryAcquireLock(taker);
+  EXPECT_TRUE(taker.isAcquired());
+  EXPECT_FALSE(m->releaseLock(lock));
+}
+
+TEST_P(GuardedWrites, TheHoldersOwnRenewalPassesItsGuard) {
+  if (GetParam() == "sqlite") {
+    GTEST_SKIP() << "SQLite: the guarded transaction holds the file's write "
+                    "lock, which every dlm write waits for (documented)";
+  }
+  auto m = manager();
+  Lock lock = m->getLockInstance("invoice-5", LockLevel::DC);
+  m->tryAcquireLock(lock, milliseconds(5000));
+  auto app = env().beginAppTransaction();
+  m->guardWithin(lock, app->adapter());
+  const StoreTime before = lock.expiresAt();
+  std::this_thread::sleep_for(milliseconds(5));
+  m->extendLock(lock, milliseconds(10000));
+  EXPECT_GT(lock.expiresAt(), before);
+  app->write("invoice-5 paid");
+  app->commit();
+  EXPECT_TRUE(env().appRowExists("invoice-5 paid"));
+  EXPECT_TRUE(m->releaseLock(lock));
+}
+
+TEST_P(GuardedWrites, SharedCoHoldersGuardAtTheSameTime) {
+  if (GetParam() == "sqlite") {
+    GTEST_SKIP() << "SQLite: one writing transaction at a time on a file";
+  }
+  auto a = manager();
+  auto b = manager();
+  Lock first = a->getLockInstance("catalog", LockLevel::DC, LockMode::SHARED);
+  Lock second = b->getLockInstance("catalog", LockLevel::DC, LockMode::SHARED);
+  a->tryAcquireLock(first);
+  b->tryAcquireLock(second);
+  auto one = env().beginAppTransaction();
+  auto two = env().beginAppTransaction();
+  a->guardWithin(first, one->adapter());
+  b->guardWithin(second, two->adapter());
+  one->write("catalog read 1");
+  two->write("catalog read 2");
+  one->commit();
+  two->commit();
+  EXPECT_TRUE(env().appRowExists("catalog read 1"));
+  EXPECT_TRUE(env().appRowExists("catalog read 2"));
+  EXPECT_TRUE(a->releaseLock(first));
+  EXPECT_TRUE(b->releaseLock(second));
+}
+
+TEST_P(GuardedWrites, AGuardedSharedHoldHoldsBackAnExclusiveTakeover) {
+  auto m = manager();
+  auto rival = manager("", "farm1", rivalConfig());
+  Lock reader = m->getLockInstance("report", LockLevel::DC, LockMode::SHARED);
+  m->tryAcquireLock(reader, milliseconds(300));
+  auto app = env().beginAppTransaction();
+  m->guardWithin(reader, app->adapter());
+  waitForStoreTime(m->store(), reader.expiresAt());
+  Lock writer = rival->getLockInstance("report", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { rival->tryAcquireLock(writer); }),
+            expectedWhileGuarded(GetParam()));
+  app->commit();
+  rival->tryAcquireLock(writer);
+  EXPECT_TRUE(writer.isAcquired());
+  EXPECT_FALSE(m->releaseLock(reader));
+}
+
+TEST_P(GuardedWrites, AGuardOnAParentHoldsBackATakeoverThroughAChild) {
+  auto m = manager();
+  auto rival = manager("", "farm1", rivalConfig());
+  Lock parent = m->getLockInstance("tree.a", LockLevel::DC);
+  m->tryAcquireLock(parent, milliseconds(300));
+  auto app = env().beginAppTransaction();
+  m->guardWithin(parent, app->adapter());
+  waitForStoreTime(m->store(), parent.expiresAt());
+  Lock child = rival->getLockInstance("tree.a.b", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { rival->tryAcquireLock(child); }),
+            expectedWhileGuarded(GetParam()));
+  Lock root = rival->getLockInstance("tree", LockLevel::DC);
+  EXPECT_EQ(codeOf([&] { rival->tryAcquireLock(root); }),
+            expectedWhileGuarded(GetParam()));
+  app->write("tree.a written");
+  app->commit();
+  rival->tryAcquireLock(child);
+  EXPECT_TRUE(child.isAcquired());
+  EXPECT_EQ(codeOf([&] { m->extendLock(parent); }), ErrorCode::LOCK_NOT_HELD)
+      << "taken over through its child";
+}
+
+TEST_P(GuardedWrites, GuardingNeedsAHeldLockAndThisStoresTransaction) {
+  auto m = manager();
+  Lock never = m->getLockInstance("never-held", LockLevel::DC);
+  auto app = env().beginAppTransaction();
+  EXPECT_EQ(codeOf([&] { m->guardWithin(never, app->adapter()); }),
+            ErrorCode::LOCK_NOT_HELD);
+  app->rollback();
+  Lock lock = m->getLockInstance("invoice-6", LockLevel::DC);
+  m->tryAcquireLock(lock);
+  struct Foreign final : AppTransaction {};
+  Foreign foreign;
+  EXPECT_EQ(codeOf([&] { m->guardWithin(lock, foreign); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(m->releaseLock(lock));
+}
+
+// Without guards: an expired hold that an acquisition of a child or a parent
+// passed over is taken over, so its holder cannot extend it back to life
+// beside the new holder.
+TEST_P(GuardedWrites, AnExpiredParentPassedOverByAChildIsTakenOver) {
+  auto m = manager();
+  auto rival = manager();
+  Lock parent = m->getLockInstance("shelf.a", LockLevel::DC);
+  m->tryAcquireLock(parent, milliseconds(50));
+  waitForStoreTime(m->store(), parent.expiresAt());
+  Lock child = rival->getLockInstance("shelf.a.b", LockLevel::DC);
+  rival->tryAcquireLock(child);
+  EXPECT_EQ(codeOf([&] { m->extendLock(parent); }), ErrorCode::LOCK_NOT_HELD);
+  EXPECT_TRUE(rival->describeLock(child).has_value());
+}
+
+TEST_P(GuardedWrites, AnExpiredChildPassedOverByAParentIsTakenOver) {
+  auto m = manager();
+  auto rival = manager();
+  Lock child = m->getLockInstance("rack.a.b", LockLevel::DC, LockMode::SHARED);
+  m->tryAcquireLock(child, milliseconds(50));
+  waitForStoreTime(m->store(), child.expiresAt());
+  Lock parent = rival->getLockInstance("rack.a", LockLevel::DC);
+  rival->tryAcquireLock(parent);
+  EXPECT_EQ(codeOf([&] { m->extendLock(child); }), ErrorCode::LOCK_NOT_HELD);
+  EXPECT_FALSE(m->releaseLock(child));
+}
+
+TEST_P(GuardedWrites, ASharedAttemptLeavesExpiredSharedHoldsOfOtherKeys) {
+  auto m = manager();
+  auto rival = manager();
+  Lock parent = m->getLockInstance("bin.a", LockLevel::DC, LockMode::SHARED);
+  m->tryAcquireLock(parent, milliseconds(50));
+  waitForStoreTime(m->store(), parent.expiresAt());
+  Lock child = rival->getLockInstance("bin.a.b", LockLevel::DC, LockMode::SHARED);
+  rival->tryAcquireLock(child);
+  // No conflict, so nothing was taken over: the expired hold is extended.
+  m->extendLock(parent);
+  EXPECT_TRUE(parent.isAcquired());
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, GuardedWrites,
+                         ::testing::ValuesIn(conformanceStores()),
+                         storeParamName);
+
+}  // namespace
+}  // namespace dlm::test
