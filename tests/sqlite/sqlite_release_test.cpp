@@ -140,6 +140,47 @@ TEST_F(SqliteReleaseWithinTest,
   EXPECT_EQ(row->owner, "owner-2");
 }
 
+// guardWithin in a deferred transaction that has only read: a takeover can
+// commit after the guard (nothing holds the write lock yet), but then the
+// application's first write fails, as its snapshot predates the takeover.
+TEST_F(SqliteReleaseWithinTest,
+       ATakeoverAfterAGuardInADeferredTransactionFailsItsFirstWrite) {
+  hold();
+  app_.exec("BEGIN");
+  SqliteTransaction tx(app_.handle());
+  store_->guardWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  // The lease runs out and another acquisition takes the row.
+  RawDb(path_).exec("UPDATE dlm_locks SET expires_at_ms = 1");
+  auto other = openStore(path_);
+  ASSERT_TRUE(
+      acquire(*other, key_, std::chrono::seconds(30), nullptr, "owner-2")
+          .acquired);
+  EXPECT_THROW(app_.exec("INSERT INTO app_work VALUES ('unprotected')"),
+               std::runtime_error);
+  app_.exec("ROLLBACK");
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM app_work"), "0");
+}
+
+// Under BEGIN IMMEDIATE the guarded transaction holds the write lock: the
+// takeover cannot commit before it ends, and the guard writes nothing.
+TEST_F(SqliteReleaseWithinTest, AGuardUnderBeginImmediateHoldsOffATakeover) {
+  hold();
+  app_.exec("BEGIN IMMEDIATE");
+  SqliteTransaction tx(app_.handle());
+  store_->guardWithin(tx, key_, token_, dlm::LockMode::EXCLUSIVE);
+  EXPECT_EQ(sqlite3_total_changes(app_.handle()), 0) << "the guard only reads";
+  SqliteStoreOptions options;
+  options.path = path_;
+  options.busyTimeout = std::chrono::milliseconds(100);
+  SqliteStore rival(options);
+  rival.initialize(false);
+  EXPECT_EQ(codeOf([&] { rival.forceRelease(key_.key); }),
+            ErrorCode::RETRIES_EXHAUSTED);
+  app_.exec("INSERT INTO app_work VALUES ('protected'); COMMIT");
+  EXPECT_TRUE(held());
+  EXPECT_EQ(RawDb(path_).scalar("SELECT count(*) FROM app_work"), "1");
+}
+
 TEST_F(SqliteReleaseWithinTest, AForceReleasedLockIsLockNotHeldToo) {
   hold();
   ASSERT_TRUE(store_->forceRelease(key_.key));
