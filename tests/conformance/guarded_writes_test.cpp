@@ -2,8 +2,12 @@
 // held, and no takeover gets in before that transaction ends. Also the
 // takeover of expired holds of other keys (ancestors, descendants), which a
 // guard on them relies on.
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "conformance/store_fixture.h"
 
@@ -134,10 +138,19 @@ TEST_P(GuardedWrites, TheHoldersOwnRenewalPassesItsGuard) {
   std::this_thread::sleep_for(milliseconds(5));
   m->extendLock(lock, milliseconds(10000));
   EXPECT_GT(lock.expiresAt(), before);
+  // A SHARED hold's renewal passes its guard too.
+  Lock reader = m->getLockInstance("invoice-5r", LockLevel::DC, LockMode::SHARED);
+  m->tryAcquireLock(reader, milliseconds(5000));
+  m->guardWithin(reader, app->adapter());
+  const StoreTime readerBefore = reader.expiresAt();
+  std::this_thread::sleep_for(milliseconds(5));
+  m->extendLock(reader, milliseconds(10000));
+  EXPECT_GT(reader.expiresAt(), readerBefore);
   app->write("invoice-5 paid");
   app->commit();
   EXPECT_TRUE(env().appRowExists("invoice-5 paid"));
   EXPECT_TRUE(m->releaseLock(lock));
+  EXPECT_TRUE(m->releaseLock(reader));
 }
 
 TEST_P(GuardedWrites, SharedCoHoldersGuardAtTheSameTime) {
@@ -244,6 +257,32 @@ TEST_P(GuardedWrites, AnExpiredChildPassedOverByAParentIsTakenOver) {
   rival->tryAcquireLock(parent);
   EXPECT_EQ(codeOf([&] { m->extendLock(child); }), ErrorCode::LOCK_NOT_HELD);
   EXPECT_FALSE(m->releaseLock(child));
+}
+
+// Acquirers of children of one expired parent race to take its hold over
+// (PostgreSQL: each holds the parent's row FOR SHARE and wants it FOR
+// UPDATE); waiting calls all get their child.
+TEST_P(GuardedWrites, ChildrenOfAnExpiredParentAreAllGranted) {
+  auto m = manager();
+  Lock parent = m->getLockInstance("hall.a", LockLevel::DC);
+  m->tryAcquireLock(parent, milliseconds(50));
+  waitForStoreTime(m->store(), parent.expiresAt());
+  std::vector<std::unique_ptr<DistributedLockManager>> rivals;
+  for (int i = 0; i < 4; ++i) rivals.push_back(manager());
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      Lock child = rivals[static_cast<std::size_t>(i)]->getLockInstance(
+          "hall.a.c" + std::to_string(i), LockLevel::DC);
+      rivals[static_cast<std::size_t>(i)]->acquireLock(
+          child, std::chrono::seconds(30), std::chrono::seconds(5));
+      if (child.isAcquired()) ++granted;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), 4);
+  EXPECT_EQ(codeOf([&] { m->extendLock(parent); }), ErrorCode::LOCK_NOT_HELD);
 }
 
 TEST_P(GuardedWrites, ASharedAttemptLeavesExpiredSharedHoldsOfOtherKeys) {
