@@ -337,6 +337,33 @@ TEST_F(WaitingTest, CommitLockAfterTakeoverDoomsTheTransaction) {
   EXPECT_FALSE(lock.isReleasePending());
 }
 
+TEST_F(WaitingTest, GuardWithinKeepsTheHandleAndDoomsTheTransactionWhenLost) {
+  auto m = manager();
+  Lock lock = m->getLockInstance("x", LockLevel::DC);
+  FakeTransaction none;
+  EXPECT_EQ(codeOf([&] { m->guardWithin(lock, none); }),
+            ErrorCode::LOCK_NOT_HELD)
+      << "a handle that holds nothing";
+  EXPECT_FALSE(none.doomed()) << "refused before the store";
+
+  m->tryAcquireLock(lock, milliseconds(100));
+  FakeTransaction guarded;
+  m->guardWithin(lock, guarded);
+  EXPECT_FALSE(guarded.doomed());
+  EXPECT_TRUE(lock.isAcquired());
+  EXPECT_FALSE(lock.isReleasePending());
+
+  // The lease ends, nobody takes the lock: the guard refuses, the handle
+  // still holds it and can release it.
+  fake_->advance(milliseconds(200));
+  FakeTransaction late;
+  EXPECT_EQ(codeOf([&] { m->guardWithin(lock, late); }),
+            ErrorCode::LOCK_NOT_HELD);
+  EXPECT_TRUE(late.doomed());
+  EXPECT_TRUE(lock.isAcquired());
+  EXPECT_TRUE(m->releaseLock(lock));
+}
+
 TEST_F(WaitingTest, WithLockReportsALockLostWhileTheBodyRan) {
   auto m = manager();
   EXPECT_EQ(codeOf([&] {
