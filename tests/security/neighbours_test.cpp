@@ -144,6 +144,30 @@ TEST_F(Neighbours, ANeighbourCannotRowLockAServicesKeysInAnOpenTransaction) {
   EXPECT_TRUE(orders->releaseLock(lock));
 }
 
+TEST_F(Neighbours, ANeighboursGuardWithoutTheTokenHoldsOffNoTakeover) {
+  auto orders = managerAs(orders_.name(), "orders");
+  Lock lock = orders->getLockInstance("guarded-write", LockLevel::DC);
+  orders->tryAcquireLock(lock, 300ms);
+  auto n = sqlAs(neighbour_.name());
+  pqxx::work open(*n);
+  const std::string key = keyOf("orders", "guarded-write");
+  // The guard needs the holder's token: with any other it refuses and locks
+  // nothing, though the neighbour's transaction stays open.
+  EXPECT_EQ(sqlStateOf([&] {
+              open.exec(fmt::format(
+                  "SELECT dlm_guard_within('{}', 'guessed', false)", key));
+            }),
+            "DLM01");
+  // The lease ends and another instance of the service takes the lock,
+  // while the neighbour's transaction is still open.
+  std::this_thread::sleep_for(400ms);
+  auto other = managerAs(orders_.name(), "orders");
+  Lock taker = other->getLockInstance("guarded-write", LockLevel::DC);
+  EXPECT_NO_THROW(other->tryAcquireLock(taker));
+  EXPECT_TRUE(taker.isAcquired());
+  open.abort();
+}
+
 // --- owners cannot be forged
 // -------------------------------------------------------
 
