@@ -51,7 +51,7 @@ std::vector<T> numberList(const std::string& s) {
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
   --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler,
-                      events,junk
+                      events,junk,guard
                       (default: all)
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT
@@ -74,6 +74,10 @@ std::vector<T> numberList(const std::string& s) {
                                   100,000 live SHARED holds on other keys in its database,
                                   against the same cycle in a database without them;
                                   SQLite also the wait path (registerWait+unregisterWait)
+                      guard       the application's transaction BEGIN; guardWithin; UPDATE
+                                  one row; COMMIT against the same without guardWithin
+                                  (PG: 1 and 4 threads, libpqxx; then server time and WAL
+                                  flushes/records per transaction; SQLite: 1 thread)
                       procs       SQLite: --procs processes (fork) cycling on one file
                       readers     --readers_threads threads acquireLock / hold / release on
                                   --readers_keys keys, --shared_percent of them SHARED, against

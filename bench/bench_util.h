@@ -23,8 +23,8 @@ std::int64_t nowNs();
 // Command-line flags, db_bench style: --name=value.
 struct Flags {
   std::vector<std::string> benchmarks{
-      "cycle", "roundtrips", "handoff", "contended", "scale",
-      "procs", "readers",    "extend",  "pooler",    "events", "junk"};
+      "cycle",   "roundtrips", "handoff", "contended", "scale", "procs",
+      "readers", "extend",     "pooler",  "events",    "junk",  "guard"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
   double seconds = 4;

@@ -111,6 +111,7 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
   if (f.wants("handoff")) runHandoffPg(ctx);
   if (f.wants("pooler") && !f.pgPooler.empty()) runPooler(ctx);
   if (f.wants("events")) runEvents(ctx);
+  if (f.wants("guard")) runGuard(ctx);
   if (f.wants("readers")) {
     auto manager =
         makeManager(ctx.conninfo, static_cast<std::size_t>(f.readersThreads),

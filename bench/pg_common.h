@@ -85,6 +85,8 @@ void runHandoffPg(const Ctx& ctx);
 void runPooler(const Ctx& ctx);
 // The cycle with and without an event handler (pg_events.cpp).
 void runEvents(const Ctx& ctx);
+// An application transaction with and without guardWithin (pg_guard.cpp).
+void runGuard(const Ctx& ctx);
 // Fills the .dat lines of the scale plots.
 void runScale(const Ctx& ctx, std::vector<std::string>* rowsDat,
               std::vector<std::string>* depthDat);

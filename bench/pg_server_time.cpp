@@ -88,9 +88,12 @@ ServerProbe::Snapshot ServerProbe::read() {
     }
   }
   if (wal_) {
-    PgResult r = admin_.exec("SELECT wal_sync, wal_write FROM pg_stat_wal");
+    PgResult r = admin_.exec(
+        "SELECT wal_sync, wal_write, wal_records, wal_bytes FROM pg_stat_wal");
     s.walSync = std::stod(PQgetvalue(r.get(), 0, 0));
     s.walWrite = std::stod(PQgetvalue(r.get(), 0, 1));
+    s.walRecords = std::stod(PQgetvalue(r.get(), 0, 2));
+    s.walBytes = std::stod(PQgetvalue(r.get(), 0, 3));
   }
   return s;
 }
@@ -137,6 +140,10 @@ ServerCost ServerProbe::diff(const Snapshot& a1, const Snapshot& b1,
     c.walSync = ((b2.walSync - a2.walSync) - (b1.walSync - a1.walSync)) / n;
     c.walWrite =
         ((b2.walWrite - a2.walWrite) - (b1.walWrite - a1.walWrite)) / n;
+    c.walRecords =
+        ((b2.walRecords - a2.walRecords) - (b1.walRecords - a1.walRecords)) / n;
+    c.walBytes =
+        ((b2.walBytes - a2.walBytes) - (b1.walBytes - a1.walBytes)) / n;
   }
   return c;
 }
@@ -189,6 +196,8 @@ void ServerProbe::addNumbers(const ServerCost& c, Result& r) {
   r.numbers["nested_us_per_op"] = c.nestedUs;
   r.numbers["wal_sync_per_op"] = c.walSync;
   r.numbers["wal_write_per_op"] = c.walWrite;
+  r.numbers["wal_records_per_op"] = c.walRecords;
+  r.numbers["wal_bytes_per_op"] = c.walBytes;
 }
 
 }  // namespace dlm_bench

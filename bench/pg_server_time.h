@@ -26,6 +26,8 @@ struct ServerCost {
   std::vector<std::pair<std::string, double>> nested;
   double walSync = -1;  // pg_stat_wal.wal_sync per op
   double walWrite = -1;
+  double walRecords = -1;  // pg_stat_wal.wal_records per op
+  double walBytes = -1;    // pg_stat_wal.wal_bytes per op
 };
 
 class ServerProbe {
@@ -61,7 +63,7 @@ class ServerProbe {
   };
   struct Snapshot {
     std::map<std::string, Entry> entries;  // key: queryid, t / n (top-level)
-    double walSync = 0, walWrite = 0;
+    double walSync = 0, walWrite = 0, walRecords = 0, walBytes = 0;
   };
   Snapshot read();
   ServerCost diff(const Snapshot& a1, const Snapshot& b1, const Snapshot& a2,

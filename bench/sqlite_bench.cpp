@@ -796,6 +796,7 @@ void runSqlite(const Flags& f, Report& report, Machine& machine) {
   if (f.wants("cycle")) rawAcquireP50 = runCycle(f, report);
   if (f.wants("procs")) runProcsWorkload(f, report);
   if (f.wants("junk")) runJunk(f, report);
+  if (f.wants("guard")) runGuardSqlite(f, report);
   if (f.wants("readers")) {
     const std::string path = freshDatabase(f, "readers", {});
     auto manager = makeManager(path, readersConfiguration(f), false);

@@ -15,8 +15,13 @@ namespace dlm_bench {
 // Creates (after dropping) the database flags.dbName and flags.dbName_rt.
 void runPostgres(const Flags& flags, Report& report, Machine& machine);
 
-// SQLite: cycle (+ raw sqlite3 baseline), handoff, procs, readers, junk.
+// SQLite: cycle (+ raw sqlite3 baseline), handoff, procs, readers, junk,
+// guard.
 void runSqlite(const Flags& flags, Report& report, Machine& machine);
+
+// SQLite: an application transaction with and without guardWithin
+// (sqlite_guard.cpp).
+void runGuardSqlite(const Flags& flags, Report& report);
 
 // --- handoff, shared by both stores -----------------------------------------
 
