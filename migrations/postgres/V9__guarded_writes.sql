@@ -548,7 +548,8 @@ $$;
 -- of the hold waits for it, while other guards, SHARED co-holders and the
 -- holder's extend do not. Returns the hold's fencing token. DLM01 when the
 -- hold is gone or its lease has ended; the caller's transaction is then
--- aborted, so the work it did cannot commit. Writes nothing.
+-- aborted, so the work it did cannot commit. Changes no row: the row lock
+-- is one WAL record in the caller's transaction, flushed with its commit.
 CREATE OR REPLACE FUNCTION dlm_guard_within(p_key text, p_token text,
     p_shared boolean) RETURNS bigint
   LANGUAGE plpgsql SECURITY DEFINER
