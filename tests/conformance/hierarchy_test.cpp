@@ -1,6 +1,7 @@
 // The hierarchy rules of docs/design.md: a held "a.b" blocks "a", "a.b" and
 // "a.b.*", never "a.c" (or a look-alike such as "a.bc").
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "conformance/store_fixture.h"
@@ -91,6 +92,8 @@ TEST_P(Hierarchy, ConcurrentSiblingAcquisitionsAllSucceed) {
   for (int i = 0; i < kThreads; ++i) managers.push_back(manager());
   std::atomic<int> acquired{0};
   std::atomic<int> refused{0};
+  std::mutex errorsMutex;
+  std::string errors;
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
@@ -101,14 +104,16 @@ TEST_P(Hierarchy, ConcurrentSiblingAcquisitionsAllSucceed) {
           managers[i]->tryAcquireLock(lock);
           ++acquired;
           managers[i]->releaseLock(lock);
-        } catch (const DLMException&) {
+        } catch (const DLMException& e) {
           ++refused;
+          std::lock_guard<std::mutex> guard(errorsMutex);
+          errors += std::string(e.what()) + "\n";
         }
       }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(refused, 0);
+  EXPECT_EQ(refused, 0) << errors;
   EXPECT_EQ(acquired, kThreads * 20);
   EXPECT_TRUE(canTake(*managers[0], "parent"));
 }
