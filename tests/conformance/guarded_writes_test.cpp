@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,17 +272,24 @@ TEST_P(GuardedWrites, ChildrenOfAnExpiredParentAreAllGranted) {
   for (int i = 0; i < 4; ++i) rivals.push_back(manager());
   std::vector<std::thread> threads;
   std::atomic<int> granted{0};
+  std::mutex errorsMutex;
+  std::string errors;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
-      Lock child = rivals[static_cast<std::size_t>(i)]->getLockInstance(
-          "hall.a.c" + std::to_string(i), LockLevel::DC);
-      rivals[static_cast<std::size_t>(i)]->acquireLock(
-          child, std::chrono::seconds(30), std::chrono::seconds(5));
-      if (child.isAcquired()) ++granted;
+      try {
+        Lock child = rivals[static_cast<std::size_t>(i)]->getLockInstance(
+            "hall.a.c" + std::to_string(i), LockLevel::DC);
+        rivals[static_cast<std::size_t>(i)]->acquireLock(
+            child, std::chrono::seconds(30), std::chrono::seconds(20));
+        if (child.isAcquired()) ++granted;
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> guard(errorsMutex);
+        errors += std::string(e.what()) + "\n";
+      }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(granted.load(), 4);
+  EXPECT_EQ(granted.load(), 4) << errors;
   EXPECT_EQ(codeOf([&] { m->extendLock(parent); }), ErrorCode::LOCK_NOT_HELD);
 }
 
