@@ -22,12 +22,16 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 started=$SECONDS
 
-# The same configuration as scripts/test.sh's plain build.
+# The same configuration as scripts/test.sh's plain build (Ninja when
+# installed, each test program one unity translation unit).
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
 if [[ ! -f $build/CMakeCache.txt ]]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLM_WERROR=ON \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "${launcher[@]}" || exit 1
+  cmake "${generator[@]}" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDLM_WERROR=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" \
+    "-DDLM_UNITY_BUILD=${DLM_UNITY_BUILD:-TESTS}" "${launcher[@]}" || exit 1
 fi
 cmake --build "$build" -j"$jobs" --target dlm_unit_tests dlm_conformance_tests \
   dlm_store_contract_tests dlm_command_line_tests dlm_contention_tests dlmctl \

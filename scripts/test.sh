@@ -37,6 +37,10 @@
 # server take turns on the second cluster beside the others. ccache is used when installed. scripts/quick-test.sh is the quick
 # loop (unit, SQLite conformance, dlmctl on SQLite; no server).
 #
+# The builds use Ninja (ninja-build) and unity builds (DLM_UNITY_BUILD): the
+# test programs in the plain build, every target in the sanitizer builds;
+# DLM_UNITY_BUILD=OFF in the environment builds every file on its own.
+#
 # Prints PASS/FAIL per stage and overall with the elapsed time; exits 1 if
 # anything failed.
 set -uo pipefail
@@ -48,7 +52,7 @@ sanitizers=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitizers) sanitizers=0 ;;
-    -h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -56,7 +60,7 @@ done
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
   postgresql-15 pgbouncer pg-auto-failover-cli postgresql-15-auto-failover
-  python3-prometheus-client sqlite3 jq ccache)
+  python3-prometheus-client sqlite3 jq ccache ninja-build)
 
 started=$SECONDS
 summary=()
@@ -98,11 +102,19 @@ finish() {
 # shellcheck source=scripts/install-missing.sh
 source "$root/scripts/install-missing.sh"
 
+# Unity builds (DLM_UNITY_BUILD, CMakeLists.txt): the plain build compiles
+# each test program as one translation unit (the library and dlmctl file by
+# file, as users build them), the sanitizer builds every target so; each
+# build takes a sixth to a third less time. DLM_UNITY_BUILD=OFF (or TESTS,
+# ALL) in the environment sets it for all three builds.
+unity_plain=${DLM_UNITY_BUILD:-TESTS}
+unity_sanitizers=${DLM_UNITY_BUILD:-ALL}
+
 # build DIR [cmake -D options...] -- [targets...]
 # RelWithDebInfo unless an option sets CMAKE_BUILD_TYPE (the sanitizer builds
 # use Debug: -O0 halves their build time, and their tests are I/O-bound).
 build() {
-  local dir=$1 opts=() targets=()
+  local dir=$1 opts=() targets=() generator=()
   shift
   while (($# > 0)) && [[ $1 != -- ]]; do opts+=("$1"); shift; done
   (($# > 0)) && shift
@@ -115,7 +127,15 @@ build() {
   # nice 19, made timing-bound tests fail (row-lock waits, wake-up bounds).
   # ccache: a rerun recompiles only what changed.
   command -v ccache >/dev/null && opts=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache "${opts[@]}")
-  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLM_WERROR=ON \
+  # Ninja: it compiles a target's files while the libraries the target
+  # links are still being built, where Make waits for them (the unity
+  # builds' large units then share the two cores; the thread sanitizer
+  # build takes a quarter less). A directory configured before keeps the
+  # generator it has.
+  if [[ ! -f $dir/CMakeCache.txt ]] && command -v ninja >/dev/null; then
+    generator=(-G Ninja)
+  fi
+  cmake "${generator[@]}" -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLM_WERROR=ON \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_DEBUG=-g1" \
     "${opts[@]}" || return 1
   if ((${#targets[@]} > 0)); then
@@ -223,7 +243,8 @@ fi
 
 stage "PostgreSQL: start a throwaway cluster and PgBouncer" start_pg
 
-if stage "build (warnings as errors) -> build/ci" build "$root/build/ci"; then
+if stage "build (warnings as errors) -> build/ci" build "$root/build/ci" \
+  "-DDLM_UNITY_BUILD=$unity_plain"; then
   # The failover tests run beside the others, on servers of their own.
   if stage "pg_auto_failover: start a throwaway formation" start_ha; then
     stage "ctest (all tests: SQLite, PostgreSQL, failover)" \
@@ -244,7 +265,8 @@ if ((sanitizers)); then
   # Sanitizer builds leave out what they do not run (fault, failover and
   # upgrade tests, dlm_fairness, the busy-wait bench: EXCLUDE_FROM_ALL).
   if stage "build with address+undefined sanitizers -> build/asan" \
-    build "$root/build/asan" -DDLM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug; then
+    build "$root/build/asan" -DDLM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug \
+    "-DDLM_UNITY_BUILD=$unity_sanitizers"; then
     # Less the fairness runs: they measure shares of holds (run above and
     # under the thread sanitizer); the same code runs here in contention_*.
     # Less what only repeats code paths run here by other tests, to keep the
@@ -261,7 +283,8 @@ if ((sanitizers)); then
   # the stores' release listeners) and the contention workers.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
   if stage "build with thread sanitizer -> build/tsan" \
-    build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug -- \
+    build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug \
+    "-DDLM_UNITY_BUILD=$unity_sanitizers" -- \
     dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
     dlm_unit_tests dlm_conformance_tests; then
     # Not the PgBouncer runs: the same threads as the direct ones.

@@ -78,12 +78,6 @@ AcquireResult acquire(LockStore& store, const StoreKey& key,
   return store.tryAcquire(request);
 }
 
-// A fresh schema with dlm's migrations applied by the admin role.
-class MigratedSchema : public FreshSchema {
- public:
-  MigratedSchema() { internal::applyPostgresMigrations(options()); }
-};
-
 std::vector<int> pidsWhere(pqxx::connection& admin, const std::string& cond,
                            const std::string& arg) {
   pqxx::nontransaction tx(admin);

@@ -25,11 +25,9 @@ namespace dlm::test {
 
 using namespace std::chrono_literals;
 
-// A schema with dlm's migrations applied by the admin role.
-class AdminMigratedSchema : public FreshSchema {
- public:
-  AdminMigratedSchema() { internal::applyPostgresMigrations(options()); }
-};
+// A schema at the newest version, made by the admin connection
+// (support/pg_test_support.h).
+using AdminMigratedSchema = MigratedSchema;
 
 // Stores on a fresh migrated schema, each as another process would have,
 // logged in as a role that has nothing but dlm_client (operator calls:

@@ -45,12 +45,6 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-// A fresh schema with dlm's migrations applied by the admin role.
-class MigratedSchema : public FreshSchema {
- public:
-  MigratedSchema() { internal::applyPostgresMigrations(options()); }
-};
-
 // A loopback port nobody listens on (bound, then released).
 int closedPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

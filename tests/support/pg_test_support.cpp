@@ -5,6 +5,10 @@
 
 #include <cstdio>
 
+#include "postgres/pg_migrate.h"
+#include "schema/migration.h"
+#include "schema/schema_compat.h"
+
 namespace dlm::test {
 
 std::unique_ptr<pqxx::connection> adminConnection(const std::string& conninfo) {
@@ -43,6 +47,35 @@ PostgresStoreOptions FreshSchema::options(const std::string& connection) const {
   o.connection = connection;
   o.schema = name_;
   return o;
+}
+
+MigratedSchema::MigratedSchema() {
+  const auto& migrations = internal::postgresMigrations();
+  pqxx::connection& conn = admin();
+  int version = 0;
+  {
+    pqxx::work tx(conn);
+    // The migration path's lock ("dlm_mig", src/postgres/pg_migrate.cpp):
+    // other test programs make schemas at the same time, and the roles and
+    // their grants are the cluster's, shared by all.
+    tx.exec("SELECT pg_advisory_xact_lock(" +
+            std::to_string(0x646c6d5f6d6967LL) + ")");
+    tx.exec("SET LOCAL search_path = " + conn.quote_name(name()));
+    tx.exec(std::string(internal::postgresSchemaSql()));
+    for (const internal::Migration& m : migrations) {
+      tx.exec_params(
+          "UPDATE dlm_schema_version SET checksum = $1::bigint "
+          "WHERE version = $2::integer",
+          std::to_string(internal::migrationChecksum(m)), m.version);
+    }
+    const pqxx::row newest =
+        tx.exec1("SELECT coalesce(max(version), 0) FROM dlm_schema_version");
+    version = newest[0].as<int>();
+    tx.commit();
+  }
+  if (version < internal::latestVersion(migrations)) {
+    internal::applyPostgresMigrations(options());
+  }
 }
 
 ClientRole::ClientRole(pqxx::connection& admin)

@@ -178,19 +178,17 @@ class ClientStoreWithAdmin final : public LockStoreWrapper {
   std::shared_ptr<LockStore> admin_;
 };
 
-// A fresh schema with dlm's migrations applied by the schema owner, used
-// through a login role that has only dlm_client: a privilege the library
-// needs but the schema does not grant fails the suite. Only the operator
-// calls go through a dlm_admin login.
+// A fresh schema at the newest version (MigratedSchema: schema/postgres.sql
+// applied by the schema owner), used through a login role that has only
+// dlm_client: a privilege the library needs but the schema does not grant
+// fails the suite. Only the operator calls go through a dlm_admin login.
 //
 // Pooled: the stores connect through PgBouncer (transaction pooling) in
 // pooler-safe mode and listen for releases on a direct connection.
 class PostgresEnvironment final : public StoreEnvironment {
  public:
   explicit PostgresEnvironment(bool pooled)
-      : pooled_(pooled),
-        role_(migrated(schema_).admin()),
-        adminRole_(schema_.admin()) {
+      : pooled_(pooled), role_(schema_.admin()), adminRole_(schema_.admin()) {
     if (pooled_) {
       allowThroughPgbouncer(role_.name());
       allowThroughPgbouncer(adminRole_.name());
@@ -253,14 +251,9 @@ class PostgresEnvironment final : public StoreEnvironment {
     return o;
   }
 
-  static FreshSchema& migrated(FreshSchema& schema) {
-    PostgresStore(schema.options()).initialize(/*applyMigrations=*/true);
-    return schema;
-  }
-
   const bool pooled_;
-  FreshSchema schema_;
-  ClientRole role_;      // needs dlm_client, which the migration creates
+  MigratedSchema schema_;
+  ClientRole role_;      // needs dlm_client, which the schema creates
   AdminRole adminRole_;  // needs dlm_admin, likewise
   std::vector<std::unique_ptr<FreshSchema>> empty_;
 };
