@@ -18,7 +18,10 @@ class CountingStore final : public LockStoreWrapper {
   using LockStoreWrapper::LockStoreWrapper;
 
   std::atomic<int> calls{0};
+  // tryAcquire calls that got past the queued failures.
   std::atomic<int> acquires{0};
+  // Every tryAcquire call, failed ones too.
+  std::atomic<int> acquireAttempts{0};
   std::atomic<int> releases{0};
 
   // The next calls (of any kind) throw these, in order.
@@ -32,6 +35,7 @@ class CountingStore final : public LockStoreWrapper {
     LockStoreWrapper::initialize(apply);
   }
   AcquireResult tryAcquire(const AcquireRequest& r) override {
+    ++acquireAttempts;
     count();
     ++acquires;
     return LockStoreWrapper::tryAcquire(r);
