@@ -806,9 +806,12 @@ COMMENT ON FUNCTION dlm_force_release(p_key text) IS 'dlm (admin): frees a lock 
 -- dlm_guard_within: inside the caller's open transaction, checks that
 -- p_token holds p_key (its EXCLUSIVE hold, or with p_shared its SHARED
 -- hold) with a lease that has not expired (server clock, now), and locks
--- the hold's row FOR KEY SHARE until that transaction ends: every takeover
--- of the hold waits for it, while other guards, SHARED co-holders and the
--- holder's extend do not. Returns the hold's fencing token. DLM01 when the
+-- the hold's row until that transaction ends: an EXCLUSIVE hold's (the
+-- key's row) FOR SHARE, a SHARED hold's (its own row) FOR KEY SHARE. Every
+-- takeover of the hold waits for it (FOR UPDATE, FOR NO KEY UPDATE or a
+-- DELETE of that row); other guards of the hold, SHARED co-holders' guards
+-- and a SHARED holder's extend do not; an EXCLUSIVE holder's own extend and
+-- release (UPDATEs of the key's row) do. Returns the hold's fencing token. DLM01 when the
 -- hold is gone or its lease has ended; the caller's transaction is then
 -- aborted, so the work it did cannot commit. Changes no row: the row lock
 -- is one WAL record in the caller's transaction, flushed with its commit.
@@ -828,7 +831,7 @@ BEGIN
     SELECT l.fencing_token INTO v_fencing FROM dlm_locks l
      WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
        AND l.expires_at > clock_timestamp()
-       FOR KEY SHARE OF l;
+       FOR SHARE OF l;
   END IF;
   IF v_fencing IS NULL THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (its lease ended, or it was released or taken over)', p_key
@@ -1514,9 +1517,12 @@ COMMENT ON FUNCTION dlm_shown_key(p_key text) IS 'dlm (internal): a key shortene
 -- dlm_take_over_expired (internal): for an attempt that found nothing live
 -- in its way, the expired holds of its ancestors (p_ancestors) and of its
 -- descendants (p_desc_begin <= key < p_desc_end) that conflict with it
--- (EXCLUSIVE ones; SHARED ones too unless p_shared) are row-locked FOR
--- UPDATE, in key order, so a guarded transaction of their holder is waited
--- for (the caller's lock_timeout); then, in fresh statements, the first one
+-- (EXCLUSIVE ones; SHARED ones too unless p_shared) are row-locked, in key
+-- order: an EXCLUSIVE hold's row FOR NO KEY UPDATE (which the other
+-- acquirers' FOR KEY SHARE on an ancestor lets through, and a guard's FOR
+-- SHARE does not), a SHARED hold's row FOR UPDATE; so a guarded transaction
+-- of their holder is waited for (the caller's lock_timeout), and so is an
+-- extend in progress. Then, in fresh statements, the first one
 -- that is live again (extended meanwhile) is returned and nothing changes;
 -- otherwise they are taken over and NULL is returned. Runs as its caller
 -- (the schema owner).
@@ -1532,13 +1538,13 @@ BEGIN
   -- One index probe per key condition (see dlm_try_acquire).
   PERFORM 1 FROM dlm_locks l
     WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD'
-    ORDER BY l.resource FOR UPDATE OF l;
+    ORDER BY l.resource FOR NO KEY UPDATE OF l;
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   v_found := v_found + v_rows;
   PERFORM 1 FROM dlm_locks l
     WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
       AND l.status = 'HELD'
-    ORDER BY l.resource FOR UPDATE OF l;
+    ORDER BY l.resource FOR NO KEY UPDATE OF l;
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   v_found := v_found + v_rows;
   IF NOT p_shared THEN
@@ -1688,14 +1694,17 @@ BEGIN
   END IF;
   v_owner := v_client.owner;
 
-  -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
-  -- missing or purged meanwhile), then the target FOR UPDATE in both modes.
+  -- Intention locks, as in V3 but FOR KEY SHARE (V9): ancestors root first
+  -- (created when missing or purged meanwhile), then the target FOR UPDATE
+  -- in both modes. An ancestor's acquirer (FOR UPDATE) still waits for
+  -- them; a takeover of an expired ancestor's hold (FOR NO KEY UPDATE, see
+  -- dlm_take_over_expired) does not, so siblings never deadlock on it.
   IF v_depth > 1 THEN
     v_turns := 0;
     LOOP
       PERFORM 1 FROM dlm_locks l
         WHERE l.resource = ANY (p_keys[1:v_depth - 1])
-        ORDER BY l.resource FOR SHARE OF l;
+        ORDER BY l.resource FOR KEY SHARE OF l;
       GET DIAGNOSTICS v_count = ROW_COUNT;
       EXIT WHEN v_count >= v_depth - 1;
       v_turns := v_turns + 1;

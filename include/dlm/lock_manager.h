@@ -143,16 +143,17 @@ class DistributedLockManager {
   // or SqliteTransaction adapter) depend on holding `lock`: checks, in `tx`,
   // that the lock is still held with a lease that has not expired, and keeps
   // it from being taken over until `tx` commits or rolls back. The lock stays
-  // held afterwards (release it after the transaction ends; on PostgreSQL a
-  // SHARED release made while the guarded transaction is open waits for it).
+  // held afterwards (release it after the transaction ends: on PostgreSQL a
+  // release, and an EXCLUSIVE lock's renewal, made while the guarded
+  // transaction is open waits for it, at most rowLockWait).
   // One statement in `tx`, no commit of its own. A holder paused past its
   // TTL (GC, swap, a stopped VM) whose lock was taken meanwhile then cannot
   // commit: LOCK_NOT_HELD, and `tx` is made unable to commit (as commitLock
   // does). LOCK_NOT_HELD also when the handle holds nothing. The lease keeps
   // running while `tx` is open: a takeover after it ends waits for `tx`
   // (PostgreSQL: rowLockWait, then LOCK_UNAVAILABLE; SQLite: busyTimeout),
-  // so keep guarded transactions well inside the TTL, or keep the lock
-  // renewed (LockGuard). INVALID_ARGUMENT and CONNECTION_ERROR as commitLock.
+  // so keep guarded transactions well inside the TTL. INVALID_ARGUMENT and
+  // CONNECTION_ERROR as commitLock.
   void guardWithin(Lock& lock, AppTransaction& tx);
   // For a temporary adapter: guardWithin(lock, PostgresTransaction(tx)).
   void guardWithin(Lock& lock, AppTransaction&& tx) { guardWithin(lock, tx); }

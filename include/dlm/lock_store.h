@@ -207,10 +207,12 @@ class LockStore {
   // store's kind), checks that `token` holds `key` in `mode` with a lease
   // that has not expired, and keeps that hold from being taken over until
   // `tx` ends. The hold itself is left as it is: it stays held after `tx`
-  // commits or rolls back. PostgreSQL: a FOR KEY SHARE lock on the hold's
-  // row (dlm_guard_within), which other guards, SHARED co-holders and the
-  // holder's own extend pass, and every takeover of the hold waits for
-  // (rowLockWait, then LOCK_UNAVAILABLE). SQLite: a read of the hold in `tx`;
+  // commits or rolls back. PostgreSQL: a row lock on the hold's row
+  // (dlm_guard_within: FOR SHARE on the key's row for EXCLUSIVE, FOR KEY
+  // SHARE on the hold's own row for SHARED), which other guards of the hold
+  // and SHARED co-holders pass, and every takeover of the hold waits for
+  // (rowLockWait, then LOCK_UNAVAILABLE); so do an EXCLUSIVE holder's own
+  // extend and release. SQLite: a read of the hold in `tx`;
   // the file's write lock (BEGIN IMMEDIATE) keeps every takeover waiting,
   // and in a transaction that has not written yet, a takeover that commits
   // first makes its first write fail (SQLITE_BUSY). When `token` no longer

@@ -3,24 +3,29 @@
 --
 -- - dlm_guard_within(key, token, shared): called inside the application's
 --   own transaction, checks that the token holds the key (EXCLUSIVE, or
---   its SHARED hold) with a lease that has not expired, and takes FOR KEY
---   SHARE on the hold's row, kept until that transaction ends. DLM01 when
---   the hold is gone or its lease has ended (LOCK_NOT_HELD; the
---   transaction cannot commit). FOR KEY SHARE passes other guards, SHARED
---   co-holders and the holder's own extend (an UPDATE that changes no key
---   column), and stops every takeover, which locks the row FOR UPDATE (a
---   DELETE for a SHARED hold) and so waits for the guarded transaction
---   (lock_timeout: the library's rowLockWait, then LOCK_UNAVAILABLE).
+--   its SHARED hold) with a lease that has not expired, and row-locks the
+--   hold's row until that transaction ends: the key's row FOR SHARE for an
+--   EXCLUSIVE hold, the hold's own row FOR KEY SHARE for a SHARED one.
+--   DLM01 when the hold is gone or its lease has ended (LOCK_NOT_HELD; the
+--   transaction cannot commit). Other guards of the hold and SHARED
+--   co-holders' guards pass it; every takeover waits for it (lock_timeout:
+--   the library's rowLockWait, then LOCK_UNAVAILABLE). An EXCLUSIVE
+--   holder's own extend and release wait for it too; a SHARED holder's
+--   extend does not.
+-- - Ancestors are row-locked FOR KEY SHARE instead of FOR SHARE: an
+--   ancestor's acquirer (FOR UPDATE) still waits for them, and a takeover
+--   of an ancestor's expired hold (FOR NO KEY UPDATE) does not, so two
+--   acquirers of children of one expired parent never deadlock.
 -- - Takeovers of other keys' holds. An acquire used to pass over an
 --   expired hold of an ancestor or a descendant and leave it on its row:
 --   its holder could still extend it afterwards (two live holds in
 --   conflict) and a guard on it would not have been waited for. Now an
---   acquire that passes over such holds locks their rows FOR UPDATE,
---   checks again in a fresh statement (one extended meanwhile is live and
---   refuses), and takes them over: an EXCLUSIVE hold's row becomes FREE
---   without its token, a SHARED hold is deleted. The fast path leaves any
---   call with a hold of another key in the way, expired or not, to the
---   general path.
+--   acquire that passes over such holds row-locks them (FOR NO KEY UPDATE;
+--   a SHARED hold's row FOR UPDATE), checks again in a fresh statement
+--   (one extended meanwhile is live and refuses), and takes them over: an
+--   EXCLUSIVE hold's row becomes FREE without its token, a SHARED hold is
+--   deleted. The fast path leaves any call with a hold of another key in
+--   the way, expired or not, to the general path.
 -- - dlm_extend_shared takes FOR KEY SHARE on the key's row before it
 --   extends: an EXCLUSIVE acquire of the key (FOR UPDATE on that row) that
 --   found the SHARED hold expired could otherwise delete it right after
@@ -39,9 +44,12 @@
 -- dlm_take_over_expired (internal): for an attempt that found nothing live
 -- in its way, the expired holds of its ancestors (p_ancestors) and of its
 -- descendants (p_desc_begin <= key < p_desc_end) that conflict with it
--- (EXCLUSIVE ones; SHARED ones too unless p_shared) are row-locked FOR
--- UPDATE, in key order, so a guarded transaction of their holder is waited
--- for (the caller's lock_timeout); then, in fresh statements, the first one
+-- (EXCLUSIVE ones; SHARED ones too unless p_shared) are row-locked, in key
+-- order: an EXCLUSIVE hold's row FOR NO KEY UPDATE (which the other
+-- acquirers' FOR KEY SHARE on an ancestor lets through, and a guard's FOR
+-- SHARE does not), a SHARED hold's row FOR UPDATE; so a guarded transaction
+-- of their holder is waited for (the caller's lock_timeout), and so is an
+-- extend in progress. Then, in fresh statements, the first one
 -- that is live again (extended meanwhile) is returned and nothing changes;
 -- otherwise they are taken over and NULL is returned. Runs as its caller
 -- (the schema owner).
@@ -58,13 +66,13 @@ BEGIN
   -- One index probe per key condition (see dlm_try_acquire).
   PERFORM 1 FROM dlm_locks l
     WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD'
-    ORDER BY l.resource FOR UPDATE OF l;
+    ORDER BY l.resource FOR NO KEY UPDATE OF l;
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   v_found := v_found + v_rows;
   PERFORM 1 FROM dlm_locks l
     WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
       AND l.status = 'HELD'
-    ORDER BY l.resource FOR UPDATE OF l;
+    ORDER BY l.resource FOR NO KEY UPDATE OF l;
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   v_found := v_found + v_rows;
   IF NOT p_shared THEN
@@ -212,14 +220,17 @@ BEGIN
   END IF;
   v_owner := v_client.owner;
 
-  -- Intention locks, as in V3: ancestors FOR SHARE root first (created when
-  -- missing or purged meanwhile), then the target FOR UPDATE in both modes.
+  -- Intention locks, as in V3 but FOR KEY SHARE (V9): ancestors root first
+  -- (created when missing or purged meanwhile), then the target FOR UPDATE
+  -- in both modes. An ancestor's acquirer (FOR UPDATE) still waits for
+  -- them; a takeover of an expired ancestor's hold (FOR NO KEY UPDATE, see
+  -- dlm_take_over_expired) does not, so siblings never deadlock on it.
   IF v_depth > 1 THEN
     v_turns := 0;
     LOOP
       PERFORM 1 FROM dlm_locks l
         WHERE l.resource = ANY (p_keys[1:v_depth - 1])
-        ORDER BY l.resource FOR SHARE OF l;
+        ORDER BY l.resource FOR KEY SHARE OF l;
       GET DIAGNOSTICS v_count = ROW_COUNT;
       EXIT WHEN v_count >= v_depth - 1;
       v_turns := v_turns + 1;
@@ -544,9 +555,12 @@ $$;
 -- dlm_guard_within: inside the caller's open transaction, checks that
 -- p_token holds p_key (its EXCLUSIVE hold, or with p_shared its SHARED
 -- hold) with a lease that has not expired (server clock, now), and locks
--- the hold's row FOR KEY SHARE until that transaction ends: every takeover
--- of the hold waits for it, while other guards, SHARED co-holders and the
--- holder's extend do not. Returns the hold's fencing token. DLM01 when the
+-- the hold's row until that transaction ends: an EXCLUSIVE hold's (the
+-- key's row) FOR SHARE, a SHARED hold's (its own row) FOR KEY SHARE. Every
+-- takeover of the hold waits for it (FOR UPDATE, FOR NO KEY UPDATE or a
+-- DELETE of that row); other guards of the hold, SHARED co-holders' guards
+-- and a SHARED holder's extend do not; an EXCLUSIVE holder's own extend and
+-- release (UPDATEs of the key's row) do. Returns the hold's fencing token. DLM01 when the
 -- hold is gone or its lease has ended; the caller's transaction is then
 -- aborted, so the work it did cannot commit. Changes no row: the row lock
 -- is one WAL record in the caller's transaction, flushed with its commit.
@@ -567,7 +581,7 @@ BEGIN
     SELECT l.fencing_token INTO v_fencing FROM dlm_locks l
      WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
        AND l.expires_at > clock_timestamp()
-       FOR KEY SHARE OF l;
+       FOR SHARE OF l;
   END IF;
   IF v_fencing IS NULL THEN
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (its lease ended, or it was released or taken over)', p_key

@@ -125,24 +125,26 @@ TEST_P(GuardedWrites, ATakeoverWaitsForTheGuardedTransactionThenSucceeds) {
   EXPECT_FALSE(m->releaseLock(lock));
 }
 
-TEST_P(GuardedWrites, TheHoldersOwnRenewalPassesItsGuard) {
+// PostgreSQL: the EXCLUSIVE guard (FOR SHARE on the key's row) holds back
+// the holder's own renewal until the transaction ends; a SHARED guard (FOR
+// KEY SHARE on the hold's own row) lets its holder's renewal through.
+TEST_P(GuardedWrites, AnExclusiveRenewalWaitsForTheGuardASharedOneDoesNot) {
   if (GetParam() == "sqlite") {
     GTEST_SKIP() << "SQLite: the guarded transaction holds the file's write "
                     "lock, which every dlm write waits for (documented)";
   }
-  auto m = manager();
+  auto m = manager("", "farm1", rivalConfig());
   Lock lock = m->getLockInstance("invoice-5", LockLevel::DC);
   m->tryAcquireLock(lock, milliseconds(5000));
-  auto app = env().beginAppTransaction();
-  m->guardWithin(lock, app->adapter());
-  const StoreTime before = lock.expiresAt();
-  std::this_thread::sleep_for(milliseconds(5));
-  m->extendLock(lock, milliseconds(10000));
-  EXPECT_GT(lock.expiresAt(), before);
-  // A SHARED hold's renewal passes its guard too.
   Lock reader = m->getLockInstance("invoice-5r", LockLevel::DC, LockMode::SHARED);
   m->tryAcquireLock(reader, milliseconds(5000));
+  auto app = env().beginAppTransaction();
+  m->guardWithin(lock, app->adapter());
   m->guardWithin(reader, app->adapter());
+  EXPECT_EQ(codeOf([&] { m->extendLock(lock, milliseconds(10000)); }),
+            ErrorCode::RETRIES_EXHAUSTED)
+      << "the key's row is the guard's until the transaction ends";
+  EXPECT_TRUE(lock.isAcquired());
   const StoreTime readerBefore = reader.expiresAt();
   std::this_thread::sleep_for(milliseconds(5));
   m->extendLock(reader, milliseconds(10000));
@@ -150,6 +152,9 @@ TEST_P(GuardedWrites, TheHoldersOwnRenewalPassesItsGuard) {
   app->write("invoice-5 paid");
   app->commit();
   EXPECT_TRUE(env().appRowExists("invoice-5 paid"));
+  const StoreTime before = lock.expiresAt();
+  m->extendLock(lock, milliseconds(10000));
+  EXPECT_GT(lock.expiresAt(), before);
   EXPECT_TRUE(m->releaseLock(lock));
   EXPECT_TRUE(m->releaseLock(reader));
 }
