@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -82,6 +83,10 @@ class ClusteredLockService {
   // thread touches it while it is used without the mutex).
   bool take(const Id& id, Lock& out);
   void put(const Id& id, Lock lock);
+  // Runs `call` on this owner's held lock on `resource` (LOCK_NOT_HELD when
+  // there is none) and keeps the lock afterwards unless it was lost.
+  void withHeldLock(const std::string& resource,
+                    const std::function<void(Lock&)>& call);
   bool acquire(const std::string& resource, std::chrono::milliseconds ttl,
                const std::chrono::milliseconds* waitTime, LockMode mode);
 

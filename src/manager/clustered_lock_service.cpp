@@ -118,8 +118,8 @@ bool ClusteredLockService::rollbackLock(const std::string& resource) {
   return releaseLock(resource);
 }
 
-void ClusteredLockService::commitLock(const std::string& resource,
-                                      AppTransaction& tx) {
+void ClusteredLockService::withHeldLock(
+    const std::string& resource, const std::function<void(Lock&)>& call) {
   const Id id{currentOwner(), resource};
   Lock lock = manager_.getLockInstance(resource, level_);
   if (!take(id, lock)) {
@@ -127,31 +127,25 @@ void ClusteredLockService::commitLock(const std::string& resource,
                        "'" + resource + "' is not held by this owner");
   }
   try {
-    manager_.commitLock(lock, tx);
+    call(lock);
   } catch (...) {
+    // Still this owner's to release unless the call found it lost.
     if (lock.isAcquired()) put(id, std::move(lock));
     throw;
   }
-  // Kept (release pending) so rollbackLock can free it if tx rolls back.
   put(id, std::move(lock));
+}
+
+void ClusteredLockService::commitLock(const std::string& resource,
+                                      AppTransaction& tx) {
+  // Kept afterwards (release pending) so rollbackLock can free it if tx
+  // rolls back.
+  withHeldLock(resource, [&](Lock& lock) { manager_.commitLock(lock, tx); });
 }
 
 void ClusteredLockService::guardWithin(const std::string& resource,
                                        AppTransaction& tx) {
-  const Id id{currentOwner(), resource};
-  Lock lock = manager_.getLockInstance(resource, level_);
-  if (!take(id, lock)) {
-    throw DLMException(ErrorCode::LOCK_NOT_HELD,
-                       "'" + resource + "' is not held by this owner");
-  }
-  try {
-    manager_.guardWithin(lock, tx);
-  } catch (...) {
-    // Still this owner's to release (a guard leaves the hold as it was).
-    put(id, std::move(lock));
-    throw;
-  }
-  put(id, std::move(lock));
+  withHeldLock(resource, [&](Lock& lock) { manager_.guardWithin(lock, tx); });
 }
 
 bool ClusteredLockService::holdsLock(const std::string& resource) {

@@ -238,6 +238,25 @@ TEST_P(GuardedWrites, GuardingNeedsAHeldLockAndThisStoresTransaction) {
   EXPECT_TRUE(m->releaseLock(lock));
 }
 
+TEST_P(GuardedWrites, TheClusteredLockServiceGuardsThisOwnersLock) {
+  auto m = manager();
+  ClusteredLockService service(*m);  // XDC locks
+  ASSERT_TRUE(service.getLock("ledger", milliseconds(30000)));
+  {
+    auto app = env().beginAppTransaction();
+    service.guardWithin("ledger", app->adapter());
+    app->write("ledger posted");
+    app->commit();
+  }
+  EXPECT_TRUE(env().appRowExists("ledger posted"));
+  EXPECT_TRUE(service.holdsLock("ledger")) << "still held after the guard";
+  auto app = env().beginAppTransaction();
+  EXPECT_EQ(codeOf([&] { service.guardWithin("not-mine", app->adapter()); }),
+            ErrorCode::LOCK_NOT_HELD);
+  app->rollback();
+  EXPECT_TRUE(service.releaseLock("ledger"));
+}
+
 // Without guards: an expired hold that an acquisition of a child or a parent
 // passed over is taken over, so its holder cannot extend it back to life
 // beside the new holder.
