@@ -4,8 +4,8 @@
 // libpqxx on the application's own connection (as an application does);
 // then server time and WAL per transaction of each (pg_stat_statements,
 // pg_stat_wal): the guard is one statement in the transaction and must add
-// no WAL flush (its FOR KEY SHARE row lock writes a WAL record, flushed with
-// the transaction's own commit).
+// no WAL flush (its row lock, FOR SHARE on the key's row, writes a WAL
+// record, flushed with the transaction's own commit).
 #include <dlm/postgres_store.h>
 #include <fmt/format.h>
 
@@ -93,7 +93,7 @@ Operation appTransaction(const std::string& conninfo,
 }
 
 constexpr const char* kTransactionNote =
-    "BEGIN; guardWithin (dlm_guard_within: FOR KEY SHARE on the lock's row); "
+    "BEGIN; guardWithin (dlm_guard_within: FOR SHARE on the key's row); "
     "UPDATE one row of bench_app; COMMIT, libpqxx on the application's own "
     "connection";
 
