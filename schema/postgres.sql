@@ -704,8 +704,9 @@ COMMENT ON FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint)
 -- p_owner (a digest) for p_key (its ancestors, descendant range and mode,
 -- and its age p_my_at for the queue edges): the keys along a cycle back to
 -- p_owner, starting with p_key, and the other owners on it; or '{}' and
--- '{}'. Breadth first, each owner once;
--- at most 1,000 owners are visited: past that the walk stops and answers
+-- '{}'. Breadth first, each owner once; a request of another owner that
+-- its own hold blocks is not followed (that owner's wait ends at once).
+-- At most 1,000 owners are visited: past that the walk stops and answers
 -- '{}' (the wait goes on and ends at its timeout), so its work is bounded
 -- whatever the graph. Runs as its caller (the schema owner).
 CREATE FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) RETURNS record
@@ -741,13 +742,18 @@ BEGIN
 
   WHILE v_next <= cardinality(v_owners) AND v_next <= 1000 LOOP
     FOR v_hop IN
-      SELECT r.resource, b.owner_id
-        FROM dlm_lock_requests r
-        CROSS JOIN LATERAL dlm_wait_blockers(
-          r.resource, r.ancestors, r.desc_begin, r.desc_end,
-          r.mode = 'SHARED', r.requested_at, r.owner_id, p_now) b
-       WHERE r.owner_id = v_owners[v_next] AND r.expires_at > p_now
-       ORDER BY r.resource, b.owner_id
+      SELECT e.resource, e.owner_id
+        FROM (SELECT r.resource, b.owner_id,
+                     bool_or(b.owner_id = r.owner_id)
+                       OVER (PARTITION BY r.resource) AS self_blocked
+                FROM dlm_lock_requests r
+                CROSS JOIN LATERAL dlm_wait_blockers(
+                  r.resource, r.ancestors, r.desc_begin, r.desc_end,
+                  r.mode = 'SHARED', r.requested_at, r.owner_id, p_now) b
+               WHERE r.owner_id = v_owners[v_next]
+                 AND r.expires_at > p_now) e
+       WHERE NOT e.self_blocked
+       ORDER BY e.resource, e.owner_id
     LOOP
       IF v_hop.owner_id = p_owner THEN
         v_cycle := ARRAY[v_hop.resource];
@@ -2295,4 +2301,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (6, 'faster acquire and release', 4),
          (7, 'tenancy owner digests and request leases', 4),
          (8, 'limits and acquisition time', 4),
-         (9, 'guarded writes', 4);
+         (9, 'guarded writes', 4),
+         (10, 'no deadlock through a cycle of one', 4);

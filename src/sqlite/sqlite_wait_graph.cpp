@@ -3,10 +3,12 @@
 // in that request's way: live holds that conflict with it (its own holds
 // included: holding SHARED `a` and asking EXCLUSIVE `a` is a cycle of one)
 // and older live requests of other owners that conflict with it (fair
-// queueing makes it wait for them). The walk runs inside the registration's
+// queueing makes it wait for them). A request of another owner that its own
+// owner's hold blocks is not followed: that owner's wait ends at once. The walk runs inside the registration's
 // write transaction, so no registration can change the graph meanwhile.
 #include "sqlite/sqlite_wait_graph.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -86,7 +88,15 @@ std::vector<std::string> findCycle(Connection& c, const Waiting& start,
       if (step.owner == me) return step.path;
       if (!expanded.insert(step.owner).second) continue;
       for (const auto& waiting : requestsOf(c, step.owner, now)) {
-        for (auto& owner : waitedForOwners(c, waiting, now)) {
+        auto owners = waitedForOwners(c, waiting, now);
+        // Blocked by its own owner's hold: a cycle of one, which ends that
+        // owner's wait at once (told, or its leftover released); no one
+        // else waits on it for ever.
+        if (std::find(owners.begin(), owners.end(), step.owner) !=
+            owners.end()) {
+          continue;
+        }
+        for (auto& owner : owners) {
           if (owner != me && expanded.count(owner) != 0) continue;
           auto path = step.path;
           path.push_back(waiting.path.key);

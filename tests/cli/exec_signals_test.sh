@@ -194,9 +194,9 @@ status=0
 [ "$status" = 3 ] || fail "held -E 3: exit status $status, wanted 3"
 t0=$(now_ms)
 status=0
-"${dl[@]}" exec -w 0.6 --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?
+"${dl[@]}" exec -w 0.6 --lock held.lock -- touch "$dir/ran" 2>"$dir/w06.err" || status=$?
 t1=$(now_ms)
-[ "$status" = 75 ] || fail "held -w 0.6: exit status $status, wanted 75"
+[ "$status" = 75 ] || fail "held -w 0.6: exit status $status, wanted 75: $(cat "$dir/w06.err")"
 ((t1 - t0 >= 600 && t1 - t0 < 3000)) || fail "-w 0.6 gave up after $((t1 - t0)) ms"
 echo "held elsewhere: 75, -E 3 gives 3, -w 0.6 gave up after $((t1 - t0)) ms"
 [ ! -e "$dir/ran" ] || fail "a command ran while the lock was held elsewhere"

@@ -183,6 +183,35 @@ TEST_P(Waiting, ARequestOfACrashedWaiterIsIgnoredAfterItsDeadline) {
   });
 }
 
+// Right after a server restart an owner can hold a key it does not know of
+// (an acquisition whose reply was lost) while its thread waits for a key that
+// this hold blocks: a cycle of one, which ends that owner's wait at once. A
+// second owner whose wait meets that request is not in a deadlock.
+TEST_P(Waiting, AnotherOwnersCycleOfOneIsNoDeadlockForMe) {
+  auto m = manager();
+  Lock jobB = m->getLockInstance("job.b", LockLevel::DC);
+  Lock jobA = m->getLockInstance("job.a", LockLevel::DC);
+  Lock job = m->getLockInstance("job", LockLevel::DC);
+  asOwner("b", [&] { m->tryAcquireLock(jobB); });
+  // a waits for `job` (in b's way: its child job.b is held) ...
+  const WaitRegistration r = m->store().registerWait(WaitRequest{
+      StoreKey{job.storeKey(), {}, job.storeKey() + ".", job.storeKey() + "/"},
+      "a", milliseconds(5000)});
+  ASSERT_TRUE(r.deadlockCycle.empty());
+  // ... and holds job.a, which its own request for `job` now waits for.
+  asOwner("a", [&] { m->tryAcquireLock(jobA); });
+  asOwner("b", [&] {
+    Lock wantJobA = m->getLockInstance("job.a", LockLevel::DC);
+    EXPECT_EQ(codeOf([&] {
+                m->acquireLock(wantJobA, milliseconds(1000), milliseconds(100));
+              }),
+              ErrorCode::LOCK_UNAVAILABLE)
+        << "b waits for a's hold of job.a; a's request for `job` waits for "
+           "b's job.b but also for a's own job.a, so a's wait ends without "
+           "b: no deadlock";
+  });
+}
+
 TEST_P(Waiting, AReleaseWakesAWaiterLongBeforeItsNextPoll) {
   LockConfiguration slow = fastConfig();
   slow.sleepBetweenRetries = std::chrono::seconds(30);

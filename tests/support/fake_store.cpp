@@ -501,7 +501,12 @@ WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
       if (!seen.insert(owner).second) continue;
       for (auto& [id, req] : requests_) {
         if (id.first != owner) continue;
-        for (auto& o : waitsFor(req.key, req.mode, owner, req.requestedAt)) {
+        auto owners = waitsFor(req.key, req.mode, owner, req.requestedAt);
+        // Blocked by its own owner: a cycle of one that ends that wait.
+        if (std::find(owners.begin(), owners.end(), owner) != owners.end()) {
+          continue;
+        }
+        for (auto& o : owners) {
           auto p = path;
           p.push_back(req.key.key);
           next.push_back({o, std::move(p)});
