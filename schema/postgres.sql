@@ -543,8 +543,9 @@ CREATE FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, O
     AS $$
 #variable_conflict use_column
 DECLARE
-  v_client text;
-  v_row    record;
+  v_client       text;
+  v_row          record;
+  v_lock_timeout text;
 BEGIN
   v_client := dlm_scope_client(dlm_key_scope(p_key));
   SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
@@ -553,13 +554,17 @@ BEGIN
       RETURN;
     END IF;
     -- First use. A concurrent first use of the same client waits here for
-    -- the other's transaction (bounded by the caller's lock_timeout), then
-    -- finds its row.
+    -- the other's transaction, then finds its row. Not bounded by the
+    -- caller's lock_timeout (rowLockWait): that bound answers "the key is
+    -- busy", and no key is. The call's statement_timeout bounds it.
+    v_lock_timeout := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', '0', true);
     INSERT INTO dlm_clients AS c
         (client_id, role_oid, role_name, first_use, bound_by)
       SELECT v_client, r.oid, r.rolname, true, session_user
         FROM pg_roles r WHERE r.rolname = session_user
       ON CONFLICT (client_id) DO NOTHING;
+    PERFORM set_config('lock_timeout', v_lock_timeout, true);
     SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
   END IF;
   IF NOT coalesce(pg_has_role(session_user, v_row.role_oid, 'MEMBER'), false) THEN
@@ -2302,4 +2307,4 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (7, 'tenancy owner digests and request leases', 4),
          (8, 'limits and acquisition time', 4),
          (9, 'guarded writes', 4),
-         (10, 'no deadlock through a cycle of one', 4);
+         (10, 'first use waited for, no deadlock through a cycle of one', 4);

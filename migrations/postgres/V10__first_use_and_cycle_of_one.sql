@@ -1,7 +1,15 @@
--- dlm migration V10: no deadlock reported through another owner's own
--- cycle. Applied in one transaction after V9, in the same schema; records
--- version 10. Re-runnable.
+-- dlm migration V10: a first use of a client that is waited for, and no
+-- deadlock reported through another owner's own cycle. Applied in one
+-- transaction after V9, in the same schema; records version 10.
+-- Re-runnable.
 --
+-- - dlm_client_for: the first use of a client id (the INSERT that binds it
+--   to the login's role) waits for a concurrent first use of the same id
+--   without the caller's lock_timeout. Two processes starting together
+--   used to see one of their first acquisitions answer "held by someone
+--   else" (the lock_timeout of the wait for the other's binding, read as a
+--   busy key) for a key nobody held. The call's statement_timeout still
+--   bounds the wait.
 -- - dlm_find_cycle no longer follows a request that its own owner's hold
 --   blocks. Such a request is a cycle of one, and its owner's wait ends at
 --   once: it is told DEADLOCK_DETECTED, or it finds that the hold is a
@@ -13,10 +21,10 @@
 --   request queued behind its own) was told DEADLOCK_DETECTED for a cycle
 --   that was not one.
 --
--- Rolling upgrade: one internal function replaced, same signature; every
--- library of schema 4 and later calls it through dlm_register_wait and
--- dlm_wait_cycle and gets the same answers, but for the false cycles above.
--- compatible_from = 4.
+-- Rolling upgrade: two internal functions replaced, same signatures; every
+-- library of schema 4 and later reaches them through the client functions
+-- and gets the same answers, but for the false "busy" and the false cycles
+-- above. compatible_from = 4.
 
 -- ----------------------------------------------------------- functions
 
@@ -104,7 +112,59 @@ BEGIN
 END
 $$;
 
--- Pinned to this schema as every dlm function is (V9's rule): pg_catalog
+-- dlm_client_for (internal): the binding of p_key's client, checked: the
+-- login must be a member of its role (42501 otherwise, naming both). An
+-- unbound client is bound to the login when p_bind (acquire, wait), else
+-- answered as a row with a NULL client_id (release, extend, unregister:
+-- only holds and requests made before V7 can be under an unbound client).
+CREATE OR REPLACE FUNCTION dlm_client_for(
+    p_key text, p_bind boolean,
+    OUT client_id text, OUT separator text, OUT hierarchy boolean)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_client       text;
+  v_row          record;
+  v_lock_timeout text;
+BEGIN
+  v_client := dlm_scope_client(dlm_key_scope(p_key));
+  SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
+  IF NOT FOUND THEN
+    IF NOT p_bind THEN
+      RETURN;
+    END IF;
+    -- First use. A concurrent first use of the same client waits here for
+    -- the other's transaction, then finds its row. Not bounded by the
+    -- caller's lock_timeout (rowLockWait): that bound answers "the key is
+    -- busy", and no key is. The call's statement_timeout bounds it.
+    v_lock_timeout := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', '0', true);
+    INSERT INTO dlm_clients AS c
+        (client_id, role_oid, role_name, first_use, bound_by)
+      SELECT v_client, r.oid, r.rolname, true, session_user
+        FROM pg_roles r WHERE r.rolname = session_user
+      ON CONFLICT (client_id) DO NOTHING;
+    PERFORM set_config('lock_timeout', v_lock_timeout, true);
+    SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
+  END IF;
+  IF NOT coalesce(pg_has_role(session_user, v_row.role_oid, 'MEMBER'), false) THEN
+    RAISE EXCEPTION 'dlm: client "%" is bound to role "%"; login "%" is not a member of it',
+      v_client,
+      coalesce((SELECT r.rolname FROM pg_roles r WHERE r.oid = v_row.role_oid),
+               v_row.role_name),
+      session_user
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'GRANT that role to the login, or have an admin bind the client to the service''s role (dlmctl clients bind).';
+  END IF;
+  client_id := v_row.client_id;
+  separator := v_row.separator;
+  hierarchy := v_row.hierarchy;
+END
+$$;
+
+-- Both pinned to this schema as every dlm function is (V9's rule): pg_catalog
 -- first, pg_temp last.
 DO $$
 BEGIN
@@ -113,9 +173,11 @@ BEGIN
   END IF;
   EXECUTE format('ALTER FUNCTION dlm_find_cycle(text, text[], text, text, boolean, timestamptz, text, timestamptz) SET search_path = pg_catalog, %I, pg_temp',
                  current_schema());
+  EXECUTE format('ALTER FUNCTION dlm_client_for(text, boolean) SET search_path = pg_catalog, %I, pg_temp',
+                 current_schema());
 END
 $$;
 
 INSERT INTO dlm_schema_version (version, description, compatible_from)
-  VALUES (10, 'no deadlock through a cycle of one', 4)
+  VALUES (10, 'first use waited for, no deadlock through a cycle of one', 4)
   ON CONFLICT (version) DO NOTHING;
