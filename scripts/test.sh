@@ -14,13 +14,16 @@
 #    in front of the first (scripts/pgbouncer.sh, transaction pooling;
 #    DLM_TEST_PGBOUNCER_*), and stops them on exit whatever happens;
 # 4. runs every ctest test (SQLite and PostgreSQL), then `dlmctl demo` on
-#    both stores; the fault tests among them (tests/faults, label "faults",
+#    both stores, then builds the Debian packages from build/ci, installs
+#    them, builds programs against them, applies their schema and removes
+#    them (scripts/check-packages.sh); the fault tests among them (tests/faults, label "faults",
 #    about a minute) restart the second cluster, terminate its backends and
 #    stall it behind a proxy, one at a time, and leave it running; the
 #    failover tests (label "ha") among them on a pg_auto_failover formation
 #    of their own (scripts/pg-auto-failover.sh; scripts/ha-test.sh runs
 #    them alone);
-# 5. an address+undefined sanitizer build (build/asan) runs every test again
+# 5. an address+undefined sanitizer build (build/asan, a static libdlm: the
+#    plain build's is shared) runs every test again
 #    but, to keep the command short, the fairness runs, the contention runs
 #    and the store contract through PgBouncer (conformance_pgbouncer keeps
 #    the pooler-safe path under the sanitizer), the mixed-fleet upgrade (it exercises the previous
@@ -60,7 +63,8 @@ done
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
   libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
   postgresql-15 pgbouncer pg-auto-failover-cli postgresql-15-auto-failover
-  python3-prometheus-client sqlite3 jq ccache ninja-build)
+  python3-prometheus-client sqlite3 jq ccache ninja-build dpkg-dev file man-db
+  groff-base)
 
 started=$SECONDS
 summary=()
@@ -243,8 +247,10 @@ fi
 
 stage "PostgreSQL: start a throwaway cluster and PgBouncer" start_pg
 
+# A shared libdlm installed under /usr: the build the packages are made of.
 if stage "build (warnings as errors) -> build/ci" build "$root/build/ci" \
-  "-DDLM_UNITY_BUILD=$unity_plain"; then
+  "-DDLM_UNITY_BUILD=$unity_plain" -DBUILD_SHARED_LIBS=ON \
+  -DCMAKE_INSTALL_PREFIX=/usr; then
   # The failover tests run beside the others, on servers of their own.
   if stage "pg_auto_failover: start a throwaway formation" start_ha; then
     stage "ctest (all tests: SQLite, PostgreSQL, failover)" \
@@ -255,6 +261,8 @@ if stage "build (warnings as errors) -> build/ci" build "$root/build/ci" \
   fi
   stage "dlmctl demo on SQLite" demo_sqlite
   stage "dlmctl demo on PostgreSQL" demo_postgres
+  stage "Debian packages: build, install, use, remove" \
+    "$root/scripts/check-packages.sh" "$root/build/ci"
 else
   skip "ctest (all tests)" "build failed"
 fi
@@ -266,7 +274,7 @@ if ((sanitizers)); then
   # upgrade tests, dlm_fairness, the busy-wait bench: EXCLUDE_FROM_ALL).
   if stage "build with address+undefined sanitizers -> build/asan" \
     build "$root/build/asan" -DDLM_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug \
-    "-DDLM_UNITY_BUILD=$unity_sanitizers"; then
+    "-DDLM_UNITY_BUILD=$unity_sanitizers" -DBUILD_SHARED_LIBS=OFF; then
     # Less the fairness runs: they measure shares of holds (run above and
     # under the thread sanitizer); the same code runs here in contention_*.
     # Less what only repeats code paths run here by other tests, to keep the
@@ -284,7 +292,7 @@ if ((sanitizers)); then
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
   if stage "build with thread sanitizer -> build/tsan" \
     build "$root/build/tsan" -DDLM_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug \
-    "-DDLM_UNITY_BUILD=$unity_sanitizers" -- \
+    "-DDLM_UNITY_BUILD=$unity_sanitizers" -DBUILD_SHARED_LIBS=OFF -- \
     dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
     dlm_unit_tests dlm_conformance_tests; then
     # Not the PgBouncer runs: the same threads as the direct ones.

@@ -1,6 +1,8 @@
 // The application's own open database transaction, as commitLock takes it.
 #pragma once
 
+#include "dlm/export.h"
+
 namespace dlm {
 
 // Base of the store adapters that carry an application transaction into
@@ -8,7 +10,7 @@ namespace dlm {
 // wraps a pqxx::transaction_base&, SqliteTransaction (sqlite_store.h) a
 // sqlite3* with an open transaction. An adapter borrows the transaction; the
 // application still commits or rolls it back itself.
-class AppTransaction {
+class DLM_API AppTransaction {
  public:
   AppTransaction(const AppTransaction&) = delete;
   AppTransaction& operator=(const AppTransaction&) = delete;

@@ -7,11 +7,13 @@
 #include <memory>
 #include <mutex>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
 // A wake-up flag that one waiting thread sleeps on and others set (a release
 // of the lock it waits for).
-class WakeSignal {
+class DLM_API WakeSignal {
  public:
   // Sets the flag and wakes the thread sleeping on it.
   void notify();
@@ -28,7 +30,7 @@ class WakeSignal {
   bool set_ = false;
 };
 
-class Clock {
+class DLM_API Clock {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 

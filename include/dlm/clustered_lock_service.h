@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "dlm/export.h"
 #include "dlm/lock_manager.h"
 
 namespace dlm {
@@ -22,7 +23,7 @@ namespace dlm {
 // Resources are lock ids of the manager at `level` (hierarchical like any
 // id). `manager` must be initialized and outlive the service. Locks still
 // held when the service is destroyed are released.
-class ClusteredLockService {
+class DLM_API ClusteredLockService {
  public:
   explicit ClusteredLockService(DistributedLockManager& manager,
                                 LockLevel level = LockLevel::XDC);

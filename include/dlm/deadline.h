@@ -12,6 +12,8 @@
 #include <chrono>
 #include <optional>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
 // Deadlines are instants of the monotonic clock, never the wall clock.
@@ -19,23 +21,23 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 // The deadline of the calling thread's innermost DeadlineScope, or nullopt
 // when none is open.
-std::optional<Deadline> currentDeadline() noexcept;
+DLM_API std::optional<Deadline> currentDeadline() noexcept;
 
 // `budget` from now, saturated so that no budget overflows the clock.
-Deadline deadlineAfter(std::chrono::milliseconds budget) noexcept;
+DLM_API Deadline deadlineAfter(std::chrono::milliseconds budget) noexcept;
 
 // currentDeadline(), or `fallback` from now when no scope is open.
-Deadline deadlineOr(std::chrono::milliseconds fallback) noexcept;
+DLM_API Deadline deadlineOr(std::chrono::milliseconds fallback) noexcept;
 
 // The time left until `deadline`, rounded up to whole milliseconds; zero
 // when it has passed.
-std::chrono::milliseconds timeLeft(Deadline deadline) noexcept;
+DLM_API std::chrono::milliseconds timeLeft(Deadline deadline) noexcept;
 
 // Sets the calling thread's deadline while it lives; the previous one comes
 // back when it ends. A scope opened inside another never extends it: the
 // earlier of the two deadlines applies. Not movable; lives on the stack of
 // the thread that made it.
-class DeadlineScope {
+class DLM_API DeadlineScope {
  public:
   explicit DeadlineScope(Deadline deadline) noexcept;
   ~DeadlineScope();

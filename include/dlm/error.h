@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
 // What went wrong, classified by what the caller should do next.
@@ -39,11 +41,11 @@ enum class ErrorCode {
 };
 
 // "LOCK_UNAVAILABLE", ...
-std::string_view toString(ErrorCode code);
+DLM_API std::string_view toString(ErrorCode code);
 
 // The one exception type of the API. what() names the lock (when there is
 // one) and the cause.
-class DLMException : public std::runtime_error {
+class DLM_API DLMException : public std::runtime_error {
  public:
   // `transient` marks store failures that may succeed when retried
   // (connection loss, serialization failure, busy); the manager retries those

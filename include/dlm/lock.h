@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dlm/export.h"
 #include "dlm/lock_mode.h"
 #include "dlm/lock_record.h"
 #include "dlm/store_key.h"
@@ -22,7 +23,7 @@ enum class LockLevel { DC, XDC };
 // taken by someone else still reads as acquired until releaseLock says false.
 class LockGuard;
 
-class Lock {
+class DLM_API Lock {
  public:
   Lock(Lock&& other) noexcept;
   Lock& operator=(Lock&& other) noexcept;

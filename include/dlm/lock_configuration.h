@@ -3,9 +3,11 @@
 
 #include <chrono>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
-struct LockConfiguration {
+struct DLM_API LockConfiguration {
   // How long an acquired lock lives unless released or extended. > 0.
   std::chrono::milliseconds lockTtl{std::chrono::seconds(90)};
   // How long acquireLock waits by default. >= 0 (0: exactly one attempt).
@@ -56,6 +58,6 @@ struct LockConfiguration {
 // plus `ttl`) the keep-alive declares it lost: a tenth of the TTL, at least
 // 20 ms and at most 2 s. Whatever must stop when the lock is lost (dlmctl
 // exec's command) has this long to do so before another holder may get in.
-std::chrono::milliseconds keepAliveLossMargin(std::chrono::milliseconds ttl);
+DLM_API std::chrono::milliseconds keepAliveLossMargin(std::chrono::milliseconds ttl);
 
 }  // namespace dlm

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dlm/error.h"
+#include "dlm/export.h"
 #include "dlm/lock_mode.h"
 
 namespace dlm {
@@ -37,10 +38,10 @@ enum class LockEventKind {
 };
 
 // "ACQUIRED", "WAITING", ...
-std::string_view toString(LockEventKind kind);
+DLM_API std::string_view toString(LockEventKind kind);
 
 // Who is in the way of a waiter, as the store last said.
-struct LockBlocker {
+struct DLM_API LockBlocker {
   std::string key;      // the store key held (or queued for)
   bool queued = false;  // an older waiter's request, not a hold
   // The holder, when the key is held and the store could say (empty / 0
@@ -52,7 +53,7 @@ struct LockBlocker {
   std::optional<std::chrono::system_clock::time_point> since;  // acquired at
 };
 
-struct LockEvent {
+struct DLM_API LockEvent {
   LockEventKind kind = LockEventKind::ACQUIRED;
   // When it happened (the application's clock).
   std::chrono::system_clock::time_point at;
@@ -92,7 +93,7 @@ struct LockEvent {
 // for it. An exception it throws is caught and dropped: it never breaks or
 // changes the call that reported the event. May be called from several
 // threads at once.
-class LockEventHandler {
+class DLM_API LockEventHandler {
  public:
   virtual ~LockEventHandler() = default;
   virtual void onEvent(const LockEvent& event) = 0;
@@ -103,20 +104,20 @@ class LockEventHandler {
 //   mode=EXCLUSIVE fencing=17 waited_ms=3 attempts=1
 // key=value fields; values with spaces or quotes are double-quoted with
 // backslash escapes.
-std::string formatEvent(const LockEvent& event);
+DLM_API std::string formatEvent(const LockEvent& event);
 
 // How urgent an event is, in syslog(3) terms: LEASE_LOST, DEADLOCK,
 // STORE_ERROR, RELEASE_FAILED and STORE_WARNING are warnings (4), the rest
 // informational (6).
-int severityOf(const LockEvent& event);
+DLM_API int severityOf(const LockEvent& event);
 
 // A handler that writes formatEvent(event) and '\n' to `out`, one whole line
 // at a time (serialised between threads). `out` must outlive the handler.
-std::shared_ptr<LockEventHandler> makeStreamEventHandler(std::ostream& out);
+DLM_API std::shared_ptr<LockEventHandler> makeStreamEventHandler(std::ostream& out);
 
 // A handler that calls `sink(severityOf(event), formatEvent(event))`: the
 // shape of syslog(3) and of most application loggers.
-std::shared_ptr<LockEventHandler> makeLineEventHandler(
+DLM_API std::shared_ptr<LockEventHandler> makeLineEventHandler(
     std::function<void(int severity, const std::string& line)> sink);
 
 }  // namespace dlm

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "dlm/error.h"
+#include "dlm/export.h"
 #include "dlm/lock.h"
 
 namespace dlm {
@@ -17,7 +18,7 @@ struct KeepAliveEntry;
 }
 
 // What a LockGuard does while it lives.
-struct KeepAliveOptions {
+struct DLM_API KeepAliveOptions {
   // Renew the lease (extend by the lock's TTL) every third of the TTL.
   bool enabled = true;
   // Called once, on the manager's keep-alive thread, when a renewal finds the
@@ -38,7 +39,7 @@ struct KeepAliveOptions {
 // token in the background until the store answers). A default-constructed or
 // moved-from guard holds nothing. holdsLock(), lost() and expiresAt() never
 // wait for I/O.
-class LockGuard {
+class DLM_API LockGuard {
  public:
   LockGuard() noexcept;
   // Takes `lock`, which `manager` must have acquired (else INVALID_ARGUMENT

@@ -11,6 +11,7 @@
 
 #include "dlm/clock.h"
 #include "dlm/error.h"
+#include "dlm/export.h"
 #include "dlm/lock.h"
 #include "dlm/lock_configuration.h"
 #include "dlm/lock_events.h"
@@ -23,7 +24,7 @@ namespace dlm {
 class LockStore;  // dlm/lock_store.h
 // Thread-safe; share one manager between threads (each thread uses its own
 // Lock objects). Build with DistributedLockManager::builder().
-class DistributedLockManager {
+class DLM_API DistributedLockManager {
  public:
   class Builder;
   static Builder builder();
@@ -235,7 +236,7 @@ class DistributedLockManager {
   std::unique_ptr<Impl> impl_;
 };
 
-class DistributedLockManager::Builder {
+class DLM_API DistributedLockManager::Builder {
  public:
   // Required. Non-empty, at most 255 bytes, no '#' or NUL.
   Builder& clientId(std::string clientId);

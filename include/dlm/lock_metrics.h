@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dlm/error.h"
+#include "dlm/export.h"
 
 namespace dlm {
 
@@ -17,7 +18,7 @@ namespace dlm {
 // convention). counts[i] is the number of observations <= kBounds[i] and
 // > kBounds[i - 1] (not cumulative); counts.back() those above the last
 // bound.
-struct LatencyHistogram {
+struct DLM_API LatencyHistogram {
   static constexpr std::array<double, 15> kBounds = {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
       0.25,   0.5,   1,      2.5,   5,    10,    30};
@@ -27,7 +28,7 @@ struct LatencyHistogram {
 };
 
 // A snapshot; every counter counts since the manager was built.
-struct LockMetrics {
+struct DLM_API LockMetrics {
   std::string clientId;
   // Successful acquisitions (tryAcquireLock and acquireLock).
   std::uint64_t acquisitions = 0;
@@ -67,6 +68,6 @@ struct LockMetrics {
 // dlm_acquire_duration_seconds, dlm_release_duration_seconds,
 // dlm_wait_duration_seconds (histograms). Serve it over HTTP yourself
 // (Content-Type: text/plain; version=0.0.4); the library has no server.
-std::string toPrometheusText(const std::vector<LockMetrics>& managers);
+DLM_API std::string toPrometheusText(const std::vector<LockMetrics>& managers);
 
 }  // namespace dlm

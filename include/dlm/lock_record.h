@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dlm/export.h"
 #include "dlm/lock_mode.h"
 
 namespace dlm {
@@ -15,14 +16,14 @@ namespace dlm {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // Who holds a lock, for operators.
-struct Holder {
+struct DLM_API Holder {
   std::string host;
   std::int64_t pid = 0;
 };
 
 // One hold of a key: the row of the lock table for an EXCLUSIVE holder, or
 // one SHARED holder of the key.
-struct LockRecord {
+struct DLM_API LockRecord {
   std::string key;
   // HELD and not yet expired by the store's clock.
   bool held = false;

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "dlm/app_transaction.h"
+#include "dlm/export.h"
 #include "dlm/lock_mode.h"
 #include "dlm/lock_record.h"
 #include "dlm/store_key.h"
@@ -53,7 +54,7 @@ namespace dlm {
 
 class LockStoreAdmin;
 
-struct AcquireRequest {
+struct DLM_API AcquireRequest {
   const StoreKey& key;
   // The owner GUID recorded on the row.
   std::string_view owner;
@@ -67,7 +68,7 @@ struct AcquireRequest {
   LockMode mode = LockMode::EXCLUSIVE;
 };
 
-struct AcquireResult {
+struct DLM_API AcquireResult {
   bool acquired = false;
   // Set when acquired: grows with every acquisition of the key; the first
   // acquisition of a key gets 1, or (PostgreSQL) one more than the fencing
@@ -94,7 +95,7 @@ inline constexpr std::chrono::milliseconds kRequestLease{10000};
 // A waiter about to wait (or renewing its wait): the request row it records.
 // Registering again keeps the row's place in the queue while its lease has
 // not ended.
-struct WaitRequest {
+struct DLM_API WaitRequest {
   const StoreKey& key;
   // The waiting owner (the thread's GUID).
   std::string_view owner;
@@ -107,7 +108,7 @@ struct WaitRequest {
   LockMode mode = LockMode::EXCLUSIVE;
 };
 
-struct WaitRegistration {
+struct DLM_API WaitRegistration {
   // Empty when the request row was recorded. Otherwise waiting would close a
   // cycle in the wait-for graph and nothing was recorded: the keys along the
   // cycle, starting with the requested key; each next key is one that the
@@ -117,7 +118,7 @@ struct WaitRegistration {
 };
 
 // Receives the keys of released locks from a store (subscribeReleases).
-class ReleaseListener {
+class DLM_API ReleaseListener {
  public:
   virtual ~ReleaseListener() = default;
   // `key` was freed (a release, or a commitLock that committed). Called on the
@@ -133,7 +134,7 @@ class ReleaseListener {
 // (PostgreSQL: acquires that do not wait for a standby, under
 // SynchronousReplication::WARN). Managers report each one as a
 // STORE_WARNING event.
-class StoreWarningListener {
+class DLM_API StoreWarningListener {
  public:
   virtual ~StoreWarningListener() = default;
   // Called on the thread of the store call that noticed (e.g. initialize),
@@ -142,7 +143,7 @@ class StoreWarningListener {
   virtual void storeWarning(std::string_view message) = 0;
 };
 
-class LockStore {
+class DLM_API LockStore {
  public:
   LockStore() = default;
   LockStore(const LockStore&) = delete;

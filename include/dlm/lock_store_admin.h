@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dlm/error.h"
+#include "dlm/export.h"
 #include "dlm/lock_mode.h"
 #include "dlm/lock_record.h"
 #include "dlm/lock_store.h"
@@ -30,7 +31,7 @@
 namespace dlm {
 
 // One live request row: an acquireLock waiting for `key`.
-struct WaitRecord {
+struct DLM_API WaitRecord {
   std::string key;
   std::string owner;
   StoreTime requestedAt;
@@ -40,7 +41,7 @@ struct WaitRecord {
 };
 
 // One row of the schema-version table: a migration applied to the database.
-struct AppliedMigration {
+struct DLM_API AppliedMigration {
   int version = 0;
   std::string description;
   // As the database recorded it (text, UTC), for operators.
@@ -52,7 +53,7 @@ struct AppliedMigration {
 };
 
 // What the database's schema-version table says.
-struct SchemaState {
+struct DLM_API SchemaState {
   // False when the database has no dlm schema at all (no version table).
   bool present = false;
   // In version order.
@@ -71,7 +72,7 @@ struct SchemaState {
 // store with roles (PostgreSQL) binds clients: only logins that are members
 // of the role may lock, wait for, release or inspect holders' secrets under
 // the clientId.
-struct ClientBinding {
+struct DLM_API ClientBinding {
   std::string clientId;
   // The role the clientId is bound to.
   std::string role;
@@ -91,7 +92,7 @@ struct ClientBinding {
 };
 
 // What purgeIdle did (or, dry, would do) in one batch.
-struct PurgeBatch {
+struct DLM_API PurgeBatch {
   // Rows deleted (dry run: rows that would be, up to the batch size).
   std::int64_t rows = 0;
   // The fencing high-water mark after the batch: every row created from now
@@ -99,7 +100,7 @@ struct PurgeBatch {
   std::int64_t fencingFloor = 0;
 };
 
-class LockStoreAdmin {
+class DLM_API LockStoreAdmin {
  public:
   LockStoreAdmin() = default;
   LockStoreAdmin(const LockStoreAdmin&) = delete;

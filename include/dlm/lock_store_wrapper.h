@@ -16,12 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "dlm/export.h"
 #include "dlm/lock_store.h"
 #include "dlm/lock_store_admin.h"
 
 namespace dlm {
 
-class LockStoreWrapper : public LockStore, public LockStoreAdmin {
+class DLM_API LockStoreWrapper : public LockStore, public LockStoreAdmin {
  public:
   // `target` must not be null.
   explicit LockStoreWrapper(std::shared_ptr<LockStore> target)

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
 // The calling thread's owner GUID (128 bits from the OS's secure random
@@ -11,14 +13,14 @@ namespace dlm {
 // lock the thread takes records it; ClusteredLockService keys its locks by it;
 // deadlock detection follows it (a thread waiting for a lock held under its
 // own owner is a deadlock).
-std::string currentOwner();
+DLM_API std::string currentOwner();
 
 // Sets the calling thread's owner for this object's lifetime and restores the
 // previous one on destruction; for work that hops threads and should count as
 // one owner. Must be destroyed on the thread that made it. Throws
 // INVALID_ARGUMENT for an empty owner, one over 128 bytes, or one that is not
 // valid UTF-8 or holds a NUL byte.
-class OwnerScope {
+class DLM_API OwnerScope {
  public:
   explicit OwnerScope(std::string owner);
   ~OwnerScope();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "dlm/export.h"
 #include "dlm/lock_store.h"
 #include "dlm/lock_store_admin.h"
 #include "dlm/synchronous_replication.h"
@@ -24,7 +25,7 @@ namespace dlm {
 //   tx.commit();
 // The transaction must be on the database (and able to see the schema) of
 // the manager's PostgresStore. Borrows `tx` for the adapter's lifetime.
-class PostgresTransaction final : public AppTransaction {
+class DLM_API PostgresTransaction final : public AppTransaction {
  public:
   explicit PostgresTransaction(pqxx::transaction_base& tx) : tx_(tx) {}
   pqxx::transaction_base& transaction() const { return tx_; }
@@ -33,7 +34,7 @@ class PostgresTransaction final : public AppTransaction {
   pqxx::transaction_base& tx_;
 };
 
-struct PostgresStoreOptions {
+struct DLM_API PostgresStoreOptions {
   // A libpq connection string or URI ("postgresql://app@db/orders",
   // "host=... dbname=..."); empty means libpq's PG* environment variables.
   // Where it does not set them, the store adds TCP keepalives
@@ -129,7 +130,7 @@ struct PostgresStoreOptions {
 // listening connection and thread per store delivers them to waiters.
 // Both sides of the store interface: LockStore (the protocol) and
 // LockStoreAdmin (inspection and admin; admin() answers this store).
-class PostgresStore final : public LockStore, public LockStoreAdmin {
+class DLM_API PostgresStore final : public LockStore, public LockStoreAdmin {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
   // Throws INVALID_ARGUMENT for a malformed connection string, poolSize 0, a

@@ -9,9 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
-struct KnownMigration {
+struct DLM_API KnownMigration {
   int version = 0;         // n of V<n>__<what>.sql
   std::string file;        // "V1__create_lock_tables.sql"
   // What the store records when applying it (AppliedMigration::checksum):
@@ -22,6 +24,6 @@ struct KnownMigration {
 
 // The migrations this library ships for a store named "postgres" or
 // "sqlite" (LockStore::name()), in version order; empty for any other name.
-std::vector<KnownMigration> knownMigrations(std::string_view storeName);
+DLM_API std::vector<KnownMigration> knownMigrations(std::string_view storeName);
 
 }  // namespace dlm

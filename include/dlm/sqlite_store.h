@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "dlm/export.h"
 #include "dlm/lock_store.h"
 #include "dlm/lock_store_admin.h"
 
@@ -45,7 +46,7 @@ namespace dlm {
 // snapshot is older than the takeover), so the database refuses it all the
 // same. If the hold is gone or its lease has ended, guardWithin rolls the
 // transaction back and throws LOCK_NOT_HELD, as commitLock does.
-class SqliteTransaction final : public AppTransaction {
+class DLM_API SqliteTransaction final : public AppTransaction {
  public:
   explicit SqliteTransaction(sqlite3* db) : db_(db) {}
   sqlite3* handle() const { return db_; }
@@ -54,7 +55,7 @@ class SqliteTransaction final : public AppTransaction {
   sqlite3* db_;
 };
 
-struct SqliteStoreOptions {
+struct DLM_API SqliteStoreOptions {
   // Path of the database file; created if missing (by the first call other
   // than schemaState, which never creates it). ":memory:" works for one
   // store object only (no other connection can see it).
@@ -144,7 +145,7 @@ struct SqliteStoreOptions {
 // defaults).
 // Both sides of the store interface: LockStore (the protocol) and
 // LockStoreAdmin (inspection and admin; admin() answers this store).
-class SqliteStore final : public LockStore, public LockStoreAdmin {
+class DLM_API SqliteStore final : public LockStore, public LockStoreAdmin {
  public:
   // Opens no connection yet; the first call (usually initialize) does.
   explicit SqliteStore(SqliteStoreOptions options);

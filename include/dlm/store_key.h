@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "dlm/export.h"
+
 namespace dlm {
 
 // The scoped key and the keys the hierarchy protocol has to look at. Stores
 // never parse keys.
-struct StoreKey {
+struct DLM_API StoreKey {
   // The full scoped key, e.g. "DC#farm1#billing#jobs.nightly".
   std::string key;
   // Scoped keys of every ancestor, root first ("DC#farm1#billing#jobs").

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "dlm/export.h"
 #include "dlm/lock_store.h"
 #include "dlm/synchronous_replication.h"
 
@@ -38,7 +39,7 @@ namespace dlm {
 // Any other dlm_* keyword, or a value not listed, is refused.
 enum class StoreKind { POSTGRES, SQLITE };
 
-struct ParsedStoreUrl {
+struct DLM_API ParsedStoreUrl {
   StoreKind kind = StoreKind::SQLITE;
   // POSTGRES: the libpq connection string (the URL as given less dlm's own
   // parameters, "" for the PG* variables). SQLITE: the file path, or
@@ -58,10 +59,10 @@ struct ParsedStoreUrl {
 // would silently cut the path or string short), a PostgreSQL URL or
 // keyword string in a build without the PostgreSQL store, an unknown dlm_*
 // parameter or value.
-ParsedStoreUrl parseStoreUrl(const std::string& url);
+DLM_API ParsedStoreUrl parseStoreUrl(const std::string& url);
 
 // The database of a program that names none, and why it is that one.
-struct DefaultStoreUrl {
+struct DLM_API DefaultStoreUrl {
   std::string url;
   // "PGHOST", "PGHOST, PGDATABASE", ... or "default" (the SQLite file).
   std::string origin;
@@ -72,12 +73,12 @@ struct DefaultStoreUrl {
 // empty: they name a PostgreSQL server the way every libpq program reads
 // them. Otherwise kDefaultStoreUrl, the embedded SQLite file. Reads the
 // environment only.
-DefaultStoreUrl defaultStoreUrl();
+DLM_API DefaultStoreUrl defaultStoreUrl();
 
 // `url` for messages: "postgresql://user@host:port/dbname" (what libpq
 // will use, its defaults filled in) or "sqlite:/absolute/path". Never
 // contains a password. Throws like parseStoreUrl.
-std::string describeStoreUrl(const std::string& url);
+DLM_API std::string describeStoreUrl(const std::string& url);
 
 // A new, not yet initialized store for `url` (see the forms above).
 // `postgresSchema` names the schema holding dlm's tables ("" = the role's
@@ -88,7 +89,7 @@ std::string describeStoreUrl(const std::string& url);
 // schema given for SQLite, or a store this build does not include
 // (DLM_WITH_POSTGRES / DLM_WITH_SQLITE off). Messages never contain a
 // password.
-std::shared_ptr<LockStore> openStore(const std::string& url,
+DLM_API std::shared_ptr<LockStore> openStore(const std::string& url,
                                      const std::string& postgresSchema = "");
 
 // The embedded default when no PG* variable names a server:

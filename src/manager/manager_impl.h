@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "common/hidden.h"
 #include "dlm/clock.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_manager.h"
@@ -47,7 +48,7 @@ struct ManagerSettings {
 
 }  // namespace internal
 
-class DistributedLockManager::Impl {
+class DLM_HIDDEN DistributedLockManager::Impl {
  public:
   // Why an attempt was refused: the key in the way, and whether it is a
   // queued request (fair queueing) rather than a hold.

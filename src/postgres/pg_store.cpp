@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/crc32.h"
+#include "common/hidden.h"
 #include "common/utf8.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_key.h"
@@ -124,7 +125,7 @@ PostgresStoreOptions listenOptions(PostgresStoreOptions options) {
 
 }  // namespace
 
-class PostgresStore::Impl {
+class DLM_HIDDEN PostgresStore::Impl {
  public:
   explicit Impl(PostgresStoreOptions options)
       : options_(std::move(options)),

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/crc32.h"
+#include "common/hidden.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 #include "schema/migration.h"
@@ -161,7 +162,7 @@ SchemaState readSchemaState(Connection& c) {
 
 }  // namespace
 
-class SqliteStore::Impl {
+class DLM_HIDDEN SqliteStore::Impl {
  public:
   explicit Impl(SqliteStoreOptions options)
       : options_(std::move(options)),
