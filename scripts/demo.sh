@@ -15,7 +15,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
-  libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev)
+  libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev libssl-dev googletest libgtest-dev)
 
 # shellcheck source=scripts/install-missing.sh
 source "$root/scripts/install-missing.sh"

@@ -61,7 +61,7 @@ for arg in "$@"; do
 done
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
-  libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
+  libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev libssl-dev googletest libgtest-dev
   postgresql-15 pgbouncer pg-auto-failover-cli postgresql-15-auto-failover
   python3-prometheus-client sqlite3 jq ccache ninja-build dpkg-dev file man-db
   groff-base)
