@@ -30,7 +30,8 @@ enum class ErrorCode {
   // The database schema is missing or at another version; the message names
   // the migration to apply.
   SCHEMA_MISMATCH,
-  // Waiting would deadlock (reserved for the wait-for graph check).
+  // Waiting would deadlock: the wait-for graph leads back to the caller's
+  // owner (acquireLock).
   DEADLOCK_DETECTED,
   // The lock is not held by the caller (lost to expiry and takeover).
   LOCK_NOT_HELD,

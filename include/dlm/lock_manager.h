@@ -96,7 +96,8 @@ class DLM_API DistributedLockManager {
   // owner.h), it throws DEADLOCK_DETECTED at once, naming the cycle. A
   // release of the awaited lock (or of the ancestor or descendant blocking
   // it) ends the sleep at once when the store announces releases
-  // (PostgreSQL: LISTEN/NOTIFY, any process; SQLite: this process);
+  // (PostgreSQL: LISTEN/NOTIFY, any process; SQLite: a wake file, any
+  // process on the host);
   // otherwise, and always for expiry, the next attempt comes after the sleep.
   // Throws LOCK_UNAVAILABLE on timeout; every other error at once.
   // INVALID_ARGUMENT for a negative timeout.

@@ -232,14 +232,16 @@ class DLM_API LockStore {
                                           std::chrono::milliseconds ttl,
                                           LockMode mode) = 0;
 
-  // In one transaction, serialised with every other registerWait on the
-  // database: follows the wait-for graph from request.key (a request ->
-  // owners of live holds that conflict with it, and owners of older live
-  // requests that conflict with it (fair queueing) -> the requests of those
-  // owners -> ...; modes as in lock_mode.h; expired holds and requests
-  // ignored) and, unless it leads back to request.owner, records the request
-  // row (replacing one the owner had for the key, keeping its age). Also
-  // deletes expired request rows. INVALID_ARGUMENT when the owner already
+  // Follows the wait-for graph from request.key (a request -> owners of
+  // live holds that conflict with it, and owners of older live requests
+  // that conflict with it (fair queueing) -> the requests of those owners
+  // -> ...; modes as in lock_mode.h; expired holds and requests ignored; a
+  // request that its own owner's hold blocks is not followed) and, unless it
+  // leads back to request.owner, records the request row (replacing one the
+  // owner had for the key, keeping its age). Of two registrations that close
+  // a cycle together, exactly one is told (SQLite: one write transaction,
+  // serialised with every other; PostgreSQL: a second walk after the
+  // registration commits, docs/design.md). INVALID_ARGUMENT when the owner already
   // has the store's cap of live requests for other keys
   // (dlm_limits.max_requests_per_owner).
   virtual WaitRegistration registerWait(const WaitRequest& request) = 0;

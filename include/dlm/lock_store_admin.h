@@ -35,7 +35,9 @@ struct DLM_API WaitRecord {
   std::string key;
   std::string owner;
   StoreTime requestedAt;
-  // The waiter's deadline; after it the row no longer counts.
+  // The end of the request's lease (at most kRequestLease after its last
+  // registration, renewed while the waiter waits); after it the row no
+  // longer counts.
   StoreTime expiresAt;
   LockMode mode = LockMode::EXCLUSIVE;
 };

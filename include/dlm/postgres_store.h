@@ -1,4 +1,6 @@
-// The PostgreSQL store (libpqxx underneath; this header does not include it).
+// The PostgreSQL store (libpq underneath; libpqxx only carries the
+// application's own transaction into commitLock and guardWithin; this
+// header includes neither).
 #pragma once
 
 #include <chrono>
