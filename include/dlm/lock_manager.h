@@ -40,7 +40,8 @@ class DLM_API DistributedLockManager {
   // the small overrun allowed on top.
 
   // Checks the store's schema version (and applies migrations first when the
-  // builder opted in). Must succeed before any lock call.
+  // builder opted in; a SQLite file without dlm's tables gets them in any
+  // case). Must succeed before any lock call.
   // Throws SCHEMA_MISMATCH (naming the migration to apply),
   // TABLE_CREATION_ERROR, CONNECTION_ERROR.
   void initialize();
@@ -252,7 +253,8 @@ class DLM_API DistributedLockManager::Builder {
   Builder& separator(char separator);
   // With false, ids are flat names: "a.b" and "a" are unrelated locks.
   Builder& hierarchy(bool enabled);
-  // Opt-in: initialize() applies missing migrations instead of only checking.
+  // Opt-in: initialize() applies missing migrations instead of only checking
+  // (a PostgreSQL database's schema is normally the DBA's: docs/dba.md).
   Builder& applyMigrations(bool apply);
   // For tests: the clock used for waiting (steady clock by default).
   Builder& clock(std::shared_ptr<Clock> clock);

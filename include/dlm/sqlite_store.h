@@ -57,8 +57,13 @@ class DLM_API SqliteTransaction final : public AppTransaction {
 
 struct DLM_API SqliteStoreOptions {
   // Path of the database file; created if missing (by the first call other
-  // than schemaState, which never creates it). ":memory:" works for one
-  // store object only (no other connection can see it).
+  // than schemaState, which never creates it). initialize() creates dlm's
+  // tables in a file that has none (a new file, or the application's own
+  // database), so the embedded default needs no migration step; an older
+  // dlm schema is migrated only with applyMigrations or `dlmctl migrate`.
+  // An initialize() that created the file and failed before making any
+  // table removes it again. ":memory:" works for one store object only (no
+  // other connection can see it).
   std::string path = "dlm.sqlite";
   // The longest one wait for the database write lock (held by another
   // connection or process), or for this store's connection (held by another

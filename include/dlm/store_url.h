@@ -64,15 +64,17 @@ DLM_API ParsedStoreUrl parseStoreUrl(const std::string& url);
 // The database of a program that names none, and why it is that one.
 struct DLM_API DefaultStoreUrl {
   std::string url;
-  // "PGHOST", "PGHOST, PGDATABASE", ... or "default" (the SQLite file).
+  // "DLM_DATABASE_URL", "PGHOST", "PGHOST, PGDATABASE", ... or "default"
+  // (the SQLite file).
   std::string origin;
 };
 
-// "postgresql://" (libpq reads PGHOST, PGPORT, PGUSER, PGDATABASE, ...)
-// when any of PGHOST, PGHOSTADDR, PGDATABASE or PGSERVICE is set and not
-// empty: they name a PostgreSQL server the way every libpq program reads
-// them. Otherwise kDefaultStoreUrl, the embedded SQLite file. Reads the
-// environment only.
+// The same rule as dlmctl's: DLM_DATABASE_URL when it is set and not
+// empty; else "postgresql://" (libpq reads PGHOST, PGPORT, PGUSER,
+// PGDATABASE, ...) when any of PGHOST, PGHOSTADDR, PGDATABASE or PGSERVICE
+// is set and not empty: they name a PostgreSQL server the way every libpq
+// program reads them; else kDefaultStoreUrl, the embedded SQLite file.
+// Reads the environment only.
 DLM_API DefaultStoreUrl defaultStoreUrl();
 
 // `url` for messages: "postgresql://user@host:port/dbname" (what libpq

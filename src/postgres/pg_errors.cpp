@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <pqxx/pqxx>
 #include <string>
 
@@ -21,6 +23,11 @@ std::string trimmed(std::string_view s) {
   }
   return out;
 }
+
+// The functions only the admin role may call.
+constexpr const char* kAdminFunctions[] = {
+    "dlm_force_release", "dlm_purge", "dlm_bind_client", "dlm_unbind_client",
+    "dlm_cancel_requests"};
 
 std::string firstMigrationFile() {
   const auto& migrations = postgresMigrations();
@@ -68,10 +75,34 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
     if (text.find("dlm: client ") != std::string::npos) {
       return DLMException(ErrorCode::PERMISSION_DENIED, text);
     }
+    const bool adminCall =
+        std::any_of(std::begin(kAdminFunctions), std::end(kAdminFunctions),
+                    [&](const char* f) {
+                      return text.find(f) != std::string::npos;
+                    });
     return DLMException(
         ErrorCode::PERMISSION_DENIED,
-        fmt::format("{}; the login lacks a privilege this call needs (grant "
-                    "it dlm_client; admin calls need dlm_admin)",
+        adminCall
+            ? fmt::format("{}; this is an operator's call: the login needs "
+                          "the role dlm_admin (GRANT dlm_admin TO <login>; "
+                          "docs/dba.md)",
+                          text)
+            : fmt::format("{}; the login needs the role dlm_client (GRANT "
+                          "dlm_client TO <login>; docs/dba.md) and the dlm "
+                          "schema on its search_path or in "
+                          "PostgresStoreOptions::schema",
+                          text));
+  }
+  if (state == "42P05" || state == "26000") {
+    // A named prepared statement met on a server connection other than the
+    // one it was prepared on: a pooler hands out server connections per
+    // transaction.
+    return DLMException(
+        ErrorCode::INVALID_ARGUMENT,
+        fmt::format("{}; a connection pooler in transaction mode (PgBouncer) "
+                    "is between dlm and PostgreSQL: add dlm_pooler_safe=true "
+                    "to the database URL (PostgresStoreOptions::poolerSafe), "
+                    "which uses no named prepared statements",
                     text));
   }
   if (state == "22023") {

@@ -265,6 +265,49 @@ class DLM_HIDDEN SqliteStore::Impl {
     return readSchemaState(queryOnly);
   }
 
+  // Whether the database file is there; an in-memory database has none.
+  bool fileMissing() const {
+    const std::string& path = options_.path;
+    if (path.empty() || path == ":memory:") return false;
+    std::error_code error;
+    return std::filesystem::status(path, error).type() ==
+           std::filesystem::file_type::not_found;
+  }
+
+  // After an initialize that created the file and then failed before any
+  // of dlm's tables were committed: closes the connection and removes the
+  // file and what SQLite made beside it, so a failed first start leaves
+  // nothing behind. A file that has tables by now (a migration committed,
+  // or another process that opened the same new file made them) stays.
+  void removeFileIfStillEmpty() {
+    {
+      const auto guard = mutex_.lockForClose();
+      connection_.reset();
+      fileId_.reset();
+    }
+    std::error_code error;
+    const auto size = std::filesystem::file_size(options_.path, error);
+    if (error) return;
+    // An empty file is one SQLite never wrote to (it writes the header with
+    // the first table); else look.
+    if (size != 0) {
+      try {
+        Connection queryOnly(options_.path, options_.busyTimeout,
+                             deadlineAfter(options_.busyTimeout),
+                             internal::sqlite::OpenMode::kQueryOnly);
+        Statement tables =
+            queryOnly.statement("SELECT count(*) FROM sqlite_master");
+        if (!tables.step() || tables.integer(0) != 0) return;
+      } catch (const DLMException&) {
+        return;  // cannot tell: keep it
+      }
+    }
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::error_code ignored;
+      std::filesystem::remove(options_.path + suffix, ignored);
+    }
+  }
+
   void close() {
     // Set first: calls arriving meanwhile are refused at once instead of
     // queueing behind the call in progress.
@@ -356,13 +399,17 @@ class DLM_HIDDEN SqliteStore::Impl {
 namespace {
 
 // The highest applied migration, 0 when the version table does not exist.
-int schemaVersion(Connection& c) {
+bool hasVersionTable(Connection& c) {
   // sqlite_master tells whether the table exists without provoking (and
   // then having to tell apart) a "no such table" error.
   Statement exists = c.statement(
       "SELECT count(*) FROM sqlite_master "
       "WHERE type = 'table' AND name = 'dlm_schema_version'");
-  if (!exists.step() || exists.integer(0) == 0) return 0;
+  return exists.step() && exists.integer(0) != 0;
+}
+
+int schemaVersion(Connection& c) {
+  if (!hasVersionTable(c)) return 0;
   Statement version =
       c.statement("SELECT coalesce(max(version), 0) FROM dlm_schema_version");
   version.step();
@@ -446,17 +493,29 @@ SqliteStore::~SqliteStore() = default;
 std::string_view SqliteStore::name() const { return "sqlite"; }
 
 void SqliteStore::initialize(bool applyMigrations) {
-  impl_->withConnection("initializing", [&](Connection& c) {
-    const auto& migrations = internal::sqliteMigrations();
-    const int latest = internal::latestVersion(migrations);
-    const int current = schemaVersion(c);
-    if (current < latest && applyMigrations) dlm::applyMigrations(c, current);
-    // The rolling-upgrade rule (src/schema_compat.h): this version, or a
-    // newer one that still declares it serves this library's version.
-    internal::requireCompatibleSchema(
-        readSchemaState(c), migrations, "sqlite",
-        fmt::format("sqlite store '{}'", c.path()), migrateHint(c.path()));
-  });
+  const bool created = impl_->fileMissing();
+  try {
+    impl_->withConnection("initializing", [&](Connection& c) {
+      const auto& migrations = internal::sqliteMigrations();
+      const int latest = internal::latestVersion(migrations);
+      const int current = schemaVersion(c);
+      // The store's own file: one without dlm's tables (new, or the
+      // application's own database) gets them at once. An older dlm schema
+      // is migrated only when asked (applyMigrations, `dlmctl migrate`):
+      // processes of an older library may still be using the file.
+      if (current < latest && (applyMigrations || !hasVersionTable(c))) {
+        dlm::applyMigrations(c, current);
+      }
+      // The rolling-upgrade rule (src/schema_compat.h): this version, or a
+      // newer one that still declares it serves this library's version.
+      internal::requireCompatibleSchema(
+          readSchemaState(c), migrations, "sqlite",
+          fmt::format("sqlite store '{}'", c.path()), migrateHint(c.path()));
+    });
+  } catch (const DLMException&) {
+    if (created) impl_->removeFileIfStillEmpty();
+    throw;
+  }
 }
 
 void SqliteStore::close() { impl_->close(); }

@@ -99,6 +99,11 @@ ParsedStoreUrl parseStoreUrl(const std::string& url) {
 }
 
 DefaultStoreUrl defaultStoreUrl() {
+  // The application's own setting, as dlmctl reads it.
+  if (const char* url = std::getenv("DLM_DATABASE_URL");
+      url != nullptr && *url != '\0') {
+    return {url, "DLM_DATABASE_URL"};
+  }
   // The variables that name a server (PGPORT, PGUSER alone do not: they are
   // often set for other tools while the server is the local default).
   // A build without the PostgreSQL store keeps to its SQLite default.

@@ -86,11 +86,27 @@ TEST(TranslatePgError, EveryPermissionDenialIsPermissionDenied) {
   const DLMException e =
       translated(pqxx::insufficient_privilege("permission denied", "q"));
   expectClass(e, ErrorCode::PERMISSION_DENIED, false, "SQLSTATE 42501");
-  EXPECT_NE(std::string(e.what()).find("dlm_admin"), std::string::npos)
+  // The role the login needs, by the call: dlm_client, or dlm_admin for an
+  // operator's call.
+  EXPECT_NE(std::string(e.what()).find("needs the role dlm_client"),
+            std::string::npos)
       << e.what();
-  expectClass(translated(internal::PgError("42501", "permission denied for "
-                                           "function dlm_purge", false)),
-              ErrorCode::PERMISSION_DENIED, false, "dlm_purge");
+  const DLMException admin = translated(internal::PgError(
+      "42501", "permission denied for function dlm_purge", false));
+  expectClass(admin, ErrorCode::PERMISSION_DENIED, false, "dlm_purge");
+  EXPECT_NE(std::string(admin.what()).find("needs the role dlm_admin"),
+            std::string::npos)
+      << admin.what();
+}
+
+// PgBouncer in transaction mode without dlm_pooler_safe: the named prepared
+// statements meet other server connections. The message names the setting.
+TEST(TranslatePgError, APoolerWithoutPoolerSafeNamesTheParameter) {
+  for (const char* state : {"42P05", "26000"}) {
+    const DLMException e = translated(internal::PgError(
+        state, "prepared statement \"dlm_acquire\" already exists", false));
+    expectClass(e, ErrorCode::INVALID_ARGUMENT, false, "dlm_pooler_safe=true");
+  }
 }
 
 TEST(TranslatePgError, LockLostInReleaseWithinIsLockNotHeld) {

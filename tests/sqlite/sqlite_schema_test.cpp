@@ -139,24 +139,37 @@ TEST_F(SqliteSchemaTest, TheStoreAcceptsAFileMadeFromTheSchemaFile) {
   EXPECT_TRUE(acquire(store, pathKey("", "x")).acquired);
 }
 
-TEST_F(SqliteSchemaTest, AnEmptyFileIsSchemaMismatchNamingTheFirstMigration) {
-  const std::string path = dir_.file("empty.sqlite");
+// The embedded store needs no migration step: a file without dlm's tables
+// (here the application's own database) gets them from initialize().
+TEST_F(SqliteSchemaTest, AFileWithoutDlmTablesGetsThemFromInitialize) {
+  const std::string path = dir_.file("app.sqlite");
+  RawDb(path).exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, state TEXT);"
+                   "INSERT INTO orders VALUES (1, 'new')");
   SqliteStore store(SqliteStoreOptions{path});
-  try {
-    store.initialize(/*applyMigrations=*/false);
-    FAIL() << "initialize accepted an empty file";
-  } catch (const DLMException& e) {
-    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
-    const std::string message = e.what();
-    EXPECT_NE(message.find("migrations/sqlite/V1__create_lock_tables.sql"),
-              std::string::npos)
-        << message;
-    EXPECT_NE(message.find("dlmctl migrate --db sqlite:" + path),
-              std::string::npos)
-        << message;
-  }
-  // Nothing was created.
-  EXPECT_EQ(RawDb(path).scalar("SELECT count(*) FROM sqlite_master"), "0");
+  EXPECT_NO_THROW(store.initialize(/*applyMigrations=*/false));
+  EXPECT_TRUE(acquire(store, pathKey("", "x")).acquired);
+  EXPECT_EQ(RawDb(path).scalar("SELECT max(version) FROM dlm_schema_version"),
+            std::to_string(internal::latestVersion(internal::sqliteMigrations())));
+  EXPECT_EQ(RawDb(path).scalar("SELECT state FROM orders WHERE id = 1"), "new");
+}
+
+// A first start that fails leaves nothing behind: here SQLite creates the
+// file, then cannot create its WAL beside it.
+TEST_F(SqliteSchemaTest, AFailedInitializeOfANewFileLeavesNoFile) {
+  const std::string path = dir_.file("new.sqlite");
+  std::filesystem::create_directory(path + "-wal");
+  // SQLite retries the WAL's creation until busyTimeout.
+  SqliteStore store(SqliteStoreOptions{path, std::chrono::milliseconds(200)});
+  EXPECT_THROW(store.initialize(/*applyMigrations=*/false), DLMException);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // A file that was there before is never removed, even when it fails.
+  const std::string existing = dir_.file("existing.sqlite");
+  RawDb(existing).exec("CREATE TABLE t (x)");
+  std::filesystem::create_directory(existing + "-wal");
+  SqliteStore other(
+      SqliteStoreOptions{existing, std::chrono::milliseconds(200)});
+  EXPECT_THROW(other.initialize(/*applyMigrations=*/false), DLMException);
+  EXPECT_TRUE(std::filesystem::exists(existing));
 }
 
 TEST_F(SqliteSchemaTest, AnOlderVersionNamesTheFirstMissingMigration) {

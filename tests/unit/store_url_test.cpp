@@ -28,8 +28,8 @@ constexpr const char* kSecret = "secretpw";
 // restored after it (scripts/test.sh sets them for the whole run).
 class ServerVariables : public ::testing::Test {
  protected:
-  static constexpr const char* kNames[] = {"PGHOST", "PGHOSTADDR", "PGDATABASE",
-                                           "PGSERVICE"};
+  static constexpr const char* kNames[] = {
+      "DLM_DATABASE_URL", "PGHOST", "PGHOSTADDR", "PGDATABASE", "PGSERVICE"};
   void SetUp() override {
     for (const char* name : kNames) {
       const char* value = std::getenv(name);
@@ -273,6 +273,21 @@ TEST(DescribeStoreUrl, NoPlacementOfAPasswordReachesAMessage) {
 }
 
 #endif  // DLM_WITH_POSTGRES
+
+// openStore("") names the database as dlmctl does: DLM_DATABASE_URL first.
+TEST_F(ServerVariables, DlmDatabaseUrlComesBeforeThePgVariables) {
+  ::setenv("PGHOST", "db.example", 1);  // names a server, but comes second
+  ::setenv("DLM_DATABASE_URL", "sqlite:/var/lib/app/locks.sqlite", 1);
+  const DefaultStoreUrl chosen = defaultStoreUrl();
+  EXPECT_EQ(chosen.url, "sqlite:/var/lib/app/locks.sqlite");
+  EXPECT_EQ(chosen.origin, "DLM_DATABASE_URL");
+  const ParsedStoreUrl parsed = parseStoreUrl("");
+  EXPECT_EQ(parsed.kind, StoreKind::SQLITE);
+  EXPECT_EQ(parsed.location, "/var/lib/app/locks.sqlite");
+  EXPECT_EQ(openStore("")->name(), "sqlite");
+  ::setenv("DLM_DATABASE_URL", "", 1);  // set but empty names nothing
+  EXPECT_NE(defaultStoreUrl().origin, "DLM_DATABASE_URL");
+}
 
 TEST_F(ServerVariables, WithoutPgVariablesTheDefaultIsTheSqliteFile) {
   ::setenv("PGHOST", "", 1);  // set but empty names nothing
