@@ -36,6 +36,7 @@ FENCE = re.compile(r"^```(\w*)\s*$")
 MARKER = re.compile(r"^<!--\s*(.*?)\s*-->\s*$")
 
 INCLUDES = """\
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -56,8 +57,25 @@ INCLUDES = """\
 #include <dlm/store_url.h>
 """
 
-# What a fragment may use without declaring it.
+# What a fragment may use without declaring it: the application's own
+# names that the guides' fragments stand for (a thread pool, a logger, its
+# work), then a manager, a lock, a store and connections.
 FRAGMENT_PROLOGUE = """\
+struct DocsPool { template <class F> void post(F&&) {} };
+inline DocsPool pool;
+struct DocsLogger {
+  template <class... A> void warn(A&&...) {}
+  template <class... A> void info(A&&...) {}
+};
+inline DocsLogger* logger = nullptr;
+inline int id = 123;
+inline std::string body;
+inline bool moreWork() { return false; }
+template <class T> void doSomeWork(T) {}
+template <class T> int runReport(T) { return 0; }
+inline void bootstrap() {}
+inline std::vector<std::string> readCatalog() { return {}; }
+
 [[maybe_unused]] static void docs_fragment(
     [[maybe_unused]] std::shared_ptr<dlm::LockStore> store,
     [[maybe_unused]] std::unique_ptr<dlm::DistributedLockManager>& manager,
@@ -141,16 +159,19 @@ def cpp(source, library, cxx):
                 has_main = re.search(r"\bint\s+main\s*\(", text) is not None
                 with open(src, "w", encoding="utf-8") as f:
                     if marker == "fragment":
-                        f.write(INCLUDES + FRAGMENT_PROLOGUE + f'#line {line} "{rel}"\n' +
+                        f.write(INCLUDES + FRAGMENT_PROLOGUE + f"#line {line + 1} \"{rel}\"\n" +
                                 text + FRAGMENT_EPILOGUE)
                     elif marker == "run" or has_main:
                         # A complete program: exactly as the reader copies it.
-                        f.write(f'#line {line} "{rel}"\n' + text)
+                        f.write(f"#line {line + 1} \"{rel}\"\n" + text)
                     else:
-                        f.write(INCLUDES + f'#line {line} "{rel}"\n' + text)
+                        f.write(INCLUDES + f"#line {line + 1} \"{rel}\"\n" + text)
                 exe = os.path.join(tmp, name)
                 if has_main:
                     cmd = base + [src, "-o", exe] + libs
+                elif marker == "fragment":
+                    # A fragment's results are for the reader, not used.
+                    cmd = base + ["-Wno-unused-variable", "-c", src, "-o", exe + ".o"]
                 else:
                     cmd = base + ["-c", src, "-o", exe + ".o"]
                 r = subprocess.run(cmd, capture_output=True, text=True)
@@ -241,7 +262,7 @@ def sh(source, dlmctl):
         for kv in values:
             n, v = kv.split("=", 1)
             if n == "DB":
-                subprocess.run(["dropdb", "--if-exists", "--force", "-d", "postgres", v],
+                subprocess.run(["dropdb", "--if-exists", "--force", "--maintenance-db=postgres", v],
                                env=env)
         for kv in values:
             n, v = kv.split("=", 1)
