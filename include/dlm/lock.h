@@ -56,7 +56,7 @@ class DLM_API Lock {
   // The fencing token grows by one with every acquisition of the key, so a
   // downstream system can refuse writes from a holder whose lock expired and
   // was taken over: send the token with each write and have the system keep
-  // the highest token it has seen, rejecting smaller ones (see docs/usage.md).
+  // the highest token it has seen, rejecting smaller ones (see docs/guide.md).
   const std::string& owner() const { return owner_; }
   std::int64_t fencingToken() const { return fencingToken_; }
   StoreTime acquiredAt() const { return acquiredAt_; }

@@ -34,7 +34,7 @@ struct DLM_API LockConfiguration {
   // waiting for a pooled connection, retries and their pauses included.
   // acquireLock finishes within its timeout + operationTimeout, every other
   // call (tryAcquireLock, releaseLock, extendLock, describeLock, initialize)
-  // within operationTimeout, plus the small overrun documented in docs/usage.md
+  // within operationTimeout, plus the small overrun documented in docs/guide.md
   // (scheduling, closing a connection that did not answer). A store that
   // does not answer in time gives CONNECTION_ERROR. 1 ms to 1 hour.
   std::chrono::milliseconds operationTimeout{std::chrono::seconds(5)};

@@ -36,7 +36,7 @@ class DLM_API DistributedLockManager {
   // Time bounds: every call below that touches the store returns within
   // the configuration's operationTimeout (acquireLock: its timeout +
   // operationTimeout), connecting, retries and pauses included; a store
-  // that does not answer in time gives CONNECTION_ERROR. See docs/usage.md for
+  // that does not answer in time gives CONNECTION_ERROR. See docs/guide.md for
   // the small overrun allowed on top.
 
   // Checks the store's schema version (and applies migrations first when the
@@ -70,7 +70,7 @@ class DLM_API DistributedLockManager {
   // blocks "a", "a.b" and "a.b.*", not "a.c". Throws INVALID_ARGUMENT for an
   // empty id, one over 1,024 bytes, a NUL byte, invalid UTF-8, an empty path
   // segment (".a", "a..b", "a."), or a DC lock without a farmId. `mode`:
-  // see dlm/lock_mode.h (SHARED holders of a key coexist; docs/usage.md "Shared
+  // see dlm/lock_mode.h (SHARED holders of a key coexist; docs/guide.md "Shared
   // locks and fair queueing").
   Lock getLockInstance(const std::string& id, LockLevel level,
                        LockMode mode = LockMode::EXCLUSIVE) const;

@@ -1,5 +1,5 @@
 // SqliteStore::tryAcquire's transaction, in either mode: the row protocol of
-// docs/usage.md "Shared locks and fair queueing" in one BEGIN IMMEDIATE transaction
+// docs/guide.md "Shared locks and fair queueing" in one BEGIN IMMEDIATE transaction
 // (the file's write lock serialises every writer, so no row locks needed).
 #pragma once
 

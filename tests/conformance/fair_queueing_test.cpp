@@ -1,4 +1,4 @@
-// Fair queueing and deadlock detection across modes on every store (docs/usage.md
+// Fair queueing and deadlock detection across modes on every store (docs/guide.md
 // "Shared locks and fair queueing"). The scenarios live in
 // lock_mode_scenarios.cpp, which the unit tests also run on the FakeStore.
 #include "conformance/lock_mode_scenarios.h"

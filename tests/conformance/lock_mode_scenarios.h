@@ -1,4 +1,4 @@
-// Scenarios of docs/usage.md "Shared locks and fair queueing": the compatibility
+// Scenarios of docs/guide.md "Shared locks and fair queueing": the compatibility
 // matrix, SHARED holders, takeover, inspection, fair queueing and deadlock
 // detection across modes. Run on every store by the conformance suite and on
 // the FakeStore by the unit tests, so the fake and the stores keep one

@@ -1,5 +1,5 @@
 // SHARED locks on every store: the compatibility matrix, several holders,
-// takeover across modes, inspection with modes (docs/usage.md "Shared locks and fair
+// takeover across modes, inspection with modes (docs/guide.md "Shared locks and fair
 // queueing"). The scenarios live in lock_mode_scenarios.cpp, which the unit
 // tests also run on the FakeStore.
 #include "conformance/lock_mode_scenarios.h"
