@@ -10,13 +10,15 @@
 //
 // It creates the table accounts(id, balance, fence). THREADS threads (4)
 // each make ROUNDS deposits (10) to the accounts 1..3 in turn: take the
-// account's lock "account.<id>", then in one transaction of the
-// application's own: guardWithin (the transaction cannot commit if the lock
-// was lost), read the balance, write balance + 1 and the fencing token. The
-// read and the write are two statements, so without the lock concurrent
-// workers would overwrite each other's deposits. It checks at the end that
-// every deposit is there and that no write ever met a fence as new as its
-// own token (the fence column only grew), and exits 0 when both held.
+// account's lock "account.<id>", read the balance, do some work elsewhere,
+// then write balance + 1 and the lock's fencing token in a transaction of the
+// application's own that guardWithin makes depend on the lock (it cannot
+// commit if the lock was lost meanwhile). Without the lock, workers would
+// read the same balance and overwrite each other's deposits. At the end it
+// checks that every deposit is there and that no write ever met a fence as
+// new as its own token (the fence column only grew). Last, a holder paused
+// past its lease tries to write after another worker took its lock: the
+// guard makes the database refuse it. Exits 0 when all three held.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -49,12 +51,18 @@ void deposit(dlm::DistributedLockManager& manager, const std::string& url,
                                                dlm::LockLevel::DC);
       manager.acquireLock(lock, std::chrono::seconds(10), std::chrono::seconds(30));
 
+      // Read, work outside the database, write: two transactions, so only
+      // the lock keeps two workers from both reading the old balance.
+      db.begin();
+      const long long balance =
+          db.queryInt("SELECT balance FROM accounts WHERE id = $1", {account});
+      db.commit();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // e.g. a call elsewhere
+
       db.begin();
       // Throws LOCK_NOT_HELD (and the transaction cannot commit) if the lock
       // expired and someone else took it; holds takeovers off until commit.
       manager.guardWithin(lock, db.transaction());
-      const long long balance =
-          db.queryInt("SELECT balance FROM accounts WHERE id = $1", {account});
       const long long written = db.exec(
           "UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence < $2",
           {balance + 1, lock.fencingToken(), account});
@@ -66,6 +74,30 @@ void deposit(dlm::DistributedLockManager& manager, const std::string& url,
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker %d: %s\n", worker, e.what());
     ++failures;
+  }
+}
+
+// A holder paused past its lease (GC, swap, a stopped VM) while another
+// worker took the lock over: the database must refuse its write.
+bool pausedHolderIsRefused(dlm::DistributedLockManager& manager, const std::string& url) {
+  dlm::Lock paused = manager.getLockInstance("account.1", dlm::LockLevel::DC);
+  manager.acquireLock(paused, std::chrono::milliseconds(200));  // a 200 ms lease
+  std::thread([&manager] {  // another worker: waits for the lease to end
+    dlm::Lock other = manager.getLockInstance("account.1", dlm::LockLevel::DC);
+    manager.acquireLock(other, std::chrono::seconds(10), std::chrono::seconds(10));
+    manager.releaseLock(other);
+  }).join();
+  AppDb db(url);
+  db.begin();
+  try {
+    manager.guardWithin(paused, db.transaction());
+    db.exec("UPDATE accounts SET balance = balance + 1000 WHERE id = 1");
+    db.commit();
+    return false;  // the paused holder's write landed
+  } catch (const dlm::DLMException& e) {
+    if (e.code() != dlm::ErrorCode::LOCK_NOT_HELD) throw;
+    db.rollback();
+    return !manager.releaseLock(paused);  // false: it was not ours any more
   }
 }
 
@@ -102,6 +134,9 @@ int main(int argc, char** argv) {
       workers.emplace_back(deposit, std::ref(*manager), std::cref(url), w, rounds);
     }
     for (auto& t : workers) t.join();
+    const bool refused = pausedHolderIsRefused(*manager, url);
+    std::printf("a holder paused past its lease: write %s\n",
+                refused ? "refused (LOCK_NOT_HELD)" : "ACCEPTED");
 
     db.begin();
     const long long added = db.queryInt("SELECT sum(balance) FROM accounts") - before;
@@ -111,11 +146,11 @@ int main(int argc, char** argv) {
     std::printf("deposits found: %lld of %lld; highest fencing token written: %lld\n",
                 added, expected, maxFence);
     std::printf("writes that met a newer fence: %d\n", staleFences.load());
-    if (failures > 0 || added != expected || staleFences > 0) {
+    if (failures > 0 || added != expected || staleFences > 0 || !refused) {
       std::printf("FAILED\n");
       return 1;
     }
-    std::printf("OK: no deposit lost, every write carried a newer fencing token\n");
+    std::printf("OK: no deposit lost, fences only grew, the paused holder was refused\n");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "guarded_workers: %s\n", e.what());
