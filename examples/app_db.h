@@ -10,6 +10,9 @@
 // parameters $1, $2, ... (SQLite reads them as named parameters "$1", ...).
 #pragma once
 
+#include <dlm/postgres_store.h>
+#include <dlm/sqlite_store.h>
+#include <dlm/store_url.h>
 #include <sqlite3.h>
 
 #include <memory>
@@ -18,10 +21,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <dlm/postgres_store.h>
-#include <dlm/sqlite_store.h>
-#include <dlm/store_url.h>
 
 class AppDb {
  public:
@@ -55,7 +54,8 @@ class AppDb {
     throw std::logic_error("AppDb: no transaction open");
   }
   // Runs a statement in the open transaction; returns the rows it changed.
-  long long exec(const std::string& sql, const std::vector<long long>& params = {}) {
+  long long exec(const std::string& sql,
+                 const std::vector<long long>& params = {}) {
     if (pg_) {
       return static_cast<long long>(
           work_->exec_params(sql, pqxx::prepare::make_dynamic_params(params))
@@ -65,7 +65,8 @@ class AppDb {
     return sqlite3_changes(sqlite_.get());
   }
   // The first column of the first row (0 when there is none).
-  long long queryInt(const std::string& sql, const std::vector<long long>& params = {}) {
+  long long queryInt(const std::string& sql,
+                     const std::vector<long long>& params = {}) {
     if (pg_) {
       const pqxx::result r =
           work_->exec_params(sql, pqxx::prepare::make_dynamic_params(params));
@@ -95,12 +96,15 @@ class AppDb {
   }
 
   // SQLite: one statement with its parameters; the first row's first column.
-  std::optional<long long> run(const std::string& sql, const std::vector<long long>& params) {
+  std::optional<long long> run(const std::string& sql,
+                               const std::vector<long long>& params) {
     sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(sqlite_.get(), sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(sqlite_.get(), sql.c_str(), -1, &stmt, nullptr) !=
+        SQLITE_OK) {
       fail(sql);
     }
-    std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owned(stmt, sqlite3_finalize);
+    std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owned(
+        stmt, sqlite3_finalize);
     for (std::size_t i = 0; i < params.size(); ++i) {
       const std::string name = "$" + std::to_string(i + 1);
       const int index = sqlite3_bind_parameter_index(stmt, name.c_str());
@@ -117,7 +121,8 @@ class AppDb {
     return first;
   }
   [[noreturn]] void fail(const std::string& what) {
-    throw std::runtime_error("SQLite: " + what + ": " + sqlite3_errmsg(sqlite_.get()));
+    throw std::runtime_error("SQLite: " + what + ": " +
+                             sqlite3_errmsg(sqlite_.get()));
   }
 
   dlm::ParsedStoreUrl where_;

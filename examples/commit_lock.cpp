@@ -13,15 +13,17 @@
 //      held; rollbackLock then frees it in dlm's own transaction;
 //   2. the transaction commits: the row is there and the lock is free.
 // Exits 0 when both held.
+#include <dlm/dlm.h>
+#include <dlm/store_url.h>
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 
-#include <dlm/dlm.h>
-#include <dlm/store_url.h>
-
 #include "app_db.h"
+
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -36,25 +38,28 @@ int main(int argc, char** argv) {
   const std::string url = argc > 1 ? argv[1] : "";
   try {
     const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
-    auto manager = dlm::DistributedLockManager::builder()
-                       .clientId("billing")
-                       .farmId("example")
-                       .store(dlm::openStore(url))
-                       .applyMigrations(sqlite)  // SQLite: create the lock tables
-                       .build();
+    auto manager =
+        dlm::DistributedLockManager::builder()
+            .clientId("billing")
+            .farmId("example")
+            .store(dlm::openStore(url))
+            .applyMigrations(sqlite)  // SQLite: create the lock tables
+            .build();
     manager->initialize();
 
     AppDb db(url);  // the application's own connection to the same database
     db.begin();
-    db.exec("CREATE TABLE IF NOT EXISTS sent_invoices (id integer PRIMARY KEY, "
-            "fence bigint NOT NULL)");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS sent_invoices (id integer PRIMARY KEY, "
+        "fence bigint NOT NULL)");
     db.exec("DELETE FROM sent_invoices WHERE id = 42");  // from an earlier run
     db.commit();
 
     dlm::Lock lock = manager->getLockInstance("invoice.42", dlm::LockLevel::DC);
     const auto sent = [&] {
       db.begin();
-      const long long rows = db.queryInt("SELECT count(*) FROM sent_invoices WHERE id = 42");
+      const long long rows =
+          db.queryInt("SELECT count(*) FROM sent_invoices WHERE id = 42");
       db.commit();
       return rows == 1;
     };
@@ -62,18 +67,19 @@ int main(int argc, char** argv) {
     bool ok = true;
 
     std::printf("1. send invoice 42, then the transaction rolls back\n");
-    manager->acquireLock(lock, std::chrono::seconds(30));
+    manager->acquireLock(lock, 30s);
     db.begin();
     db.exec("INSERT INTO sent_invoices VALUES (42, $1)", {lock.fencingToken()});
-    manager->commitLock(lock, db.transaction());  // the release joins the transaction
-    db.rollback();                                // e.g. a later statement failed
+    // The release joins the transaction; then a later statement fails, say.
+    manager->commitLock(lock, db.transaction());
+    db.rollback();
     ok &= check(!sent(), "invoice 42 is not recorded as sent");
-    ok &= check(held(), "invoice.42 is still locked: nobody else sends it meanwhile");
+    ok &= check(held(), "invoice.42 is still locked: nobody else sends it");
     ok &= check(manager->rollbackLock(lock), "rollbackLock freed it");
     ok &= check(!held(), "invoice.42 is free");
 
     std::printf("2. send invoice 42, and the transaction commits\n");
-    manager->acquireLock(lock, std::chrono::seconds(30));
+    manager->acquireLock(lock, 30s);
     db.begin();
     db.exec("INSERT INTO sent_invoices VALUES (42, $1)", {lock.fencingToken()});
     manager->commitLock(lock, db.transaction());

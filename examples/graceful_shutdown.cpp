@@ -18,6 +18,8 @@
 // every lock it acquired was released. (examples/graceful_shutdown_test.sh
 // starts it, reads the metrics, sends SIGTERM and times the exit.)
 #include <arpa/inet.h>
+#include <dlm/dlm.h>
+#include <dlm/store_url.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,8 +39,7 @@
 #include <thread>
 #include <vector>
 
-#include <dlm/dlm.h>
-#include <dlm/store_url.h>
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -48,22 +49,25 @@ std::atomic<int> failures{0};
 void work(dlm::DistributedLockManager& manager, int worker) {
   try {
     while (!stopping) {
-      dlm::Lock lock = manager.getLockInstance("jobs.compactor", dlm::LockLevel::DC);
+      dlm::Lock lock =
+          manager.getLockInstance("jobs.compactor", dlm::LockLevel::DC);
       try {
-        manager.acquireLock(lock, std::chrono::seconds(15), std::chrono::minutes(10));
+        manager.acquireLock(lock, 15s, 10min);  // a 15 s lease; wait 10 min
       } catch (const dlm::DLMException& e) {
-        if (e.code() == dlm::ErrorCode::LOCK_UNAVAILABLE) continue;  // stopped, or timed out
+        // Stopped (or timed out): the loop looks at `stopping`.
+        if (e.code() == dlm::ErrorCode::LOCK_UNAVAILABLE) continue;
         throw;
       }
       // Held (also when a wait won just before the stop): renewed while we
       // work, released when the guard goes.
       dlm::LockGuard guard(manager, std::move(lock));
       std::printf("worker %d: holds jobs.compactor, working\n", worker);
-      while (!stopping && !guard.lost()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // one step
+      while (!stopping && !guard.lost()) {  // one step of the work at a time
+        std::this_thread::sleep_for(100ms);
       }
       const bool released = guard.release();
-      std::printf("worker %d: %s\n", worker, released ? "released jobs.compactor" : "had lost it");
+      std::printf("worker %d: %s\n", worker,
+                  released ? "released jobs.compactor" : "had lost it");
     }
     std::printf("worker %d: stopped\n", worker);
   } catch (const std::exception& e) {
@@ -74,6 +78,7 @@ void work(dlm::DistributedLockManager& manager, int worker) {
 }
 
 // A tiny blocking HTTP server, one request at a time: enough for a scrape.
+// Every request gets the metrics.
 int listenOn(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -82,8 +87,10 @@ int listenOn(int port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t size = sizeof addr;
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0 ||
-      listen(fd, 8) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0) {
-    throw std::runtime_error("port " + std::to_string(port) + ": " + std::strerror(errno));
+      listen(fd, 8) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0) {
+    throw std::runtime_error("port " + std::to_string(port) + ": " +
+                             std::strerror(errno));
   }
   std::printf("metrics: http://127.0.0.1:%d/metrics\n", ntohs(addr.sin_port));
   return fd;
@@ -98,18 +105,18 @@ void serveMetrics(int listener, dlm::DistributedLockManager& manager) {
     const timeval patience{1, 0};  // a silent client does not hold us up
     setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
     char request[2048];
-    const ssize_t n = recv(client, request, sizeof request, 0);
-    const bool found = n > 0 && std::string(request, n).rfind("GET /metrics", 0) == 0;
-    const std::string body =
-        found ? dlm::toPrometheusText({manager.metrics()}) : "try GET /metrics\n";
-    const std::string response =
-        std::string(found ? "HTTP/1.0 200 OK" : "HTTP/1.0 404 Not Found") +
-        "\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-        std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-    for (std::size_t sent = 0; sent < response.size();) {
-      const ssize_t k = send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-      if (k <= 0) break;
-      sent += static_cast<std::size_t>(k);
+    if (recv(client, request, sizeof request, 0) > 0) {
+      const std::string body = dlm::toPrometheusText({manager.metrics()});
+      const std::string response =
+          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body;
+      for (std::size_t sent = 0; sent < response.size();) {
+        const ssize_t k = send(client, response.data() + sent,
+                               response.size() - sent, MSG_NOSIGNAL);
+        if (k <= 0) break;
+        sent += static_cast<std::size_t>(k);
+      }
     }
     close(client);
   }
@@ -119,10 +126,12 @@ void serveMetrics(int listener, dlm::DistributedLockManager& manager) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: graceful_shutdown DATABASE_URL PORT [WORKERS]\n");
+    std::fprintf(stderr,
+                 "usage: graceful_shutdown DATABASE_URL PORT [WORKERS]\n");
     return 2;
   }
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines show at once, also in a file
+  // Each line at once, also into a file.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string url = argv[1];
   const int workers = argc > 3 ? std::atoi(argv[3]) : 2;
   // SIGTERM and SIGINT are taken by sigwait below, on this thread; blocked
@@ -134,28 +143,34 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   try {
     static std::mutex logMutex;  // the "application's logger"
-    auto logger = dlm::makeLineEventHandler([](int severity, const std::string& line) {
-      std::lock_guard<std::mutex> hold(logMutex);
-      std::fprintf(stderr, "%s %s\n", severity <= 4 ? "WARN" : "INFO", line.c_str());
-    });
+    auto logger =
+        dlm::makeLineEventHandler([](int severity, const std::string& line) {
+          std::lock_guard<std::mutex> hold(logMutex);
+          std::fprintf(stderr, "%s %s\n", severity <= 4 ? "WARN" : "INFO",
+                       line.c_str());
+        });
     const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
-    auto manager = dlm::DistributedLockManager::builder()
-                       .clientId("compactor")
-                       .farmId("example")
-                       .store(dlm::openStore(url))
-                       .applyMigrations(sqlite)  // SQLite: create the lock tables
-                       .events(logger)
-                       .build();
+    auto manager =
+        dlm::DistributedLockManager::builder()
+            .clientId("compactor")
+            .farmId("example")
+            .store(dlm::openStore(url))
+            .applyMigrations(sqlite)  // SQLite: create the lock tables
+            .events(logger)
+            .build();
     manager->initialize();
 
     const int listener = listenOn(std::atoi(argv[2]));
     std::thread http(serveMetrics, listener, std::ref(*manager));
     std::vector<std::thread> threads;
-    for (int w = 1; w <= workers; ++w) threads.emplace_back(work, std::ref(*manager), w);
+    for (int w = 1; w <= workers; ++w) {
+      threads.emplace_back(work, std::ref(*manager), w);
+    }
 
     int signal = 0;
     sigwait(&signals, &signal);
-    std::printf("%s: stop waiting, finish the step, release\n", strsignal(signal));
+    std::printf("%s: stop waiting, finish the step, release\n",
+                strsignal(signal));
     stopping = true;
     manager->stopWaiting();  // waiting acquireLock calls give up now
     for (auto& t : threads) t.join();
@@ -166,7 +181,8 @@ int main(int argc, char** argv) {
     std::printf("acquired %llu times, released %llu times\n",
                 static_cast<unsigned long long>(m.acquisitions),
                 static_cast<unsigned long long>(m.releases));
-    const bool ok = failures == 0 && m.acquisitions == m.releases && m.releaseFailures == 0;
+    const bool ok =
+        failures == 0 && m.acquisitions == m.releases && m.releaseFailures == 0;
     std::printf(ok ? "OK: stopped cleanly\n" : "FAILED\n");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

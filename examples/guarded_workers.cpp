@@ -19,6 +19,9 @@
 // new as its own token (the fence column only grew). Last, a holder paused
 // past its lease tries to write after another worker took its lock: the
 // guard makes the database refuse it. Exits 0 when all three held.
+#include <dlm/dlm.h>
+#include <dlm/store_url.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -28,10 +31,9 @@
 #include <thread>
 #include <vector>
 
-#include <dlm/dlm.h>
-#include <dlm/store_url.h>
-
 #include "app_db.h"
+
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -47,9 +49,9 @@ void deposit(dlm::DistributedLockManager& manager, const std::string& url,
     AppDb db(url);  // the application's own connection, one per thread
     for (int round = 0; round < rounds; ++round) {
       const long long account = 1 + (worker + round) % kAccounts;
-      dlm::Lock lock = manager.getLockInstance("account." + std::to_string(account),
-                                               dlm::LockLevel::DC);
-      manager.acquireLock(lock, std::chrono::seconds(10), std::chrono::seconds(30));
+      dlm::Lock lock = manager.getLockInstance(
+          "account." + std::to_string(account), dlm::LockLevel::DC);
+      manager.acquireLock(lock, 10s, 30s);  // a 10 s lease; wait up to 30 s
 
       // Read, work outside the database, write: two transactions, so only
       // the lock keeps two workers from both reading the old balance.
@@ -57,19 +59,22 @@ void deposit(dlm::DistributedLockManager& manager, const std::string& url,
       const long long balance =
           db.queryInt("SELECT balance FROM accounts WHERE id = $1", {account});
       db.commit();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // e.g. a call elsewhere
+      std::this_thread::sleep_for(2ms);  // e.g. a call to another service
 
       db.begin();
       // Throws LOCK_NOT_HELD (and the transaction cannot commit) if the lock
       // expired and someone else took it; holds takeovers off until commit.
       manager.guardWithin(lock, db.transaction());
       const long long written = db.exec(
-          "UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence < $2",
+          "UPDATE accounts SET balance = $1, fence = $2"
+          " WHERE id = $3 AND fence < $2",
           {balance + 1, lock.fencingToken(), account});
-      if (written != 1) ++staleFences;  // a newer holder had written: never here
+      // 0 rows: a newer holder had written (never here).
+      if (written != 1) ++staleFences;
       db.commit();
 
-      manager.releaseLock(lock);  // after the commit (a release waits for the guard)
+      // After the commit: a release waits for the guarded transaction.
+      manager.releaseLock(lock);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker %d: %s\n", worker, e.what());
@@ -79,14 +84,16 @@ void deposit(dlm::DistributedLockManager& manager, const std::string& url,
 
 // A holder paused past its lease (GC, swap, a stopped VM) while another
 // worker took the lock over: the database must refuse its write.
-bool pausedHolderIsRefused(dlm::DistributedLockManager& manager, const std::string& url) {
+bool pausedHolderIsRefused(dlm::DistributedLockManager& manager,
+                           const std::string& url) {
   dlm::Lock paused = manager.getLockInstance("account.1", dlm::LockLevel::DC);
-  manager.acquireLock(paused, std::chrono::milliseconds(200));  // a 200 ms lease
-  std::thread([&manager] {  // another worker: waits for the lease to end
+  manager.acquireLock(paused, 200ms);  // a 200 ms lease, then it "pauses"
+  std::thread another([&manager] {  // another worker: waits for the lease end
     dlm::Lock other = manager.getLockInstance("account.1", dlm::LockLevel::DC);
-    manager.acquireLock(other, std::chrono::seconds(10), std::chrono::seconds(10));
+    manager.acquireLock(other, 10s, 10s);
     manager.releaseLock(other);
-  }).join();
+  });
+  another.join();
   AppDb db(url);
   db.begin();
   try {
@@ -109,29 +116,34 @@ int main(int argc, char** argv) {
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 10;
   try {
     const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
-    auto manager = dlm::DistributedLockManager::builder()
-                       .clientId("bank")
-                       .farmId("example")
-                       .store(dlm::openStore(url))
-                       .applyMigrations(sqlite)  // SQLite: create the lock tables
-                       .build();
+    auto manager =
+        dlm::DistributedLockManager::builder()
+            .clientId("bank")
+            .farmId("example")
+            .store(dlm::openStore(url))
+            .applyMigrations(sqlite)  // SQLite: create the lock tables
+            .build();
     manager->initialize();
 
     AppDb db(url);
     db.begin();
-    db.exec("CREATE TABLE IF NOT EXISTS accounts (id integer PRIMARY KEY, "
-            "balance bigint NOT NULL, fence bigint NOT NULL)");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS accounts (id integer PRIMARY KEY, "
+        "balance bigint NOT NULL, fence bigint NOT NULL)");
     for (long long id = 1; id <= kAccounts; ++id) {
-      db.exec("INSERT INTO accounts VALUES ($1, 0, 0) ON CONFLICT (id) DO NOTHING", {id});
+      db.exec(
+          "INSERT INTO accounts VALUES ($1, 0, 0) ON CONFLICT (id) DO NOTHING",
+          {id});
     }
     const long long before = db.queryInt("SELECT sum(balance) FROM accounts");
     db.commit();
-    std::printf("%d workers make %d deposits each to %d accounts\n", threads, rounds,
-                kAccounts);
+    std::printf("%d workers make %d deposits each to %d accounts\n", threads,
+                rounds, kAccounts);
 
     std::vector<std::thread> workers;
     for (int w = 0; w < threads; ++w) {
-      workers.emplace_back(deposit, std::ref(*manager), std::cref(url), w, rounds);
+      workers.emplace_back(deposit, std::ref(*manager), std::cref(url), w,
+                           rounds);
     }
     for (auto& t : workers) t.join();
     const bool refused = pausedHolderIsRefused(*manager, url);
@@ -139,18 +151,21 @@ int main(int argc, char** argv) {
                 refused ? "refused (LOCK_NOT_HELD)" : "ACCEPTED");
 
     db.begin();
-    const long long added = db.queryInt("SELECT sum(balance) FROM accounts") - before;
+    const long long added =
+        db.queryInt("SELECT sum(balance) FROM accounts") - before;
     const long long maxFence = db.queryInt("SELECT max(fence) FROM accounts");
     db.commit();
     const long long expected = static_cast<long long>(threads) * rounds;
-    std::printf("deposits found: %lld of %lld; highest fencing token written: %lld\n",
-                added, expected, maxFence);
+    std::printf(
+        "deposits found: %lld of %lld; highest fencing token written: %lld\n",
+        added, expected, maxFence);
     std::printf("writes that met a newer fence: %d\n", staleFences.load());
     if (failures > 0 || added != expected || staleFences > 0 || !refused) {
       std::printf("FAILED\n");
       return 1;
     }
-    std::printf("OK: no deposit lost, fences only grew, the paused holder was refused\n");
+    std::printf(
+        "OK: no deposit lost, fences only grew, paused holder refused\n");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "guarded_workers: %s\n", e.what());

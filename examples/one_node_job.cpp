@@ -11,13 +11,17 @@
 //                 the pretend import takes (default 3).
 //
 // Try it: start it a few times at once on one database, e.g.
-//   for n in 1 2 3; do ./one_node_job sqlite:/tmp/locks.sqlite node$n & done; wait
+//   for n in 1 2 3; do ./one_node_job sqlite:/tmp/locks.sqlite node$n & done;
+//   wait
 // One prints "running the import", the others "skipped".
 // (examples/one_node_job_test.sh does that and checks it.) Exits 0 when it
 // ran the job or rightly skipped it, 1 on an error.
 //
 // DistributedLockManager::tryWithLock(id, level, fn) does the same in one
 // call (false: skipped); here the steps are spelled out.
+#include <dlm/dlm.h>
+#include <dlm/store_url.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,8 +29,7 @@
 #include <string>
 #include <thread>
 
-#include <dlm/dlm.h>
-#include <dlm/store_url.h>
+using namespace std::chrono_literals;
 
 int main(int argc, char** argv) {
   const std::string url = argc > 1 ? argv[1] : "";
@@ -34,21 +37,23 @@ int main(int argc, char** argv) {
   const int jobSeconds = argc > 3 ? std::atoi(argv[3]) : 3;
   try {
     const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
-    auto manager = dlm::DistributedLockManager::builder()
-                       .clientId("etl")
-                       .store(dlm::openStore(url))
-                       .applyMigrations(sqlite)  // SQLite: create the lock tables
-                       .build();
+    auto manager =
+        dlm::DistributedLockManager::builder()
+            .clientId("etl")
+            .store(dlm::openStore(url))
+            .applyMigrations(sqlite)  // SQLite: create the lock tables
+            .build();
     manager->initialize();
 
     // XDC: one holder across every farm (data centre) of the client "etl".
-    dlm::Lock lock = manager->getLockInstance("nightly.import", dlm::LockLevel::XDC);
+    dlm::Lock lock =
+        manager->getLockInstance("nightly.import", dlm::LockLevel::XDC);
     try {
-      manager->tryAcquireLock(lock, std::chrono::minutes(1));  // one attempt
+      manager->tryAcquireLock(lock, 1min);  // one attempt, a 1-minute lease
     } catch (const dlm::DLMException& e) {
       if (e.code() != dlm::ErrorCode::LOCK_UNAVAILABLE) throw;
-      std::printf("%s: skipped: another node runs the import (%s)\n", node.c_str(),
-                  e.what());
+      std::printf("%s: skipped: another node runs the import (%s)\n",
+                  node.c_str(), e.what());
       return 0;
     }
     // Renews the 1-minute lease while the job runs; releases when it ends.
@@ -56,13 +61,14 @@ int main(int argc, char** argv) {
     std::printf("%s: running the import (fencing token %lld)\n", node.c_str(),
                 static_cast<long long>(guard.lock().fencingToken()));
     std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::seconds(jobSeconds));  // the import
+    std::this_thread::sleep_for(std::chrono::seconds(jobSeconds));  // import
     if (guard.lost()) {
       std::printf("%s: lost the lock during the import\n", node.c_str());
       return 1;
     }
     if (!guard.release()) {
-      std::printf("%s: the lock was taken over before the release\n", node.c_str());
+      std::printf("%s: the lock was taken over before the release\n",
+                  node.c_str());
       return 1;
     }
     std::printf("%s: import done, lock released\n", node.c_str());

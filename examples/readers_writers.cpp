@@ -12,6 +12,9 @@
 // count who is inside: a writer must find nobody else, a reader no writer.
 // Readers also ask the store how many hold the key (describeHolders). Exits 0
 // when no one ever met a conflicting holder and readers did share the lock.
+#include <dlm/dlm.h>
+#include <dlm/store_url.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,14 +24,14 @@
 #include <thread>
 #include <vector>
 
-#include <dlm/dlm.h>
-#include <dlm/store_url.h>
+using namespace std::chrono_literals;
 
 namespace {
 
 std::atomic<int> readersInside{0}, writersInside{0};
 std::atomic<int> conflicts{0}, failures{0};
-std::atomic<int> mostHolders{0};  // the most SHARED holders the store listed at once
+// The most SHARED holders the store listed at once.
+std::atomic<int> mostHolders{0};
 
 void raiseTo(std::atomic<int>& most, int value) {
   int seen = most.load();
@@ -36,22 +39,25 @@ void raiseTo(std::atomic<int>& most, int value) {
   }
 }
 
-void session(dlm::DistributedLockManager& manager, dlm::LockMode mode, int rounds) {
+void session(dlm::DistributedLockManager& manager, dlm::LockMode mode,
+             int rounds) {
   const bool reader = mode == dlm::LockMode::SHARED;
   try {
-    if (!reader) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!reader) std::this_thread::sleep_for(50ms);  // readers come first
     for (int round = 0; round < rounds; ++round) {
-      dlm::Lock lock = manager.getLockInstance("catalog", dlm::LockLevel::DC, mode);
-      manager.acquireLock(lock, std::chrono::seconds(10), std::chrono::seconds(30));
+      dlm::Lock lock =
+          manager.getLockInstance("catalog", dlm::LockLevel::DC, mode);
+      manager.acquireLock(lock, 10s, 30s);  // a 10 s lease; wait up to 30 s
       if (reader) {
         ++readersInside;
         if (writersInside > 0) ++conflicts;
-        raiseTo(mostHolders, static_cast<int>(manager.describeHolders(lock).size()));
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // reading
+        raiseTo(mostHolders,
+                static_cast<int>(manager.describeHolders(lock).size()));
+        std::this_thread::sleep_for(100ms);  // reading
         --readersInside;
       } else {
         if (++writersInside != 1 || readersInside > 0) ++conflicts;
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // writing
+        std::this_thread::sleep_for(30ms);  // writing
         --writersInside;
       }
       manager.releaseLock(lock);
@@ -71,20 +77,23 @@ int main(int argc, char** argv) {
   const int rounds = argc > 4 ? std::atoi(argv[4]) : 5;
   try {
     const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
-    auto manager = dlm::DistributedLockManager::builder()
-                       .clientId("library")
-                       .farmId("example")
-                       .store(dlm::openStore(url))
-                       .applyMigrations(sqlite)  // SQLite: create the lock tables
-                       .build();
+    auto manager =
+        dlm::DistributedLockManager::builder()
+            .clientId("library")
+            .farmId("example")
+            .store(dlm::openStore(url))
+            .applyMigrations(sqlite)  // SQLite: create the lock tables
+            .build();
     manager->initialize();
-    std::printf("%d readers (SHARED) and %d writers (EXCLUSIVE), %d rounds each\n",
-                readers, writers, rounds);
+    std::printf(
+        "%d readers (SHARED) and %d writers (EXCLUSIVE), %d rounds each\n",
+        readers, writers, rounds);
 
     // Each thread is its own lock owner, as separate processes would be.
     std::vector<std::thread> threads;
     for (int i = 0; i < readers + writers; ++i) {
-      const auto mode = i < readers ? dlm::LockMode::SHARED : dlm::LockMode::EXCLUSIVE;
+      const auto mode =
+          i < readers ? dlm::LockMode::SHARED : dlm::LockMode::EXCLUSIVE;
       threads.emplace_back(session, std::ref(*manager), mode, rounds);
     }
     for (auto& t : threads) t.join();
@@ -93,9 +102,11 @@ int main(int argc, char** argv) {
     std::printf("acquisitions: %llu, of which had to wait: %llu\n",
                 static_cast<unsigned long long>(m.acquisitions),
                 static_cast<unsigned long long>(m.waits));
-    std::printf("most readers holding at once (describeHolders): %d\n", mostHolders.load());
+    std::printf("most readers holding at once (describeHolders): %d\n",
+                mostHolders.load());
     std::printf("conflicting holders met: %d\n", conflicts.load());
-    const bool ok = failures == 0 && conflicts == 0 && (readers < 2 || mostHolders >= 2);
+    const bool ok =
+        failures == 0 && conflicts == 0 && (readers < 2 || mostHolders >= 2);
     std::printf(ok ? "OK\n" : "FAILED\n");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
