@@ -37,13 +37,11 @@ bool check(bool ok, const char* what) {
 int main(int argc, char** argv) {
   const std::string url = argc > 1 ? argv[1] : "";
   try {
-    const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
     auto manager =
         dlm::DistributedLockManager::builder()
             .clientId("billing")
             .farmId("example")
             .store(dlm::openStore(url))
-            .applyMigrations(sqlite)  // SQLite: create the lock tables
             .build();
     manager->initialize();
 

@@ -149,13 +149,11 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "%s %s\n", severity <= 4 ? "WARN" : "INFO",
                        line.c_str());
         });
-    const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
     auto manager =
         dlm::DistributedLockManager::builder()
             .clientId("compactor")
             .farmId("example")
             .store(dlm::openStore(url))
-            .applyMigrations(sqlite)  // SQLite: create the lock tables
             .events(logger)
             .build();
     manager->initialize();

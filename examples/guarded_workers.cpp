@@ -115,13 +115,11 @@ int main(int argc, char** argv) {
   const int threads = argc > 2 ? std::atoi(argv[2]) : 4;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 10;
   try {
-    const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
     auto manager =
         dlm::DistributedLockManager::builder()
             .clientId("bank")
             .farmId("example")
             .store(dlm::openStore(url))
-            .applyMigrations(sqlite)  // SQLite: create the lock tables
             .build();
     manager->initialize();
 

@@ -36,12 +36,10 @@ int main(int argc, char** argv) {
   const std::string node = argc > 2 ? argv[2] : "node";
   const int jobSeconds = argc > 3 ? std::atoi(argv[3]) : 3;
   try {
-    const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
     auto manager =
         dlm::DistributedLockManager::builder()
             .clientId("etl")
             .store(dlm::openStore(url))
-            .applyMigrations(sqlite)  // SQLite: create the lock tables
             .build();
     manager->initialize();
 

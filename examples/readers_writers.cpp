@@ -76,13 +76,11 @@ int main(int argc, char** argv) {
   const int writers = argc > 3 ? std::atoi(argv[3]) : 2;
   const int rounds = argc > 4 ? std::atoi(argv[4]) : 5;
   try {
-    const bool sqlite = dlm::parseStoreUrl(url).kind == dlm::StoreKind::SQLITE;
     auto manager =
         dlm::DistributedLockManager::builder()
             .clientId("library")
             .farmId("example")
             .store(dlm::openStore(url))
-            .applyMigrations(sqlite)  // SQLite: create the lock tables
             .build();
     manager->initialize();
     std::printf(

@@ -86,10 +86,7 @@ std::optional<std::string> prefixEnd(std::string_view prefix) {
 
 // Ends the "apply migrations/sqlite/V<n>__... and the later ones" message.
 std::string migrateHint(const std::string& path) {
-  return fmt::format(
-      "with `dlmctl migrate --db sqlite:{}` (or build the manager with "
-      "applyMigrations)",
-      path);
+  return fmt::format("with `dlmctl migrate --db sqlite:{}`", path);
 }
 
 // Column list shared by describe and listHeld; readRecord reads it.
@@ -492,20 +489,21 @@ SqliteStore::~SqliteStore() = default;
 
 std::string_view SqliteStore::name() const { return "sqlite"; }
 
-void SqliteStore::initialize(bool applyMigrations) {
+void SqliteStore::initialize(bool /*applyMigrations*/) {
   const bool created = impl_->fileMissing();
   try {
     impl_->withConnection("initializing", [&](Connection& c) {
       const auto& migrations = internal::sqliteMigrations();
       const int latest = internal::latestVersion(migrations);
       const int current = schemaVersion(c);
-      // The store's own file: one without dlm's tables (new, or the
-      // application's own database) gets them at once. An older dlm schema
-      // is migrated only when asked (applyMigrations, `dlmctl migrate`):
-      // processes of an older library may still be using the file.
-      if (current < latest && (applyMigrations || !hasVersionTable(c))) {
-        dlm::applyMigrations(c, current);
-      }
+      // The store's own file, whether asked (applyMigrations) or not: one
+      // without dlm's tables (new, or the application's own database) gets
+      // them, an older dlm schema the missing migrations. Processes that
+      // start together on a new file each apply what is still missing, each
+      // migration once (one write transaction each); a process of an older
+      // library on the file keeps working while the new schema declares it
+      // compatible (compatible_from), as on PostgreSQL.
+      if (current < latest) dlm::applyMigrations(c, current);
       // The rolling-upgrade rule (src/schema_compat.h): this version, or a
       // newer one that still declares it serves this library's version.
       internal::requireCompatibleSchema(
