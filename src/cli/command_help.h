@@ -6,7 +6,9 @@
 namespace dlm::cli {
 
 inline constexpr const char* kProgramFooter = R"(
-Each command says on stderr which database it uses. Exit status: 0 success,
+stdout is the command's output; stderr has errors and what explains an
+outcome (-q: errors only). Which database is used, and why, is said on
+stderr with -v, and before an error. Exit status: 0 success,
 1 failure (library errors print their message and code), 2 command-line
 mistake, 77 when the database refuses the login a privilege; exec, show,
 release, waiters cancel, clients unbind and schema status have their own
@@ -112,7 +114,18 @@ batches of --batch rows, each its own short transaction. A key's fencing
 tokens never go back: before deleting, the store raises a high-water mark
 that every row created later starts above. DURATION: 500ms, 90s, 15m, 12h,
 7d, 1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
-status 0; 1 on a library error (e.g. the application role may not purge).)";
+status 0; 77 when the database refuses the login (the application role may
+not purge: PERMISSION_DENIED); 1 on another library error.)";
+
+inline constexpr const char* kSchemaFooter = R"(
+Its one subcommand, status, reads the schema-version table: 'dlmctl help
+schema status'. Without a subcommand, schema is a command-line mistake
+(exit status 2).)";
+
+inline constexpr const char* kHelpFooter = R"(
+CMD is a command, a nested one as two words ('dlmctl help waiters cancel').
+Exit status 0; 2 for a command that does not exist (with the nearest name
+when one is close).)";
 
 inline constexpr const char* kMigrateFooter = R"(
 Applies the migrations the database is missing, each in its own transaction,

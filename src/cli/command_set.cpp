@@ -105,6 +105,13 @@ Cli::Cli() {
   app.add_option("--farm", line.global.farm,
                  "farmId of DC locks (default \"default\")")
       ->type_name("ID");
+  auto* quietFlag = app.add_flag(
+      "-q,--quiet", quiet,
+      "say nothing on stderr but errors (and, with an error, the database)");
+  app.add_flag("-v,--verbose", verbose,
+               "also say on stderr which database is used and why (exec: "
+               "who holds the lock while waiting)")
+      ->excludes(quietFlag);
   app.add_flag("--version", version, "print the versions and exit");
   app.require_subcommand(0, 1);
 
@@ -113,6 +120,8 @@ Cli::Cli() {
   addAdmin();
   addDemo();
   help = command("help", "show the help of dlmctl or of a command");
+  // Else CLI11 gives it the program's footer.
+  help->footer(kHelpFooter);
   help->add_option("command", helpTopic, "the command")
       ->type_name("CMD")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -165,8 +174,11 @@ void Cli::addExec() {
   exec->add_option("-c,--command", execShell,
                    "run this shell command (/bin/sh -c) instead of COMMAND")
       ->type_name("CMD");
+  // The program's -v as well (it says which database, too): here so that
+  // exec's help shows it.
   exec->add_flag("-v,--verbose", o.verbose,
-                 "say who holds the lock while waiting, and progress");
+                 "say which database, who holds the lock while waiting, and "
+                 "progress");
   exec->add_option("--progress-every", execProgress,
                    "seconds between --verbose reports of a long wait "
                    "(default 10)")
@@ -268,6 +280,7 @@ void Cli::addAdmin() {
   addClients();
 
   CLI::App* schema = command("schema", "inspect the database's schema");
+  schema->footer(kSchemaFooter);
   schema->require_subcommand(1);
   command("status", "schema version found, needed and pending migrations",
           schema)
@@ -324,8 +337,13 @@ void Cli::addDemo() {
 CLI::App* Cli::find(const std::vector<std::string>& words) {
   CLI::App* at = &app;
   for (const std::string& w : words) {
-    at = at->get_subcommand_ptr(w).get();
-    if (at == nullptr) return nullptr;
+    // Not get_subcommand: it throws for a name it does not know.
+    CLI::App* next = nullptr;
+    for (CLI::App* c : at->get_subcommands({})) {
+      if (c->check_name(w)) next = c;
+    }
+    if (next == nullptr) return nullptr;
+    at = next;
   }
   return at;
 }
@@ -342,6 +360,15 @@ CLI::App* Cli::parsed() {
 
 void finishCommand(Cli& cli, CLI::App* sub) {
   if (sub == cli.exec) finishExec(cli);
+  // exec's -v is the program's -v too.
+  const bool verbose = cli.verbose || cli.line.exec.verbose;
+  if (cli.quiet && verbose) {
+    throw UsageError("--quiet and --verbose exclude each other");
+  }
+  cli.line.exec.verbose = verbose;
+  cli.line.global.verbosity = cli.quiet  ? Verbosity::QUIET
+                              : verbose ? Verbosity::VERBOSE
+                                        : Verbosity::NORMAL;
   if (sub == cli.waitersCancel) finishCancelWait(cli);
   if (sub->get_parent() != nullptr &&
       sub->get_parent()->get_name() == "clients" &&

@@ -34,7 +34,7 @@ void WakePipe::notify() const {
 
 bool superviseCommand(ChildProcess& child, const WakePipe& loss,
                       SignalFd& signals, milliseconds killAfter,
-                      const LockGuard& guard) {
+                      const LockGuard& guard, bool quiet) {
   const std::string lockId = guard.lock().lockId();
   bool lost = false;
   bool leftoverNoted = false;
@@ -49,9 +49,11 @@ bool superviseCommand(ChildProcess& child, const WakePipe& loss,
     if (child.ended() && !leftoverNoted) {
       // Processes the command started in its group still run: they are the
       // command too, so the lock stays held for them.
-      std::fprintf(stderr,
-                   "dlmctl: the command ended; waiting for the processes it "
-                   "left in its process group\n");
+      if (!quiet) {
+        std::fprintf(stderr,
+                     "dlmctl: the command ended; waiting for the processes "
+                     "it left in its process group\n");
+      }
       leftoverNoted = true;
     }
     int timeout = -1;

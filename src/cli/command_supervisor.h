@@ -30,9 +30,10 @@ class WakePipe {
 // reaping them. SIGINT, SIGTERM and SIGHUP read from `signals` go to the
 // group; a byte on `loss` sends it SIGTERM, then SIGKILL `killAfter` later.
 // `guard` holds the lock (for messages). Returns true when the lock was lost.
-// Blocks as long as the command runs.
+// Blocks as long as the command runs. `quiet` (-q): no note that the
+// command left processes behind.
 bool superviseCommand(ChildProcess& child, const WakePipe& loss,
                       SignalFd& signals, std::chrono::milliseconds killAfter,
-                      const LockGuard& guard);
+                      const LockGuard& guard, bool quiet);
 
 }  // namespace dlm::cli

@@ -34,11 +34,16 @@ int runTop(const GlobalOptions& global, const TopOptions& options);
 
 // `global` with its database settled: --db, else DLM_DATABASE_URL, else
 // PostgreSQL when PG* variables name a server, else ./dlm.sqlite
-// (dlm::defaultStoreUrl). Says on stderr which database that is (never a
+// (dlm::defaultStoreUrl); dbNote says which database that is (never a
 // password) and where the choice came from. A URL of no known form is a
 // command-line mistake: UsageError naming the forms. Called once, before
-// a command runs.
+// a command runs. Prints nothing.
 GlobalOptions settleDatabase(GlobalOptions global);
+
+// "dlmctl: database: NOTE" on stderr, at most once per process: at the
+// start with --verbose, else before the first error (so that it says which
+// database failed). Nothing before settleDatabase.
+void announceDatabase(const GlobalOptions& global);
 
 // The store named by global.db (settled), not initialized.
 std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);

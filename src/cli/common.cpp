@@ -32,12 +32,20 @@ GlobalOptions settleDatabase(GlobalOptions global) {
   }
   const std::string origin =
       global.dbOrigin == "default"
-          ? "default: no --db, DLM_DATABASE_URL, PGHOST, PGDATABASE or "
-            "PGSERVICE"
+          ? "default: no --db, DLM_DATABASE_URL, PGHOST, PGHOSTADDR, "
+            "PGDATABASE or PGSERVICE"
           : "from " + global.dbOrigin;
-  // stderr: stdout stays the command's own output for scripts.
-  fmt::print(stderr, "dlmctl: database: {} ({})\n", shown, origin);
+  global.dbNote = fmt::format("{} ({})", shown, origin);
   return global;
+}
+
+void announceDatabase(const GlobalOptions& global) {
+  // Once: a failure after --verbose's announcement needs no second one.
+  static bool announced = false;
+  if (announced || global.dbNote.empty()) return;
+  announced = true;
+  // stderr: stdout stays the command's own output for scripts.
+  fmt::print(stderr, "dlmctl: database: {}\n", global.dbNote);
 }
 
 namespace {

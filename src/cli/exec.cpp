@@ -158,9 +158,12 @@ class AcquirerJoin {
 // event handler) has said who holds the lock while it waited.
 // Returns 0 once held, else the exit status: conflictExitCode when the wait
 // ran out, 128+N for signal N.
-int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
-            const ExecOptions& o, SignalFd& signals,
-            const WaitReporter* reporter) {
+int acquire(const GlobalOptions& global, DistributedLockManager& manager,
+            Lock& lock, const StoreKey& key, const ExecOptions& o,
+            SignalFd& signals, const WaitReporter* reporter) {
+  // Why the command did not run, unless --quiet (the exit status says it):
+  // after the database it was about.
+  const bool explain = global.verbosity != Verbosity::QUIET;
   const auto started = Clock::now();
   const milliseconds wait = o.wait.value_or(kForever);
   WakePipe done;
@@ -206,10 +209,13 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
         fmt::print(stderr, "dlmctl: releasing the lock failed: {}\n", e.what());
       }
     }
-    fmt::print(stderr,
-               "dlmctl: {} while waiting for the lock; not running the "
-               "command\n",
-               strsignal(stopSignal));
+    if (explain) {
+      announceDatabase(global);
+      fmt::print(stderr,
+                 "dlmctl: {} while waiting for the lock; not running the "
+                 "command\n",
+                 strsignal(stopSignal));
+    }
     return 128 + stopSignal;
   }
   if (failure) {
@@ -217,9 +223,12 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       std::rethrow_exception(failure);
     } catch (const DLMException& e) {
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
-      fmt::print(stderr, "dlmctl: lock {} is {}; not running the command\n",
-                 lockText(lock),
-                 blockerText(manager.store(), key, lock.lockMode(), owner));
+      if (explain) {
+        announceDatabase(global);
+        fmt::print(stderr, "dlmctl: lock {} is {}; not running the command\n",
+                   lockText(lock),
+                   blockerText(manager.store(), key, lock.lockMode(), owner));
+      }
       return o.conflictExitCode;
     }
   }
@@ -265,7 +274,7 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
       o.id, o.xdc ? LockLevel::XDC : LockLevel::DC, o.mode);
   const StoreKey key = scopedKey(global, o.id, o.xdc);
   if (const int status =
-          acquire(*manager, lock, key, o, signals, reporter.get());
+          acquire(global, *manager, lock, key, o, signals, reporter.get());
       status != 0) {
     return status;
   }
@@ -276,15 +285,20 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
   LockGuard guard(
       *manager, std::move(lock),
       KeepAliveOptions{true, [&loss](const DLMException&) { loss.notify(); }});
+  const bool quiet = global.verbosity == Verbosity::QUIET;
   if (const int sig = pendingStopSignal(signals)) {
-    std::fprintf(stderr, "dlmctl: %s; not running the command\n",
-                 strsignal(sig));
+    if (!quiet) {
+      announceDatabase(global);
+      std::fprintf(stderr, "dlmctl: %s; not running the command\n",
+                   strsignal(sig));
+    }
     guard.release();
     return 128 + sig;
   }
   const std::string lockId = guard.lock().lockId();
   if (guard.lost()) {
     // Lost between the acquisition and now: the command must not start.
+    announceDatabase(global);
     std::fprintf(stderr,
                  "dlmctl: the lock '%s' was lost before the command started; "
                  "not running it\n",
@@ -297,8 +311,10 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     guard.release();
     return child.exitStatus();
   }
-  const bool lost = superviseCommand(child, loss, signals, o.killAfter, guard);
+  const bool lost =
+      superviseCommand(child, loss, signals, o.killAfter, guard, quiet);
   if (lost || guard.lost()) {
+    announceDatabase(global);
     std::fprintf(stderr,
                  "dlmctl: the lock '%s' was lost while the command ran; the "
                  "command was stopped (its status: %d)\n",
@@ -307,6 +323,7 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
   }
   // Only now: the command and its whole group have ended.
   if (!guard.release()) {
+    announceDatabase(global);
     std::fprintf(stderr, "dlmctl: the lock was taken over before release\n");
     return kLockLost;
   }
