@@ -12,6 +12,8 @@
 #include <string>
 #include <system_error>
 
+#include "output_text.h"
+
 namespace dlm::cli {
 
 using std::chrono::milliseconds;
@@ -34,8 +36,8 @@ void WakePipe::notify() const {
 
 bool superviseCommand(ChildProcess& child, const WakePipe& loss,
                       SignalFd& signals, milliseconds killAfter,
-                      const LockGuard& guard, bool quiet) {
-  const std::string lockId = guard.lock().lockId();
+                      const LockGuard& guard, const std::string& lockName,
+                      bool quiet) {
   bool lost = false;
   bool leftoverNoted = false;
   // SIGKILL is due at killAt while killPending (an optional here trips GCC's
@@ -76,21 +78,20 @@ bool superviseCommand(ChildProcess& child, const WakePipe& loss,
     }
     if (!lost && n > 0 && (fds[1].revents & POLLIN) != 0) {
       lost = true;
-      // When the last confirmed lease ends (epoch ms, the store's clock),
-      // for the operator and for the test that checks SIGKILL comes first.
-      const auto end = guard.expiresAt();
+      // When the last confirmed lease ends (the store's clock), for the
+      // operator and for the test that checks SIGKILL comes first.
+      const StoreTime end = guard.expiresAt();
       const auto left = std::chrono::duration_cast<milliseconds>(
           end - std::chrono::system_clock::now());
+      const std::string when = left.count() >= 0
+                                   ? "in " + formatDuration(left)
+                                   : formatDuration(-left) + " ago";
       std::fprintf(
           stderr,
-          "dlmctl: the lock '%s' was lost; stopping the command (SIGTERM, "
-          "SIGKILL in %.3g s); its last confirmed lease ends at %lld (epoch "
-          "ms, in %lld ms)\n",
-          lockId.c_str(), static_cast<double>(killAfter.count()) / 1000,
-          static_cast<long long>(
-              std::chrono::duration_cast<milliseconds>(end.time_since_epoch())
-                  .count()),
-          static_cast<long long>(left.count()));
+          "dlmctl: the lock %s was lost; stopping the command (SIGTERM, "
+          "SIGKILL in %s); its last confirmed lease ends at %s (%s)\n",
+          lockName.c_str(), formatDuration(killAfter).c_str(),
+          formatUtc(end).c_str(), when.c_str());
       child.signalGroup(SIGTERM);
       killAt = Clock::now() + killAfter;
       killPending = true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "child_process.h"
 #include "signal_fd.h"
@@ -29,11 +30,12 @@ class WakePipe {
 // Runs until the command and every process left in its group have ended,
 // reaping them. SIGINT, SIGTERM and SIGHUP read from `signals` go to the
 // group; a byte on `loss` sends it SIGTERM, then SIGKILL `killAfter` later.
-// `guard` holds the lock (for messages). Returns true when the lock was lost.
-// Blocks as long as the command runs. `quiet` (-q): no note that the
-// command left processes behind.
+// `guard` holds the lock, `lockName` names it in messages. Returns true
+// when the lock was lost. Blocks as long as the command runs. `quiet` (-q):
+// no note that the command left processes behind.
 bool superviseCommand(ChildProcess& child, const WakePipe& loss,
                       SignalFd& signals, std::chrono::milliseconds killAfter,
-                      const LockGuard& guard, bool quiet);
+                      const LockGuard& guard, const std::string& lockName,
+                      bool quiet);
 
 }  // namespace dlm::cli

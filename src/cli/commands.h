@@ -45,6 +45,14 @@ GlobalOptions settleDatabase(GlobalOptions global);
 // database failed). Nothing before settleDatabase.
 void announceDatabase(const GlobalOptions& global);
 
+// The database as people read it, once: "sqlite:/var/lib/x.sqlite
+// (SQLite)", "postgresql://app@db:5432/orders (PostgreSQL, schema NAME)"
+// (--schema), never with a password. `storeName` is LockStore::name().
+// `extra`, when not empty, goes inside the parentheses ("schema version 5").
+std::string databaseText(const GlobalOptions& global,
+                         std::string_view storeName,
+                         const std::string& extra = "");
+
 // The store named by global.db (settled), not initialized.
 std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);
 

@@ -48,6 +48,16 @@ void announceDatabase(const GlobalOptions& global) {
   fmt::print(stderr, "dlmctl: database: {}\n", global.dbNote);
 }
 
+std::string databaseText(const GlobalOptions& global,
+                         std::string_view storeName, const std::string& extra) {
+  std::string what = storeName == "sqlite"     ? "SQLite"
+                     : storeName == "postgres" ? "PostgreSQL"
+                                               : std::string(storeName);
+  if (!global.schema.empty()) what += ", schema " + global.schema;
+  if (!extra.empty()) what += ", " + extra;
+  return fmt::format("{} ({})", describeStoreUrl(global.db), what);
+}
+
 namespace {
 
 // The store's warnings (dlm_synchronous_replication=warn) on stderr, whether

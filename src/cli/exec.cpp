@@ -75,32 +75,27 @@ int pendingStopSignal(SignalFd& signals) {
   return 0;
 }
 
-double secondsOf(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-// "held MODE by owner O (host H, pid P) since T UTC, expires T UTC", naming
-// the key when it is not the lock's own (an ancestor or descendant blocks
-// it).
+// "held MODE by owner O (host H, pid P) since T, expires T", naming the
+// key by its id when it is not the lock's own (an ancestor or descendant
+// blocks it; the same client, level and farm).
 std::string holderText(const LockRecord& r, const std::string& ownKey) {
   std::string text =
       r.key == ownKey ? std::string("held")
-                      : fmt::format("blocked by '{}', held", printable(r.key));
+                      : fmt::format("blocked by '{}', held", idText(r.key));
   text += fmt::format(" {} by owner {} (host {}, pid {}", lockModeName(r.mode),
                       r.owner, printable(r.holder.host), r.holder.pid);
   if (!r.holderIp.empty()) text += ", address " + r.holderIp;
-  return text + fmt::format(") since {} UTC, expires {} UTC",
-                            formatUtc(r.acquiredAt), formatUtc(r.expiresAt));
+  return text + fmt::format(") since {}, expires {}", formatUtc(r.acquiredAt),
+                            formatUtc(r.expiresAt));
 }
 
-// "not held in its way, but an earlier MODE waiter for K (owner O, since T
-// UTC) goes first (fair queueing)".
+// "not held in its way, but an earlier MODE waiter for 'ID' (owner O, since
+// T) goes first (fair queueing)".
 std::string queuedText(const WaitRecord& w) {
   return fmt::format(
       "not held in its way, but an earlier {} waiter for '{}' (owner {}, "
-      "since {} UTC) goes first (fair queueing)",
-      lockModeName(w.mode), printable(w.key), w.owner,
-      formatUtc(w.requestedAt));
+      "since {}) goes first (fair queueing)",
+      lockModeName(w.mode), idText(w.key), w.owner, formatUtc(w.requestedAt));
 }
 
 // Who keeps `self` from taking `key` in `mode`: a conflicting hold as
@@ -121,10 +116,9 @@ std::string blockerText(LockStore& store, const StoreKey& key, LockMode mode,
   }
 }
 
-// "'clientId#id' (MODE)", how exec names its lock.
+// "'id' (MODE, DC, farm F, client C)", how exec names its lock.
 std::string lockText(const Lock& lock) {
-  return fmt::format("'{}' ({})", printable(lock.lockId()),
-                     lockModeName(lock.lockMode()));
+  return keyText(lock.storeKey(), lock.lockMode());
 }
 
 // "Until the lock is free" (flock's default) is a wait of a year.
@@ -233,9 +227,11 @@ int acquire(const GlobalOptions& global, DistributedLockManager& manager,
     }
   }
   if (reporter != nullptr && reporter->reported()) {
-    fmt::print(
-        stderr, "dlmctl: acquired {} after {:.1f} s (fencing token {})\n",
-        lockText(lock), secondsOf(Clock::now() - started), lock.fencingToken());
+    fmt::print(stderr, "dlmctl: acquired {} after {} (fencing token {})\n",
+               lockText(lock),
+               formatDuration(std::chrono::duration_cast<milliseconds>(
+                   Clock::now() - started)),
+               lock.fencingToken());
   }
   return 0;
 }
@@ -295,14 +291,14 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     guard.release();
     return 128 + sig;
   }
-  const std::string lockId = guard.lock().lockId();
+  const std::string lockName = lockText(guard.lock());
   if (guard.lost()) {
     // Lost between the acquisition and now: the command must not start.
     announceDatabase(global);
     std::fprintf(stderr,
-                 "dlmctl: the lock '%s' was lost before the command started; "
+                 "dlmctl: the lock %s was lost before the command started; "
                  "not running it\n",
-                 lockId.c_str());
+                 lockName.c_str());
     return kLockLost;
   }
   ChildProcess child =
@@ -312,19 +308,21 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     return child.exitStatus();
   }
   const bool lost =
-      superviseCommand(child, loss, signals, o.killAfter, guard, quiet);
+      superviseCommand(child, loss, signals, o.killAfter, guard, lockName, quiet);
   if (lost || guard.lost()) {
     announceDatabase(global);
     std::fprintf(stderr,
-                 "dlmctl: the lock '%s' was lost while the command ran; the "
+                 "dlmctl: the lock %s was lost while the command ran; the "
                  "command was stopped (its status: %d)\n",
-                 lockId.c_str(), child.exitStatus());
+                 lockName.c_str(), child.exitStatus());
     return kLockLost;
   }
   // Only now: the command and its whole group have ended.
   if (!guard.release()) {
     announceDatabase(global);
-    std::fprintf(stderr, "dlmctl: the lock was taken over before release\n");
+    std::fprintf(stderr,
+                 "dlmctl: the lock %s was taken over before release\n",
+                 lockName.c_str());
     return kLockLost;
   }
   return child.exitStatus();

@@ -53,10 +53,10 @@ SchemaState readState(LockStore& store) {
   return adminOf(store).schemaState();
 }
 
+// "database sqlite:/x.sqlite (SQLite)", once (not "sqlite database
+// sqlite:...").
 std::string where(const GlobalOptions& global, const LockStore& store) {
-  return fmt::format(
-      "{} database {}{}", store.name(), describeStoreUrl(global.db),
-      global.schema.empty() ? "" : fmt::format(" (schema {})", global.schema));
+  return "database " + databaseText(global, store.name());
 }
 
 }  // namespace

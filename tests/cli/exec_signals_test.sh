@@ -155,8 +155,11 @@ PY
     t0=$(now_ms)
     wait_for 10000 not_alive "$child" || fail "stall: the command still runs 10 s into the stall"
     t1=$(now_ms)
-    end=$(sed -n 's/.*lease ends at \([0-9]*\).*/\1/p' "$dir/stall.err")
-    [ -n "$end" ] || fail "stall: no loss reported: $(cat "$dir/stall.err")"
+    # "its last confirmed lease ends at 2026-11-27T13:44:17.810Z (in 580 ms)":
+    # an instant and a duration in human units, never epoch milliseconds.
+    end=$(sed -n 's/.*lease ends at \([0-9-]*T[0-9:.]*Z\) (in [0-9.]* m\?s)$/\1/p' "$dir/stall.err")
+    [ -n "$end" ] || fail "stall: no loss reported, or not in ISO 8601 and human units: $(cat "$dir/stall.err")"
+    end=$(date -u -d "$end" +%s%3N)
     echo "stalled store: the command was killed $((t1 - t0)) ms into the stall, $((end - t1)) ms before its lease ended"
     ((t1 < end)) || fail "stall: the command outlived its lease by $((t1 - end)) ms"
     status=0
@@ -187,7 +190,7 @@ start_holder held held.lock --ttl 30 -- "exec sleep 30"
 status=0
 "${dl[@]}" exec -n --lock held.lock -- touch "$dir/ran" 2>"$dir/conflict.err" || status=$?
 [ "$status" = 75 ] || fail "held: exit status $status, wanted 75"
-grep -q "is held EXCLUSIVE by owner [0-9a-f-]* (host $(hostname), pid $holder.*since .* UTC, expires .* UTC; not running the command" "$dir/conflict.err" ||
+grep -q "is held EXCLUSIVE by owner [0-9a-f-]* (host $(hostname), pid $holder.*since [0-9-]*T[0-9:.]*Z, expires [0-9-]*T[0-9:.]*Z; not running the command" "$dir/conflict.err" ||
   fail "the conflict message does not name the holder (pid $holder): $(cat "$dir/conflict.err")"
 status=0
 "${dl[@]}" exec -n -E 3 --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?
