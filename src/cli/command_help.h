@@ -159,7 +159,8 @@ Everything from the first word that is not an option on is COMMAND's.
 Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
 not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
 run; the holder and its mode are named on stderr); 128+N when signal N stopped the wait;
-1 when the lock was lost while COMMAND ran, or a library error. The schema
-must be in place (dlmctl migrate).)";
+1 when the lock was lost while COMMAND ran, or a library error. A SQLite
+file that does not exist is created with its schema (as flock creates its
+file); any other database needs its schema in place (dlmctl migrate).)";
 
 }  // namespace dlm::cli

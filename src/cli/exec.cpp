@@ -264,6 +264,10 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     reporter = std::make_shared<WaitReporter>();
     config.waitingReportInterval = o.progressEvery;
   }
+  // A SQLite file that does not exist yet is created with its schema, as
+  // flock(1) creates its lock file; any other database must have it
+  // already (dlmctl migrate; a DBA's on PostgreSQL).
+  createSqliteDatabase(global);
   auto manager = openManager(global, openCliStore(global),
                              /*applyMigrations=*/false, config, reporter);
   Lock lock = manager->getLockInstance(

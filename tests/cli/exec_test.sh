@@ -24,6 +24,22 @@ else
   db=(--db "sqlite:$dir/locks.sqlite")
 fi
 
+if [ "$kind" = sqlite ]; then
+  # Like flock(1) and its lock file, exec creates a SQLite database that does
+  # not exist, with its schema, and runs the command (two at once too); the
+  # read-only commands still create nothing (dburl_test.sh).
+  out=$("$dlmctl" --db "sqlite:$dir/fresh.sqlite" exec --lock first -- sh -c 'echo "$DLM_FENCING_TOKEN"' 2>"$dir/fresh.err") ||
+    fail "exec on a new SQLite file failed: $(cat "$dir/fresh.err")"
+  [ "$out" = 1 ] || fail "exec on a new SQLite file: the command printed '$out'"
+  "$dlmctl" --db "sqlite:$dir/fresh.sqlite" schema status >/dev/null ||
+    fail "exec left a database without its whole schema: $("$dlmctl" --db "sqlite:$dir/fresh.sqlite" schema status)"
+  "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" exec --lock a -- true 2>"$dir/fresh2a.err" &
+  first=$!
+  "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" exec --lock b -- true 2>"$dir/fresh2b.err" ||
+    fail "the second of two execs creating one file failed: $(cat "$dir/fresh2b.err")"
+  wait "$first" || fail "the first of two execs creating one file failed: $(cat "$dir/fresh2a.err")"
+  ! ls "$dir"/*.dlmctl-new-* >/dev/null 2>&1 || fail "exec left temporary files: $(ls "$dir")"
+fi
 "$dlmctl" "${db[@]}" migrate >/dev/null
 
 out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN $DLM_LOCK_KEY"; exit 7') && status=0 || status=$?
