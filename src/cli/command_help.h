@@ -101,11 +101,11 @@ Reads the schema-version table without changing anything: the version found,
 the version this build needs, the oldest library version the database still
 serves, each migration applied (when, and whether its recorded checksum
 matches this build's file) and the ones pending. Exit status 0 when this
-build can use the database as it is (its own version, or a newer one that
-still serves it), 3 when migrations are pending (including a database
-without dlm's schema), 4 when the database is newer and no longer serves
-this build, 5 when an applied migration differs from this build's file
-(drift). Creates no database.)";
+build can use the database as it is (its own version, or a newer one whose
+compatible_from still serves it), 3 when migrations are pending (including
+a database without dlm's schema), 4 when the database is newer and no
+longer serves this build, 5 when an applied migration differs from this
+build's file (drift). Creates no database.)";
 
 inline constexpr const char* kPurgeFooter = R"(
 Deletes lock rows that have been idle (free, or held but expired and not

@@ -14,8 +14,9 @@
 namespace dlm::cli {
 namespace {
 
-// schema status: the database is at this build's version / migrations are
-// pending / the database is newer than this build.
+// schema status: this build can use the database (its version, or a newer
+// one that still serves it) / migrations are pending / the database is
+// newer than this build and no longer serves it.
 constexpr int kSchemaCurrent = 0;
 constexpr int kSchemaPending = 3;
 constexpr int kSchemaNewer = 4;
@@ -100,10 +101,23 @@ int runSchemaStatus(const GlobalOptions& global) {
   const std::vector<KnownMigration> pending =
       pendingMigrations(*store, state);
   if (state.version() > needed) {
+    // The rolling-upgrade rule, as the library's initialize applies it: a
+    // newer schema serves this build while its compatible_from allows.
+    const int servesFrom =
+        state.compatibleFrom > 0 ? state.compatibleFrom : state.version();
+    if (servesFrom <= needed) {
+      fmt::print(
+          "\nusable: the database is newer than this build of dlmctl "
+          "(version {} > {}) and still serves it (libraries built for "
+          "schema version {} or later)\n",
+          state.version(), needed, servesFrom);
+      return kSchemaCurrent;
+    }
     fmt::print(
         "\nthe database is newer than this build of dlmctl "
-        "(version {} > {}): use a newer dlmctl\n",
-        state.version(), needed);
+        "(version {} > {}) and no longer serves it (only libraries built "
+        "for schema version {} or later): use a newer dlmctl\n",
+        state.version(), needed, servesFrom);
     return kSchemaNewer;
   }
   if (pending.empty()) {

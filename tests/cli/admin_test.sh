@@ -67,7 +67,7 @@ expect_status() { [ "$status" = "$1" ] || fail "$2: exit status $status, wanted 
 if [ "$kind" = postgres ]; then
   [[ -n ${PGHOST:-}${PGDATABASE:-}${PGSERVICE:-} ]] ||
     fail "no PostgreSQL server: set PGHOST/PGPORT/PGUSER/PGDATABASE (scripts/test.sh does)"
-  schemas=("dlm_cli_admin_empty_$$" "dlm_cli_admin_old_$$" "dlm_cli_admin_cur_$$" "dlm_cli_admin_new_$$")
+  schemas=("dlm_cli_admin_empty_$$" "dlm_cli_admin_old_$$" "dlm_cli_admin_cur_$$" "dlm_cli_admin_new_$$" "dlm_cli_admin_newok_$$")
 fi
 needed=$("$dlmctl" --version | sed -n 's/.*PostgreSQL \([0-9]*\), SQLite \([0-9]*\).*/\1 \2/p')
 [ "$kind" = sqlite ] && needed=${needed#* } || needed=${needed% *}
@@ -121,8 +121,21 @@ run "${new[@]}" migrate
 db_sql new "INSERT INTO dlm_schema_version (version, description) VALUES (99, 'from the future')"
 run "${new[@]}" schema status
 expect_status 4 "schema status on a newer database"
-[[ $out == *"newer than this build"* ]] || fail "newer: $out"
-echo "schema status: empty 3, version 1 3, current 0, newer 4; migrate lists what it applied"
+[[ $out == *"newer than this build"*"no longer serves it"* ]] || fail "newer: $out"
+# A newer schema whose compatible_from still serves this build is usable
+# (the rolling-upgrade rule): 0, as the help says, and the commands work.
+read -ra newok <<<"$(new_db newok)"
+run "${newok[@]}" migrate
+db_sql newok "INSERT INTO dlm_schema_version (version, description, compatible_from) VALUES (99, 'from the future, compatible', $needed)"
+run "${newok[@]}" schema status
+expect_status 0 "schema status on a newer database that still serves this build"
+[[ $out == *"usable: the database is newer than this build"*"still serves it"* ]] || fail "newer but compatible: $out"
+run "${newok[@]}" exec -n --lock compat.check -- true
+expect_status 0 "exec on a newer database that still serves this build"
+db_sql newok "UPDATE dlm_schema_version SET compatible_from = $((needed + 1)) WHERE version = 99"
+run "${newok[@]}" schema status
+expect_status 4 "schema status on a newer database whose compatible_from is above this build"
+echo "schema status: empty 3, version 1 3, current 0, newer 4 (0 while its compatible_from serves this build); migrate lists what it applied"
 
 # --- list, show, waiters ----------------------------------------------------
 db=("${cur[@]}" --client "admin$$")
