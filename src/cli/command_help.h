@@ -155,7 +155,9 @@ Everything from the first word that is not an option on is COMMAND's.
    makes one attempt. An earlier waiter whose lock conflicts goes first.
  - SIGINT, SIGTERM and SIGHUP to dlmctl are passed on to the group; COMMAND
    dies with dlmctl, even under kill -9.
- - A lost lock: the group gets SIGTERM, then SIGKILL after --kill-after.
+ - A lost lease (or, with a long --kill-after, one not renewed in time):
+   the group gets SIGTERM, then SIGKILL after --kill-after, before the
+   lease could end.
 Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
 not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
 run; the holder and its mode are named on stderr); 128+N when signal N stopped the wait;

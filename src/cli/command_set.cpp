@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
 #include "command_help.h"
+#include "dlm/lock_configuration.h"
 
 namespace dlm::cli {
 namespace {
@@ -40,9 +42,22 @@ void finishExec(Cli& cli) {
   o.mode = cli.execShared ? LockMode::SHARED : LockMode::EXCLUSIVE;
   if (cli.execOnce) o.wait = milliseconds(0);
   if (cli.exec->count("--wait") > 0) o.wait = fromSeconds(cli.execWait);
+  const milliseconds killCap = maxKillAfter(o.ttl);
   if (cli.exec->count("--kill-after") > 0) {
     o.killAfter = fromSeconds(cli.execKillAfter);
-    o.killAfterGiven = true;
+    if (o.killAfter > killCap) {
+      throw UsageError(fmt::format(
+          "--kill-after {} is more than a lease of --ttl {} leaves (at most "
+          "{} s: the command must be gone before the lease could end): give "
+          "a longer --ttl or a shorter --kill-after",
+          cli.execKillAfter, cli.execTtl,
+          static_cast<double>(killCap.count()) / 1000));
+    }
+  } else {
+    // The default second, or less for a lease under 20 s: what fits in the
+    // keep-alive's own loss report (half its margin), so that a short
+    // lease is not stopped early for a renewal that is merely slow.
+    o.killAfter = std::min(o.killAfter, keepAliveLossMargin(o.ttl) / 2);
   }
   o.progressEvery = fromSeconds(cli.execProgress);
   if (cli.exec->count("--command") > 0) {
@@ -79,6 +94,11 @@ void finishCancelWait(Cli& cli) {
 }
 
 }  // namespace
+
+milliseconds maxKillAfter(milliseconds ttl) {
+  const milliseconds margin = keepAliveLossMargin(ttl);
+  return std::max(margin / 2, ttl / 4 - margin);
+}
 
 milliseconds fromSeconds(double seconds) {
   return milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
@@ -167,8 +187,10 @@ void Cli::addExec() {
       ->type_name("N")
       ->check(range(0, 255));
   exec->add_option("--kill-after", execKillAfter,
-                   "SIGTERM to SIGKILL after a lost lock, seconds (default "
-                   "1; at most half of a tenth of the TTL)")
+                   "seconds from SIGTERM to SIGKILL when the lease is lost "
+                   "or cannot be renewed in time (default 1, less for a TTL "
+                   "under 20; at most a quarter of the TTL less a tenth of "
+                   "it, the tenth at most 2 s: 13 for the default TTL)")
       ->type_name("S")
       ->check(range(0.0, 3600.0));
   exec->add_option("-c,--command", execShell,

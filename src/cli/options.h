@@ -47,8 +47,8 @@ struct ExecOptions {
   // How long to wait for the lock; nullopt: until it is free (flock's
   // default). Zero: one attempt (-n).
   std::optional<std::chrono::milliseconds> wait;
+  // SIGTERM to SIGKILL; at most maxKillAfter(ttl) (command_line.h).
   std::chrono::milliseconds killAfter{1000};
-  bool killAfterGiven = false;
   int conflictExitCode = 75;
   // -v/--verbose (exec's own, or the program's): who holds the lock while
   // waiting, and progress.

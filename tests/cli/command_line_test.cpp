@@ -88,6 +88,32 @@ TEST(CommandLine, ExecIsExclusiveUnlessSharedLikeFlock) {
   EXPECT_NE(parse({"help", "exec"}).out.find("--shared"), std::string::npos);
 }
 
+TEST(CommandLine, ExecHonoursKillAfterWithinWhatTheLeaseLeaves) {
+  // A quarter of the TTL less the keep-alive's loss margin (a tenth of the
+  // TTL, at most 2 s).
+  EXPECT_EQ(maxKillAfter(milliseconds(60000)), milliseconds(13000));
+  EXPECT_EQ(maxKillAfter(milliseconds(6000)), milliseconds(900));
+  EXPECT_EQ(run({"exec", "--kill-after", "10", "--lock", "x", "true"})
+                .exec.killAfter,
+            milliseconds(10000));
+  EXPECT_EQ(run({"exec", "--ttl", "6", "--kill-after", "0.9", "--lock", "x",
+                 "true"})
+                .exec.killAfter,
+            milliseconds(900));
+  // The default second; less for a lease under 20 s (half the margin).
+  EXPECT_EQ(run({"exec", "--lock", "x", "true"}).exec.killAfter,
+            milliseconds(1000));
+  EXPECT_EQ(run({"exec", "--ttl", "6", "--lock", "x", "true"}).exec.killAfter,
+            milliseconds(300));
+  const ParseOutcome tooLong =
+      parse({"exec", "--ttl", "6", "--kill-after", "5", "--lock", "x", "t"});
+  EXPECT_EQ(tooLong.exitStatus, kUsageExitStatus);
+  EXPECT_NE(tooLong.err.find("at most 0.9 s"), std::string::npos)
+      << tooLong.err;
+  EXPECT_EQ(parse({"exec", "--kill-after", "14", "--lock", "x", "t"}).exitStatus,
+            kUsageExitStatus);
+}
+
 TEST(CommandLine, ExecShellCommand) {
   const CommandLine c =
       run({"exec", "--lock", "x", "-c", "echo \"$DLM_LOCK_KEY\" | wc"});

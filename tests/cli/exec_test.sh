@@ -66,6 +66,13 @@ status=0
 [ ! -e "$dir/ran" ] || fail "the second command ran while the lock was held"
 wait "$holder" || fail "the holder's exec failed"
 
+# A --kill-after longer than the keep-alive's own margin leaves (exec then
+# watches the lease itself) does not stop a command whose renewals come on
+# time: 7 s under a 6 s lease renewed every 2 s.
+out=$("$dlmctl" "${db[@]}" exec --lock jobs.long --ttl 6 --kill-after 0.6 -- sh -c 'sleep 7; echo done' 2>"$dir/long.err") ||
+  fail "a command outliving its lease, renewed, was stopped: $(cat "$dir/long.err")"
+[ "$out" = done ] || fail "the long command printed '$out'"
+
 # Without -n or -w, exec waits like flock(1): a 1.5 s holder, then the
 # waiter runs (-c: a shell command); --verbose says who held the lock and
 # when it got it.
