@@ -160,7 +160,7 @@ postgres_checks() {
   # password is only there to be hidden).
   run --db "$keywords" --schema "$schema" migrate -v
   expect_status 0 "migrate with a keyword string"
-  [[ $out == *"postgres database postgresql://$user@$host:$port/$db (schema $schema): schema at version "* ]] ||
+  [[ $out == *"database postgresql://$user@$host:$port/$db (PostgreSQL, schema $schema): schema at version "* ]] ||
     fail "migrate printed '$out'"
   [[ $err == "dlmctl: database: postgresql://$user@$host:$port/$db (from --db)" ]] ||
     fail "migrate announced '$err'"
@@ -203,7 +203,8 @@ postgres_checks() {
     fail "list with PGHOSTADDR only announced '$err'"
   run --schema "$schema" migrate
   expect_status 0 "migrate with PG* only"
-  [[ $out == "postgres database "* ]] || fail "migrate with PG* only printed '$out'"
+  [[ $out == "database postgresql://"*" (PostgreSQL, schema $schema): schema at version "* ]] ||
+    fail "migrate with PG* only printed '$out'"
   no_files "commands with PG* only"
 }
 
