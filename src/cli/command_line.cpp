@@ -119,19 +119,19 @@ bool takesPositionals(const CLI::App* sub) {
 ParseOutcome unknownOption(const CLI::App* sub, const CLI::App* root,
                            const std::string& name) {
   return mistake(
-      sub, withSuggestion(fmt::format("unknown option '{}'{}", name,
-                                      sub == root ? std::string()
-                                                  : " for " + pathOf(sub)),
-                          name, optionNames(sub)));
+      sub, withSuggestion(
+               fmt::format("unknown option '{}'{}", name,
+                           sub == root ? std::string() : " for " + pathOf(sub)),
+               name, optionNames(sub)));
 }
 
 ParseOutcome unknownCommand(const CLI::App* sub, const CLI::App* root,
                             const std::string& word) {
-  return mistake(sub, withSuggestion(
-                          fmt::format("unknown command '{}'{}", word,
-                                      sub == root ? std::string()
-                                                  : " for " + pathOf(sub)),
-                          word, commandNames(sub)));
+  return mistake(
+      sub, withSuggestion(
+               fmt::format("unknown command '{}'{}", word,
+                           sub == root ? std::string() : " for " + pathOf(sub)),
+               word, commandNames(sub)));
 }
 
 // A word CLI11 could not place: an unknown command, option or argument.

@@ -388,7 +388,7 @@ void finishCommand(Cli& cli, CLI::App* sub) {
     throw UsageError("--quiet and --verbose exclude each other");
   }
   cli.line.exec.verbose = verbose;
-  cli.line.global.verbosity = cli.quiet  ? Verbosity::QUIET
+  cli.line.global.verbosity = cli.quiet ? Verbosity::QUIET
                               : verbose ? Verbosity::VERBOSE
                                         : Verbosity::NORMAL;
   if (sub == cli.waitersCancel) finishCancelWait(cli);

@@ -43,8 +43,7 @@ std::string leaseEndText(const LockGuard& guard) {
   const StoreTime end = guard.expiresAt();
   const auto left = std::chrono::duration_cast<milliseconds>(
       end - std::chrono::system_clock::now());
-  return fmt::format("its last confirmed lease ends at {} ({})",
-                     formatUtc(end),
+  return fmt::format("its last confirmed lease ends at {} ({})", formatUtc(end),
                      left.count() >= 0 ? "in " + formatDuration(left)
                                        : formatDuration(-left) + " ago");
 }

@@ -128,8 +128,7 @@ void createSqliteDatabase(const GlobalOptions& global) {
   const int error = errno;
   removeTemp();
   if (linked != 0 && error != EEXIST) {
-    throw std::system_error(error, std::generic_category(),
-                            "creating " + path);
+    throw std::system_error(error, std::generic_category(), "creating " + path);
   }
 }
 
@@ -229,8 +228,8 @@ StoreKey parseStoreKey(const std::string& storeKey) {
   if (dc) keyScope.farmId = scope[1];
   keyScope.clientId = scope.back();
   try {
-    return lockStoreKey(dc ? LockLevel::DC : LockLevel::XDC,
-                                   keyScope, storeKey.substr(at));
+    return lockStoreKey(dc ? LockLevel::DC : LockLevel::XDC, keyScope,
+                        storeKey.substr(at));
   } catch (const DLMException&) {
     // An id with an empty segment: written by a manager with hierarchy off.
     return unrelated;

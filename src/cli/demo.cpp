@@ -156,12 +156,11 @@ int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
           ? fmt::format(" + their parent '{}' ({}% of attempts)", kParentKey,
                         settings.parentPercent)
           : "";
-  fmt::print(
-      "dlmctl demo: {} worker processes, {} keys{}, {}, holds of ~{}\n",
-      settings.workers, settings.locks, parentText,
-      formatDuration(milliseconds(
-          static_cast<std::int64_t>(settings.seconds * 1000 + 0.5))),
-      formatDuration(milliseconds(settings.holdMs)));
+  fmt::print("dlmctl demo: {} worker processes, {} keys{}, {}, holds of ~{}\n",
+             settings.workers, settings.locks, parentText,
+             formatDuration(milliseconds(
+                 static_cast<std::int64_t>(settings.seconds * 1000 + 0.5))),
+             formatDuration(milliseconds(settings.holdMs)));
   fmt::print("database: {}\n",
              databaseText(global, storeName,
                           fmt::format("schema version {}", version)));
@@ -241,8 +240,8 @@ int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
                k.fencingIncreasing ? "yes" : "NO", k.overlaps);
   }
   fmt::print("\n{} acquisitions in {} ({:.0f} per second)\n", acquisitions,
-             formatDuration(milliseconds(
-                 static_cast<std::int64_t>(elapsed * 1000 + 0.5))),
+             formatDuration(
+                 milliseconds(static_cast<std::int64_t>(elapsed * 1000 + 0.5))),
              acquisitions / std::max(elapsed, 1e-9));
   fmt::print("overlaps: {}\n", report.overlapCount);
   fmt::print("fencing tokens strictly increasing in hold order: {}\n",

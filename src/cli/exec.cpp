@@ -129,9 +129,9 @@ int pendingStopSignal(SignalFd& signals) {
 // key by its id when it is not the lock's own (an ancestor or descendant
 // blocks it; the same client, level and farm).
 std::string holderText(const LockRecord& r, const std::string& ownKey) {
-  std::string text =
-      r.key == ownKey ? std::string("held")
-                      : fmt::format("blocked by '{}', held", idText(r.key));
+  std::string text = r.key == ownKey
+                         ? std::string("held")
+                         : fmt::format("blocked by '{}', held", idText(r.key));
   text += fmt::format(" {} by owner {} (host {}, pid {}", lockModeName(r.mode),
                       r.owner, printable(r.holder.host), r.holder.pid);
   if (!r.holderIp.empty()) text += ", address " + r.holderIp;
@@ -417,8 +417,7 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
   // Only now: the command and its whole group have ended.
   if (!guard.release()) {
     announceDatabase(global);
-    std::fprintf(stderr,
-                 "dlmctl: the lock %s was taken over before release\n",
+    std::fprintf(stderr, "dlmctl: the lock %s was taken over before release\n",
                  lockName.c_str());
     return kLockLost;
   }

@@ -43,10 +43,10 @@ std::string waitersTable(const std::vector<WaitRecord>& waiters,
   Table table(keyHeader(
       {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"}));
   for (const WaitRecord& w : waiters) {
-    table.add(keyRow(w.key, {lockModeName(w.mode), printable(w.owner),
-                             formatUtc(w.requestedAt),
-                             formatElapsed(w.requestedAt, now),
-                             formatUtc(w.expiresAt)}));
+    table.add(keyRow(
+        w.key,
+        {lockModeName(w.mode), printable(w.owner), formatUtc(w.requestedAt),
+         formatElapsed(w.requestedAt, now), formatUtc(w.expiresAt)}));
   }
   return table.render();
 }
@@ -55,7 +55,8 @@ std::string waitersTable(const std::vector<WaitRecord>& waiters,
 // an ancestor or a descendant whose mode conflicts with the hold's (SHARED
 // only with EXCLUSIVE). An expired hold blocks nobody. `waiterKeys[i]` is
 // waiters[i]'s key taken apart (parseStoreKey).
-std::size_t blockedBy(const LockRecord& r, const std::vector<WaitRecord>& waiters,
+std::size_t blockedBy(const LockRecord& r,
+                      const std::vector<WaitRecord>& waiters,
                       const std::vector<StoreKey>& waiterKeys) {
   std::size_t n = 0;
   const std::vector<LockRecord> hold = {r};
@@ -114,19 +115,19 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                                                     printable(options.prefix)));
     return 0;
   }
-  Table table(keyHeader({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
-                         "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING",
-                         "WAITERS"}));
+  Table table(
+      keyHeader({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
+                 "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"}));
   std::set<std::string> keys;
   for (const LockRecord& r : records) {
     keys.insert(r.key);
-    table.add(keyRow(
-        r.key, {lockModeName(r.mode), printable(r.owner),
-                printable(r.holder.host), std::to_string(r.holder.pid),
-                r.holderIp.empty() ? "-" : printable(r.holderIp),
-                std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-                formatUtc(r.expiresAt), formatRemaining(r, now),
-                std::to_string(blockedBy(r, requests, requestKeys))}));
+    table.add(
+        keyRow(r.key, {lockModeName(r.mode), printable(r.owner),
+                       printable(r.holder.host), std::to_string(r.holder.pid),
+                       r.holderIp.empty() ? "-" : printable(r.holderIp),
+                       std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+                       formatUtc(r.expiresAt), formatRemaining(r, now),
+                       std::to_string(blockedBy(r, requests, requestKeys))}));
   }
   fmt::print("{}", table.render());
   const auto expired =

@@ -31,20 +31,21 @@ void addKeyParts(nlohmann::json& out, const std::string& key) {
 
 nlohmann::json holdJson(const LockRecord& r, StoreTime now) {
   const char* state = r.held ? "held" : r.statusHeld ? "expired" : "free";
-  nlohmann::json out = {{"key", r.key},
-          {"mode", lockModeName(r.mode)},
-          {"state", state},
-          {"owner", r.owner},
-          {"host", r.holder.host},
-          {"pid", r.holder.pid},
-          {"ip", r.holderIp},
-          {"fencing_token", r.fencingToken},
-          {"acquired_at", formatIso8601(r.acquiredAt)},
-          {"expires_at", formatIso8601(r.expiresAt)},
-          {"ttl_ms", r.ttl.count()},
-          // `held` is the store's verdict at query time; trust it over a
-          // subtraction that uses a second reading of the clock.
-          {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0}};
+  nlohmann::json out = {
+      {"key", r.key},
+      {"mode", lockModeName(r.mode)},
+      {"state", state},
+      {"owner", r.owner},
+      {"host", r.holder.host},
+      {"pid", r.holder.pid},
+      {"ip", r.holderIp},
+      {"fencing_token", r.fencingToken},
+      {"acquired_at", formatIso8601(r.acquiredAt)},
+      {"expires_at", formatIso8601(r.expiresAt)},
+      {"ttl_ms", r.ttl.count()},
+      // `held` is the store's verdict at query time; trust it over a
+      // subtraction that uses a second reading of the clock.
+      {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0}};
   addKeyParts(out, r.key);
   return out;
 }

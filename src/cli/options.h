@@ -33,7 +33,7 @@ struct GlobalOptions {
   // (from --db)"), never with a password.
   std::string dbNote;
   Verbosity verbosity = Verbosity::NORMAL;
-  std::string schema;    // --schema (PostgreSQL only)
+  std::string schema;  // --schema (PostgreSQL only)
   std::string client = "dlmctl";
   std::string farm = "default";
 };

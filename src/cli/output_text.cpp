@@ -64,7 +64,8 @@ namespace {
 
 std::string scopeText(const KeyParts& p) {
   if (p.level.empty()) return "stored under this key";
-  if (p.level == "XDC") return fmt::format("XDC, client {}", printable(p.client));
+  if (p.level == "XDC")
+    return fmt::format("XDC, client {}", printable(p.client));
   return fmt::format("DC, farm {}, client {}", printable(p.farm),
                      printable(p.client));
 }

@@ -20,10 +20,10 @@ std::string formatIso8601(StoreTime t);
 // names never contain '#'; ids may). A key of neither form (not written by
 // dlm) has `id` = the whole key and the other fields empty.
 struct KeyParts {
-  std::string level;   // "DC", "XDC", or "" for a key of no known form
-  std::string farm;    // "" for XDC
+  std::string level;  // "DC", "XDC", or "" for a key of no known form
+  std::string farm;   // "" for XDC
   std::string client;
-  std::string id;      // the lock id the application gave
+  std::string id;  // the lock id the application gave
 };
 KeyParts splitStoreKey(const std::string& storeKey);
 

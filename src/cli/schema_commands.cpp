@@ -25,7 +25,7 @@ constexpr int kSchemaDrift = 5;
 
 // The migrations this build ships that `state` lacks, in order.
 std::vector<KnownMigration> pendingMigrations(const LockStore& store,
-                                             const SchemaState& state) {
+                                              const SchemaState& state) {
   std::vector<KnownMigration> pending;
   for (KnownMigration& m : knownMigrations(store.name())) {
     if (m.version > state.version()) pending.push_back(std::move(m));
@@ -98,8 +98,7 @@ int runSchemaStatus(const GlobalOptions& global) {
         drifted, drifted == 1 ? "" : "s", drifted == 1 ? "s" : "");
     return kSchemaDrift;
   }
-  const std::vector<KnownMigration> pending =
-      pendingMigrations(*store, state);
+  const std::vector<KnownMigration> pending = pendingMigrations(*store, state);
   if (state.version() > needed) {
     // The rolling-upgrade rule, as the library's initialize applies it: a
     // newer schema serves this build while its compatible_from allows.
@@ -134,8 +133,7 @@ int runSchemaStatus(const GlobalOptions& global) {
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options) {
   auto store = openCliStore(global);
   const SchemaState before = readState(*store);
-  const std::vector<KnownMigration> pending =
-      pendingMigrations(*store, before);
+  const std::vector<KnownMigration> pending = pendingMigrations(*store, before);
   if (options.dryRun) {
     store->close();
     fmt::print("{}: schema at version {}\n", where(global, *store),

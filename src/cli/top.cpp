@@ -147,13 +147,12 @@ std::string frameText(const Frame& f, const std::string& database,
     Table table(keyHeader({"MODE", "OWNER", "HOST*", "PID*", "FENCING",
                            "HELD SINCE (UTC)", "FOR", "EXPIRES IN"}));
     for (const LockRecord& r : f.held) {
-      table.add(keyRow(r.key, {lockModeName(r.mode), printable(r.owner),
-                               printable(r.holder.host),
-                               std::to_string(r.holder.pid),
-                               std::to_string(r.fencingToken),
-                               formatUtc(r.acquiredAt),
-                               formatElapsed(r.acquiredAt, f.now),
-                               formatRemaining(r, f.now)}));
+      table.add(keyRow(
+          r.key,
+          {lockModeName(r.mode), printable(r.owner), printable(r.holder.host),
+           std::to_string(r.holder.pid), std::to_string(r.fencingToken),
+           formatUtc(r.acquiredAt), formatElapsed(r.acquiredAt, f.now),
+           formatRemaining(r, f.now)}));
     }
     out += table.render();
   }
@@ -165,10 +164,10 @@ std::string frameText(const Frame& f, const std::string& database,
         {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "BLOCKED BY"}));
     for (const Waiter& w : f.waiters) {
       const WaitRecord& q = w.request;
-      table.add(keyRow(q.key, {lockModeName(q.mode), printable(q.owner),
-                               formatUtc(q.requestedAt),
-                               formatElapsed(q.requestedAt, f.now),
-                               blockerText(w.blocker, f.now)}));
+      table.add(keyRow(
+          q.key, {lockModeName(q.mode), printable(q.owner),
+                  formatUtc(q.requestedAt), formatElapsed(q.requestedAt, f.now),
+                  blockerText(w.blocker, f.now)}));
     }
     out += table.render();
   }

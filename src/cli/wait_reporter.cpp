@@ -27,13 +27,12 @@ std::string waitingBlockerText(const LockEvent& e) {
         idText(b.key));
   }
   if (b.owner.empty()) return "held elsewhere (its holder just left)";
-  std::string text =
-      b.key == e.key ? std::string("held")
-                     : fmt::format("blocked by '{}', held", idText(b.key));
+  std::string text = b.key == e.key
+                         ? std::string("held")
+                         : fmt::format("blocked by '{}', held", idText(b.key));
   text += fmt::format(" {} by owner {} (host {}, pid {})", lockModeName(b.mode),
                       b.owner, printable(b.host), b.pid);
-  if (b.since)
-    text += fmt::format(" since {}", formatUtc(storeTime(*b.since)));
+  if (b.since) text += fmt::format(" since {}", formatUtc(storeTime(*b.since)));
   return text;
 }
 
@@ -41,12 +40,11 @@ void WaitReporter::onEvent(const LockEvent& e) {
   switch (e.kind) {
     case LockEventKind::WAITING: {
       const bool first = !reported_.exchange(true);
-      fmt::print(
-          stderr, "dlmctl: {} {}{}: {}\n",
-          first ? "waiting for lock" : "still waiting for", lockText(e),
-          first ? std::string()
-                : fmt::format(" after {}", formatDuration(e.waited)),
-          waitingBlockerText(e));
+      fmt::print(stderr, "dlmctl: {} {}{}: {}\n",
+                 first ? "waiting for lock" : "still waiting for", lockText(e),
+                 first ? std::string()
+                       : fmt::format(" after {}", formatDuration(e.waited)),
+                 waitingBlockerText(e));
       break;
     }
     case LockEventKind::STORE_ERROR:

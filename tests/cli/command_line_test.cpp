@@ -93,13 +93,13 @@ TEST(CommandLine, ExecHonoursKillAfterWithinWhatTheLeaseLeaves) {
   // TTL, at most 2 s).
   EXPECT_EQ(maxKillAfter(milliseconds(60000)), milliseconds(13000));
   EXPECT_EQ(maxKillAfter(milliseconds(6000)), milliseconds(900));
-  EXPECT_EQ(run({"exec", "--kill-after", "10", "--lock", "x", "true"})
-                .exec.killAfter,
-            milliseconds(10000));
-  EXPECT_EQ(run({"exec", "--ttl", "6", "--kill-after", "0.9", "--lock", "x",
-                 "true"})
-                .exec.killAfter,
-            milliseconds(900));
+  EXPECT_EQ(
+      run({"exec", "--kill-after", "10", "--lock", "x", "true"}).exec.killAfter,
+      milliseconds(10000));
+  EXPECT_EQ(
+      run({"exec", "--ttl", "6", "--kill-after", "0.9", "--lock", "x", "true"})
+          .exec.killAfter,
+      milliseconds(900));
   // The default second; less for a lease under 20 s (half the margin).
   EXPECT_EQ(run({"exec", "--lock", "x", "true"}).exec.killAfter,
             milliseconds(1000));
@@ -110,8 +110,9 @@ TEST(CommandLine, ExecHonoursKillAfterWithinWhatTheLeaseLeaves) {
   EXPECT_EQ(tooLong.exitStatus, kUsageExitStatus);
   EXPECT_NE(tooLong.err.find("at most 0.9 s"), std::string::npos)
       << tooLong.err;
-  EXPECT_EQ(parse({"exec", "--kill-after", "14", "--lock", "x", "t"}).exitStatus,
-            kUsageExitStatus);
+  EXPECT_EQ(
+      parse({"exec", "--kill-after", "14", "--lock", "x", "t"}).exitStatus,
+      kUsageExitStatus);
 }
 
 TEST(CommandLine, ExecShellCommand) {
@@ -198,8 +199,9 @@ TEST(CommandLine, SuggestsAtEveryLevelAndForEveryHelpTopic) {
   suggests({"schema", "stauts"},
            "unknown command 'stauts' for schema; did you mean 'status'?");
   suggests({"waiters", "cancle", "k"}, "did you mean 'cancel'?");
-  suggests({"show", "--jsn"}, "unknown option '--jsn' for show; did you mean "
-                              "'--json'?");
+  suggests({"show", "--jsn"},
+           "unknown option '--jsn' for show; did you mean "
+           "'--json'?");
   suggests({"waiters", "cancel", "k", "--al"}, "did you mean '--all'?");
   suggests({"list", "--quite"}, "did you mean '--quiet'?");
   suggests({"help", "lsit"}, "no command 'lsit'; did you mean 'list'?");
@@ -237,8 +239,9 @@ TEST(CommandLine, QuietAndVerbose) {
   EXPECT_EQ(run({"list", "--quiet"}).global.verbosity, Verbosity::QUIET);
   EXPECT_EQ(run({"list", "-v"}).global.verbosity, Verbosity::VERBOSE);
   // exec's -v is the program's, in either place.
-  for (const Words& words : {Words{"exec", "-v", "--lock", "x", "true"},
-                             Words{"--verbose", "exec", "--lock", "x", "true"}}) {
+  for (const Words& words :
+       {Words{"exec", "-v", "--lock", "x", "true"},
+        Words{"--verbose", "exec", "--lock", "x", "true"}}) {
     const CommandLine c = run(words);
     EXPECT_TRUE(c.exec.verbose);
     EXPECT_EQ(c.global.verbosity, Verbosity::VERBOSE);
