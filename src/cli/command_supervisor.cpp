@@ -61,6 +61,7 @@ Supervised superviseCommand(ChildProcess& child, const WakePipe& loss,
   Clock::time_point killAt{};
   const auto stopping = [&](Supervised why) {
     outcome = why;
+    if (options.beforeMessage) options.beforeMessage();
     // When the last confirmed lease ends (the store's clock), for the
     // operator and for the test that checks SIGKILL comes first.
     fmt::print(stderr,

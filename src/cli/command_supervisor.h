@@ -44,6 +44,9 @@ struct SupervisorOptions {
   std::function<std::chrono::steady_clock::time_point()> stopBy;
   // The lock as messages name it.
   std::string lockName;
+  // Called before the first message about stopping the command (dlmctl
+  // says which database first); may be empty.
+  std::function<void()> beforeMessage;
   // -q: no note that the command left processes behind.
   bool quiet = false;
 };

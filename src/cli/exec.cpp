@@ -388,6 +388,7 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
   supervision.killAfter = o.killAfter;
   supervision.lockName = lockName;
   supervision.quiet = quiet;
+  supervision.beforeMessage = [&global] { announceDatabase(global); };
   if (watch) {
     // SIGKILL lands the keep-alive's margin before the lease could end.
     supervision.stopBy = [&watch, &o, margin] {
