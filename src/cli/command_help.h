@@ -6,7 +6,9 @@
 namespace dlm::cli {
 
 inline constexpr const char* kProgramFooter = R"(
-Each command says on stderr which database it uses. Exit status: 0 success,
+stdout is the command's output; stderr has errors and what explains an
+outcome (-q: errors only). Which database is used, and why, is said on
+stderr with -v, and before an error. Exit status: 0 success,
 1 failure (library errors print their message and code), 2 command-line
 mistake, 77 when the database refuses the login a privilege; exec, show,
 release, waiters cancel, clients unbind and schema status have their own
@@ -99,11 +101,11 @@ Reads the schema-version table without changing anything: the version found,
 the version this build needs, the oldest library version the database still
 serves, each migration applied (when, and whether its recorded checksum
 matches this build's file) and the ones pending. Exit status 0 when this
-build can use the database as it is (its own version, or a newer one that
-still serves it), 3 when migrations are pending (including a database
-without dlm's schema), 4 when the database is newer and no longer serves
-this build, 5 when an applied migration differs from this build's file
-(drift). Creates no database.)";
+build can use the database as it is (its own version, or a newer one whose
+compatible_from still serves it), 3 when migrations are pending (including
+a database without dlm's schema), 4 when the database is newer and no
+longer serves this build, 5 when an applied migration differs from this
+build's file (drift). Creates no database.)";
 
 inline constexpr const char* kPurgeFooter = R"(
 Deletes lock rows that have been idle (free, or held but expired and not
@@ -112,7 +114,18 @@ batches of --batch rows, each its own short transaction. A key's fencing
 tokens never go back: before deleting, the store raises a high-water mark
 that every row created later starts above. DURATION: 500ms, 90s, 15m, 12h,
 7d, 1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
-status 0; 1 on a library error (e.g. the application role may not purge).)";
+status 0; 77 when the database refuses the login (the application role may
+not purge: PERMISSION_DENIED); 1 on another library error.)";
+
+inline constexpr const char* kSchemaFooter = R"(
+Its one subcommand, status, reads the schema-version table: 'dlmctl help
+schema status'. Without a subcommand, schema is a command-line mistake
+(exit status 2).)";
+
+inline constexpr const char* kHelpFooter = R"(
+CMD is a command, a nested one as two words ('dlmctl help waiters cancel').
+Exit status 0; 2 for a command that does not exist (with the nearest name
+when one is close).)";
 
 inline constexpr const char* kMigrateFooter = R"(
 Applies the migrations the database is missing, each in its own transaction,
@@ -142,11 +155,14 @@ Everything from the first word that is not an option on is COMMAND's.
    makes one attempt. An earlier waiter whose lock conflicts goes first.
  - SIGINT, SIGTERM and SIGHUP to dlmctl are passed on to the group; COMMAND
    dies with dlmctl, even under kill -9.
- - A lost lock: the group gets SIGTERM, then SIGKILL after --kill-after.
+ - A lost lease (or, with a long --kill-after, one not renewed in time):
+   the group gets SIGTERM, then SIGKILL after --kill-after, before the
+   lease could end.
 Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
 not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
 run; the holder and its mode are named on stderr); 128+N when signal N stopped the wait;
-1 when the lock was lost while COMMAND ran, or a library error. The schema
-must be in place (dlmctl migrate).)";
+1 when the lock was lost while COMMAND ran, or a library error. A SQLite
+file that does not exist is created with its schema (as flock creates its
+file); any other database needs its schema in place (dlmctl migrate).)";
 
 }  // namespace dlm::cli

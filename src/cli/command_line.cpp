@@ -48,39 +48,13 @@ std::string pathOf(const CLI::App* sub) {
 
 bool isOptionWord(const std::string& w) { return w.size() > 1 && w[0] == '-'; }
 
-// Whether `word` (an option without "=value") takes the next word as its
-// value, in `sub` or (fallthrough) its parents.
-bool takesValue(const CLI::App* sub, const std::string& word) {
+// The option `name` ("--lock", "-s") of `sub` or (fallthrough) of the
+// commands above it; nullptr when none has it.
+const CLI::Option* optionOf(const CLI::App* sub, const std::string& name) {
   for (const CLI::App* at = sub; at != nullptr; at = at->get_parent()) {
-    if (const CLI::Option* o = at->get_option_no_throw(word)) {
-      return o->get_items_expected_min() > 0;
-    }
+    if (const CLI::Option* o = at->get_option_no_throw(name)) return o;
   }
-  return false;
-}
-
-// Index of the first word from `from` on that is neither an option nor an
-// option's value (for `sub`); args.size() when there is none or a "--"
-// comes first.
-std::size_t firstWord(const std::vector<std::string>& args, std::size_t from,
-                      const CLI::App* sub) {
-  std::size_t i = from;
-  while (i < args.size() && isOptionWord(args[i])) {
-    if (args[i] == "--") return args.size();
-    const bool joined = args[i].find('=') != std::string::npos;
-    i += !joined && takesValue(sub, args[i]) ? 2 : 1;
-  }
-  return std::min(i, args.size());
-}
-
-// exec's command line is the command's own: a "--" before its first word
-// keeps every later option from dlmctl (`exec --lock x echo --db oops`).
-void markExecCommand(std::vector<std::string>& args, Cli& cli) {
-  const std::size_t word = firstWord(args, 0, &cli.app);
-  if (word >= args.size() || args[word] != "exec") return;
-  const std::size_t start = firstWord(args, word + 1, cli.exec);
-  if (start >= args.size()) return;
-  args.insert(args.begin() + static_cast<std::ptrdiff_t>(start), "--");
+  return nullptr;
 }
 
 std::vector<std::string> optionNames(const CLI::App* sub) {
@@ -127,25 +101,113 @@ std::string withSuggestion(std::string what, const std::string& word,
   return what;
 }
 
+// The command `sub` names `name` ("status" under "schema"), or nullptr.
+const CLI::App* subcommandOf(const CLI::App* sub, const std::string& name) {
+  for (const CLI::App* c : sub->get_subcommands({})) {
+    if (c->check_name(name)) return c;
+  }
+  return nullptr;
+}
+
+bool takesPositionals(const CLI::App* sub) {
+  for (const CLI::Option* o : sub->get_options()) {
+    if (o->get_positional()) return true;
+  }
+  return false;
+}
+
+ParseOutcome unknownOption(const CLI::App* sub, const CLI::App* root,
+                           const std::string& name) {
+  return mistake(
+      sub, withSuggestion(
+               fmt::format("unknown option '{}'{}", name,
+                           sub == root ? std::string() : " for " + pathOf(sub)),
+               name, optionNames(sub)));
+}
+
+ParseOutcome unknownCommand(const CLI::App* sub, const CLI::App* root,
+                            const std::string& word) {
+  return mistake(
+      sub, withSuggestion(
+               fmt::format("unknown command '{}'{}", word,
+                           sub == root ? std::string() : " for " + pathOf(sub)),
+               word, commandNames(sub)));
+}
+
 // A word CLI11 could not place: an unknown command, option or argument.
 ParseOutcome unexpected(Cli& cli, const std::string& word) {
   CLI::App* sub = cli.parsed();
   if (isOptionWord(word)) {
-    const std::string name = word.substr(0, word.find('='));
-    return mistake(
-        sub,
-        withSuggestion(fmt::format("unknown option '{}'{}", name,
-                                   sub == &cli.app ? std::string()
-                                                   : " for " + pathOf(sub)),
-                       name, optionNames(sub)));
+    return unknownOption(sub, &cli.app, word.substr(0, word.find('=')));
   }
-  const std::vector<std::string> commands = commandNames(sub);
-  if (!commands.empty()) {
-    return mistake(
-        sub, withSuggestion(fmt::format("unknown command '{}'", word), word,
-                            commands));
-  }
+  if (!commandNames(sub).empty()) return unknownCommand(sub, &cli.app, word);
   return mistake(sub, fmt::format("unexpected argument '{}'", word));
+}
+
+// The words walked as CLI11 reads them, before it does: CLI11 reports some
+// mistakes by a symptom rather than by the word (`exec --lokc a true`:
+// "--lock is required"; `schema stauts`: "which schema?"), and exec's
+// command must be told apart from exec's options.
+struct WordWalk {
+  // The first word no command or option in its place knows, as a mistake
+  // with a suggestion.
+  std::optional<ParseOutcome> mistake;
+  // Index of exec's first command word (not after a "--"), when there is
+  // one.
+  std::optional<std::size_t> execCommand;
+};
+
+WordWalk walkWords(const std::vector<std::string>& args, Cli& cli) {
+  WordWalk walk;
+  const CLI::App* at = &cli.app;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    // Everything after "--" is an argument (exec: the command).
+    if (w == "--") return walk;
+    if (isOptionWord(w)) {
+      if (w.compare(0, 2, "--") == 0) {
+        const std::size_t eq = w.find('=');
+        const std::string name = w.substr(0, eq);
+        const CLI::Option* o = optionOf(at, name);
+        if (o == nullptr) {
+          walk.mistake = unknownOption(at, &cli.app, name);
+          return walk;
+        }
+        if (eq == std::string::npos && o->get_items_expected_min() > 0) ++i;
+        continue;
+      }
+      // Short options, bundled as flock takes them ("-sn"); one that takes
+      // a value takes the rest of the word ("-w0.5"), or the next word.
+      for (std::size_t c = 1; c < w.size(); ++c) {
+        const std::string name = std::string("-") + w[c];
+        const CLI::Option* o = optionOf(at, name);
+        if (o == nullptr) {
+          walk.mistake = unknownOption(at, &cli.app, c == 1 ? w : name);
+          return walk;
+        }
+        if (o->get_items_expected_min() > 0) {
+          if (c + 1 == w.size()) ++i;
+          break;
+        }
+      }
+      continue;
+    }
+    if (const CLI::App* sub = subcommandOf(at, w)) {
+      at = sub;
+      continue;
+    }
+    if (at == cli.exec) {
+      walk.execCommand = i;
+      return walk;
+    }
+    // A command with subcommands and no arguments of its own ("schema",
+    // "waiters", "clients", the program): the word is a misspelt command.
+    if (!commandNames(at).empty() && !takesPositionals(at)) {
+      walk.mistake = unknownCommand(at, &cli.app, w);
+      return walk;
+    }
+  }
+  return walk;
 }
 
 void finishDatabase(Cli& cli,
@@ -163,16 +225,23 @@ void finishDatabase(Cli& cli,
 }
 
 ParseOutcome helpFor(Cli& cli, const std::vector<std::string>& topic) {
-  CLI::App* sub = cli.find(topic);
-  if (sub == nullptr) {
-    std::string words;
-    for (const std::string& w : topic) words += (words.empty() ? "" : " ") + w;
-    return mistake(&cli.app,
-                   withSuggestion(fmt::format("no command '{}'", words),
-                                  topic.back(), commandNames(&cli.app)));
+  const CLI::App* at = &cli.app;
+  std::string known;  // the words of `topic` found so far
+  for (const std::string& w : topic) {
+    const CLI::App* sub = subcommandOf(at, w);
+    if (sub == nullptr) {
+      std::string what = fmt::format("no command '{}{}'", known, w);
+      if (auto near = closestName(w, commandNames(at))) {
+        what += fmt::format("; did you mean '{}{}'?", known, *near);
+      }
+      // The program's usage and 'dlmctl help': the list of commands.
+      return mistake(&cli.app, what);
+    }
+    known += w + " ";
+    at = sub;
   }
   ParseOutcome out;
-  out.out = helpOf(sub);
+  out.out = helpOf(at);
   return out;
 }
 
@@ -182,7 +251,15 @@ ParseOutcome parseCommandLine(
     std::vector<std::string> args,
     const std::optional<std::string>& databaseUrlEnv) {
   Cli cli;
-  markExecCommand(args, cli);
+  const WordWalk walk = walkWords(args, cli);
+  if (walk.mistake) return *walk.mistake;
+  // exec's command line is the command's own: a "--" before its first
+  // word keeps every later option from dlmctl (`exec --lock x echo --db
+  // oops`).
+  if (walk.execCommand) {
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(*walk.execCommand),
+                "--");
+  }
   // CLI11 takes the words last first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {

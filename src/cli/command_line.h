@@ -58,6 +58,14 @@ ParseOutcome parseCommandLine(std::vector<std::string> args,
 // duration; nullopt when `text` is none of these or not positive.
 std::optional<std::chrono::milliseconds> parseDuration(const std::string& text);
 
+// The longest --kill-after exec honours with a lease of `ttl`: SIGKILL must
+// land before the lease could end, and exec must start stopping the command
+// that long before, without mistaking renewals on schedule (every third of
+// the TTL) for a loss. A quarter of the TTL less the keep-alive's loss
+// margin (dlm::keepAliveLossMargin: a tenth of the TTL, 20 ms to 2 s), and
+// at least half that margin (13 s for a 60 s TTL, 0.9 s for 6 s).
+std::chrono::milliseconds maxKillAfter(std::chrono::milliseconds ttl);
+
 // The usage of `command` ("" or an unknown name: of dlmctl), as --help
 // prints it.
 std::string usageText(const std::string& command);

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
 #include "command_help.h"
+#include "dlm/lock_configuration.h"
 
 namespace dlm::cli {
 namespace {
@@ -40,9 +42,22 @@ void finishExec(Cli& cli) {
   o.mode = cli.execShared ? LockMode::SHARED : LockMode::EXCLUSIVE;
   if (cli.execOnce) o.wait = milliseconds(0);
   if (cli.exec->count("--wait") > 0) o.wait = fromSeconds(cli.execWait);
+  const milliseconds killCap = maxKillAfter(o.ttl);
   if (cli.exec->count("--kill-after") > 0) {
     o.killAfter = fromSeconds(cli.execKillAfter);
-    o.killAfterGiven = true;
+    if (o.killAfter > killCap) {
+      throw UsageError(fmt::format(
+          "--kill-after {} is more than a lease of --ttl {} leaves (at most "
+          "{} s: the command must be gone before the lease could end): give "
+          "a longer --ttl or a shorter --kill-after",
+          cli.execKillAfter, cli.execTtl,
+          static_cast<double>(killCap.count()) / 1000));
+    }
+  } else {
+    // The default second, or less for a lease under 20 s: what fits in the
+    // keep-alive's own loss report (half its margin), so that a short
+    // lease is not stopped early for a renewal that is merely slow.
+    o.killAfter = std::min(o.killAfter, keepAliveLossMargin(o.ttl) / 2);
   }
   o.progressEvery = fromSeconds(cli.execProgress);
   if (cli.exec->count("--command") > 0) {
@@ -80,6 +95,11 @@ void finishCancelWait(Cli& cli) {
 
 }  // namespace
 
+milliseconds maxKillAfter(milliseconds ttl) {
+  const milliseconds margin = keepAliveLossMargin(ttl);
+  return std::max(margin / 2, ttl / 4 - margin);
+}
+
 milliseconds fromSeconds(double seconds) {
   return milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
 }
@@ -105,6 +125,13 @@ Cli::Cli() {
   app.add_option("--farm", line.global.farm,
                  "farmId of DC locks (default \"default\")")
       ->type_name("ID");
+  auto* quietFlag = app.add_flag(
+      "-q,--quiet", quiet,
+      "say nothing on stderr but errors (and, with an error, the database)");
+  app.add_flag("-v,--verbose", verbose,
+               "also say on stderr which database is used and why (exec: "
+               "who holds the lock while waiting)")
+      ->excludes(quietFlag);
   app.add_flag("--version", version, "print the versions and exit");
   app.require_subcommand(0, 1);
 
@@ -113,6 +140,8 @@ Cli::Cli() {
   addAdmin();
   addDemo();
   help = command("help", "show the help of dlmctl or of a command");
+  // Else CLI11 gives it the program's footer.
+  help->footer(kHelpFooter);
   help->add_option("command", helpTopic, "the command")
       ->type_name("CMD")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -158,15 +187,20 @@ void Cli::addExec() {
       ->type_name("N")
       ->check(range(0, 255));
   exec->add_option("--kill-after", execKillAfter,
-                   "SIGTERM to SIGKILL after a lost lock, seconds (default "
-                   "1; at most half of a tenth of the TTL)")
+                   "seconds from SIGTERM to SIGKILL when the lease is lost "
+                   "or cannot be renewed in time (default 1, less for a TTL "
+                   "under 20; at most a quarter of the TTL less a tenth of "
+                   "it, the tenth at most 2 s: 13 for the default TTL)")
       ->type_name("S")
       ->check(range(0.0, 3600.0));
   exec->add_option("-c,--command", execShell,
                    "run this shell command (/bin/sh -c) instead of COMMAND")
       ->type_name("CMD");
+  // The program's -v as well (it says which database, too): here so that
+  // exec's help shows it.
   exec->add_flag("-v,--verbose", o.verbose,
-                 "say who holds the lock while waiting, and progress");
+                 "say which database, who holds the lock while waiting, and "
+                 "progress");
   exec->add_option("--progress-every", execProgress,
                    "seconds between --verbose reports of a long wait "
                    "(default 10)")
@@ -268,6 +302,7 @@ void Cli::addAdmin() {
   addClients();
 
   CLI::App* schema = command("schema", "inspect the database's schema");
+  schema->footer(kSchemaFooter);
   schema->require_subcommand(1);
   command("status", "schema version found, needed and pending migrations",
           schema)
@@ -324,8 +359,13 @@ void Cli::addDemo() {
 CLI::App* Cli::find(const std::vector<std::string>& words) {
   CLI::App* at = &app;
   for (const std::string& w : words) {
-    at = at->get_subcommand_ptr(w).get();
-    if (at == nullptr) return nullptr;
+    // Not get_subcommand: it throws for a name it does not know.
+    CLI::App* next = nullptr;
+    for (CLI::App* c : at->get_subcommands({})) {
+      if (c->check_name(w)) next = c;
+    }
+    if (next == nullptr) return nullptr;
+    at = next;
   }
   return at;
 }
@@ -342,6 +382,15 @@ CLI::App* Cli::parsed() {
 
 void finishCommand(Cli& cli, CLI::App* sub) {
   if (sub == cli.exec) finishExec(cli);
+  // exec's -v is the program's -v too.
+  const bool verbose = cli.verbose || cli.line.exec.verbose;
+  if (cli.quiet && verbose) {
+    throw UsageError("--quiet and --verbose exclude each other");
+  }
+  cli.line.exec.verbose = verbose;
+  cli.line.global.verbosity = cli.quiet ? Verbosity::QUIET
+                              : verbose ? Verbosity::VERBOSE
+                                        : Verbosity::NORMAL;
   if (sub == cli.waitersCancel) finishCancelWait(cli);
   if (sub->get_parent() != nullptr &&
       sub->get_parent()->get_name() == "clients" &&

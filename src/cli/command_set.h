@@ -23,6 +23,8 @@ struct Cli {
       "dlmctl"};
   CommandLine line;
   bool version = false;
+  bool quiet = false;
+  bool verbose = false;
   std::vector<std::string> helpTopic;
   double execTtl = 60;
   double execWait = 0;

@@ -34,11 +34,24 @@ int runTop(const GlobalOptions& global, const TopOptions& options);
 
 // `global` with its database settled: --db, else DLM_DATABASE_URL, else
 // PostgreSQL when PG* variables name a server, else ./dlm.sqlite
-// (dlm::defaultStoreUrl). Says on stderr which database that is (never a
+// (dlm::defaultStoreUrl); dbNote says which database that is (never a
 // password) and where the choice came from. A URL of no known form is a
 // command-line mistake: UsageError naming the forms. Called once, before
-// a command runs.
+// a command runs. Prints nothing.
 GlobalOptions settleDatabase(GlobalOptions global);
+
+// "dlmctl: database: NOTE" on stderr, at most once per process: at the
+// start with --verbose, else before the first error (so that it says which
+// database failed). Nothing before settleDatabase.
+void announceDatabase(const GlobalOptions& global);
+
+// The database as people read it, once: "sqlite:/var/lib/x.sqlite
+// (SQLite)", "postgresql://app@db:5432/orders (PostgreSQL, schema NAME)"
+// (--schema), never with a password. `storeName` is LockStore::name().
+// `extra`, when not empty, goes inside the parentheses ("schema version 5").
+std::string databaseText(const GlobalOptions& global,
+                         std::string_view storeName,
+                         const std::string& extra = "");
 
 // The store named by global.db (settled), not initialized.
 std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);
@@ -48,6 +61,15 @@ std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);
 // that opening it does not create an empty one. (A file removed between
 // this check and the open is created; an operator's race, not a concern.)
 void requireExistingDatabase(const GlobalOptions& global);
+
+// For exec, as flock(1) creates its lock file: when global.db is a SQLite
+// file that does not exist, creates it with its whole schema. The database
+// is built under a temporary name beside it and linked into place whole,
+// so that nobody ever opens it half-migrated (two execs at once: one
+// database, the other's is thrown away). Does nothing for an existing file
+// or another database. Throws DLMException as the store's initialize does,
+// std::system_error when the file cannot be linked into place.
+void createSqliteDatabase(const GlobalOptions& global);
 
 // For commands that only read or release: the store of an existing database
 // (requireExistingDatabase) whose schema is at this build's version

@@ -1,8 +1,11 @@
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <stdexcept>
+#include <system_error>
 
 #include "commands.h"
 #include "dlm/error.h"
@@ -32,12 +35,30 @@ GlobalOptions settleDatabase(GlobalOptions global) {
   }
   const std::string origin =
       global.dbOrigin == "default"
-          ? "default: no --db, DLM_DATABASE_URL, PGHOST, PGDATABASE or "
-            "PGSERVICE"
+          ? "default: no --db, DLM_DATABASE_URL, PGHOST, PGHOSTADDR, "
+            "PGDATABASE or PGSERVICE"
           : "from " + global.dbOrigin;
-  // stderr: stdout stays the command's own output for scripts.
-  fmt::print(stderr, "dlmctl: database: {} ({})\n", shown, origin);
+  global.dbNote = fmt::format("{} ({})", shown, origin);
   return global;
+}
+
+void announceDatabase(const GlobalOptions& global) {
+  // Once: a failure after --verbose's announcement needs no second one.
+  static bool announced = false;
+  if (announced || global.dbNote.empty()) return;
+  announced = true;
+  // stderr: stdout stays the command's own output for scripts.
+  fmt::print(stderr, "dlmctl: database: {}\n", global.dbNote);
+}
+
+std::string databaseText(const GlobalOptions& global,
+                         std::string_view storeName, const std::string& extra) {
+  std::string what = storeName == "sqlite"     ? "SQLite"
+                     : storeName == "postgres" ? "PostgreSQL"
+                                               : std::string(storeName);
+  if (!global.schema.empty()) what += ", schema " + global.schema;
+  if (!extra.empty()) what += ", " + extra;
+  return fmt::format("{} ({})", describeStoreUrl(global.db), what);
 }
 
 namespace {
@@ -71,6 +92,44 @@ void requireExistingDatabase(const GlobalOptions& global) {
       "there is no database at {} (no such file; nothing was created). "
       "Name the database with --db, or create it with `dlmctl migrate`",
       describeStoreUrl(global.db)));
+}
+
+void createSqliteDatabase(const GlobalOptions& global) {
+  const ParsedStoreUrl parsed = parseStoreUrl(global.db);
+  if (parsed.kind != StoreKind::SQLITE || parsed.location == ":memory:") {
+    return;
+  }
+  const std::string& path = parsed.location;
+  std::error_code ec;
+  // Only "no such file" is new; a file that cannot be looked at is left to
+  // the store to report when it opens it.
+  if (std::filesystem::exists(path, ec) || ec) return;
+  // Beside it (link() needs the same file system); named for whoever finds
+  // one left by a killed dlmctl.
+  const std::string temp = fmt::format("{}.dlmctl-new-{}", path, ::getpid());
+  const auto removeTemp = [&temp] {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal", "-dlmwake"}) {
+      ::unlink((temp + suffix).c_str());
+    }
+  };
+  removeTemp();
+  try {
+    auto store = openStore("sqlite:" + temp, "");
+    store->initialize(/*applyMigrations=*/true);
+    // Closing checkpoints the WAL into the file: the file alone is whole.
+    store->close();
+  } catch (...) {
+    removeTemp();
+    throw;
+  }
+  // link(), not rename(): never replaces a database another dlmctl (or
+  // anyone) created meanwhile; then that one is used.
+  const int linked = ::link(temp.c_str(), path.c_str());
+  const int error = errno;
+  removeTemp();
+  if (linked != 0 && error != EEXIST) {
+    throw std::system_error(error, std::generic_category(), "creating " + path);
+  }
 }
 
 std::shared_ptr<LockStore> openExistingStore(const GlobalOptions& global) {
@@ -169,8 +228,8 @@ StoreKey parseStoreKey(const std::string& storeKey) {
   if (dc) keyScope.farmId = scope[1];
   keyScope.clientId = scope.back();
   try {
-    return lockStoreKey(dc ? LockLevel::DC : LockLevel::XDC,
-                                   keyScope, storeKey.substr(at));
+    return lockStoreKey(dc ? LockLevel::DC : LockLevel::XDC, keyScope,
+                        storeKey.substr(at));
   } catch (const DLMException&) {
     // An id with an empty segment: written by a manager with hierarchy off.
     return unrelated;

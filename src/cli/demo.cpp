@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "output_text.h"
 #include "contender.h"
 #include "dlm/error.h"
 #include "dlm/store_url.h"
@@ -155,13 +156,14 @@ int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
           ? fmt::format(" + their parent '{}' ({}% of attempts)", kParentKey,
                         settings.parentPercent)
           : "";
-  fmt::print(
-      "dlmctl demo: {} worker processes, {} keys{}, {} s, holds of ~{} ms\n",
-      settings.workers, settings.locks, parentText, settings.seconds,
-      settings.holdMs);
-  fmt::print("database: {} {} ({}{}), schema version {}\n", storeName,
-             describeStoreUrl(global.db), global.dbOrigin,
-             global.schema.empty() ? "" : ", schema " + global.schema, version);
+  fmt::print("dlmctl demo: {} worker processes, {} keys{}, {}, holds of ~{}\n",
+             settings.workers, settings.locks, parentText,
+             formatDuration(milliseconds(
+                 static_cast<std::int64_t>(settings.seconds * 1000 + 0.5))),
+             formatDuration(milliseconds(settings.holdMs)));
+  fmt::print("database: {}\n",
+             databaseText(global, storeName,
+                          fmt::format("schema version {}", version)));
   fmt::print("client '{}', farm '{}'\n\n", global.client, global.farm);
   std::fflush(stdout);  // or the children would print the buffer again
 
@@ -237,8 +239,10 @@ int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
                fmt::format("{} .. {}", k.firstFencing, k.lastFencing),
                k.fencingIncreasing ? "yes" : "NO", k.overlaps);
   }
-  fmt::print("\n{} acquisitions in {:.1f} s ({:.0f} per second)\n",
-             acquisitions, elapsed, acquisitions / std::max(elapsed, 1e-9));
+  fmt::print("\n{} acquisitions in {} ({:.0f} per second)\n", acquisitions,
+             formatDuration(
+                 milliseconds(static_cast<std::int64_t>(elapsed * 1000 + 0.5))),
+             acquisitions / std::max(elapsed, 1e-9));
   fmt::print("overlaps: {}\n", report.overlapCount);
   fmt::print("fencing tokens strictly increasing in hold order: {}\n",
              report.fencingViolations.empty() ? "yes" : "NO");

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "signal_fd.h"
 #include "wait_reporter.h"
 #include "dlm/deadline.h"
+#include "dlm/lock_configuration.h"
 #include "dlm/lock_guard.h"
 #include "dlm/owner.h"
 
@@ -42,12 +44,60 @@ using Clock = std::chrono::steady_clock;
 // Exit status when the lock was lost while the command ran.
 constexpr int kLockLost = 1;
 
-// The keep-alive reports a loss this long before the lease ends; SIGKILL
-// must come well inside it, or the command could outlive the lease, so
-// --kill-after gets at most half of it.
-milliseconds maxKillAfter(milliseconds ttl) {
-  return keepAliveLossMargin(ttl) / 2;
-}
+// The lease as renewals confirmed it, on this process's steady clock, for
+// a --kill-after longer than the keep-alive's own loss report leaves room
+// for (half its margin): exec then starts stopping the command itself,
+// --kill-after plus that margin before the lease could end.
+//
+// `end()` is a lower bound of when the lease ends. A lease ends TTL after
+// the start of the call that set it; that start is not reported, so it is
+// bounded from below: an extension exec makes itself (its start is known),
+// then for each renewal the time of the event before it. The keep-alive
+// renews one lease at a time on one thread and reports each renewal on
+// that thread before it starts the next (dlm/lock_events.h), so renewal k
+// began after the report of renewal k-1 (the first one after the guard
+// existed).
+class LeaseWatch final : public LockEventHandler {
+ public:
+  // `reporter` (may be null) gets every event too.
+  LeaseWatch(std::shared_ptr<WaitReporter> reporter, milliseconds ttl)
+      : reporter_(std::move(reporter)), ttl_(ttl) {}
+
+  void onEvent(const LockEvent& e) override {
+    if (reporter_) reporter_->onEvent(e);
+    if (e.kind != LockEventKind::LEASE_RENEWED) return;
+    const Clock::time_point now = Clock::now();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!armed_ || e.key != key_) return;
+    end_ = std::max(end_, previous_ + ttl_);
+    previous_ = now;
+  }
+
+  // The lease on `key` was extended by a call that began at
+  // `extensionStart`; renewals after `guardStart` are the keep-alive's.
+  void arm(const std::string& key, Clock::time_point extensionStart,
+           Clock::time_point guardStart) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    key_ = key;
+    end_ = extensionStart + ttl_;
+    previous_ = guardStart;
+    armed_ = true;
+  }
+
+  Clock::time_point end() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return end_;
+  }
+
+ private:
+  const std::shared_ptr<WaitReporter> reporter_;
+  const milliseconds ttl_;
+  mutable std::mutex mutex_;
+  bool armed_ = false;
+  std::string key_;
+  Clock::time_point end_;
+  Clock::time_point previous_;
+};
 
 std::vector<std::string> childEnvironment(const Lock& lock) {
   std::vector<std::string> env;
@@ -75,32 +125,27 @@ int pendingStopSignal(SignalFd& signals) {
   return 0;
 }
 
-double secondsOf(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-// "held MODE by owner O (host H, pid P) since T UTC, expires T UTC", naming
-// the key when it is not the lock's own (an ancestor or descendant blocks
-// it).
+// "held MODE by owner O (host H, pid P) since T, expires T", naming the
+// key by its id when it is not the lock's own (an ancestor or descendant
+// blocks it; the same client, level and farm).
 std::string holderText(const LockRecord& r, const std::string& ownKey) {
-  std::string text =
-      r.key == ownKey ? std::string("held")
-                      : fmt::format("blocked by '{}', held", printable(r.key));
+  std::string text = r.key == ownKey
+                         ? std::string("held")
+                         : fmt::format("blocked by '{}', held", idText(r.key));
   text += fmt::format(" {} by owner {} (host {}, pid {}", lockModeName(r.mode),
                       r.owner, printable(r.holder.host), r.holder.pid);
   if (!r.holderIp.empty()) text += ", address " + r.holderIp;
-  return text + fmt::format(") since {} UTC, expires {} UTC",
-                            formatUtc(r.acquiredAt), formatUtc(r.expiresAt));
+  return text + fmt::format(") since {}, expires {}", formatUtc(r.acquiredAt),
+                            formatUtc(r.expiresAt));
 }
 
-// "not held in its way, but an earlier MODE waiter for K (owner O, since T
-// UTC) goes first (fair queueing)".
+// "not held in its way, but an earlier MODE waiter for 'ID' (owner O, since
+// T) goes first (fair queueing)".
 std::string queuedText(const WaitRecord& w) {
   return fmt::format(
       "not held in its way, but an earlier {} waiter for '{}' (owner {}, "
-      "since {} UTC) goes first (fair queueing)",
-      lockModeName(w.mode), printable(w.key), w.owner,
-      formatUtc(w.requestedAt));
+      "since {}) goes first (fair queueing)",
+      lockModeName(w.mode), idText(w.key), w.owner, formatUtc(w.requestedAt));
 }
 
 // Who keeps `self` from taking `key` in `mode`: a conflicting hold as
@@ -121,10 +166,9 @@ std::string blockerText(LockStore& store, const StoreKey& key, LockMode mode,
   }
 }
 
-// "'clientId#id' (MODE)", how exec names its lock.
+// "'id' (MODE, DC, farm F, client C)", how exec names its lock.
 std::string lockText(const Lock& lock) {
-  return fmt::format("'{}' ({})", printable(lock.lockId()),
-                     lockModeName(lock.lockMode()));
+  return keyText(lock.storeKey(), lock.lockMode());
 }
 
 // "Until the lock is free" (flock's default) is a wait of a year.
@@ -158,9 +202,12 @@ class AcquirerJoin {
 // event handler) has said who holds the lock while it waited.
 // Returns 0 once held, else the exit status: conflictExitCode when the wait
 // ran out, 128+N for signal N.
-int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
-            const ExecOptions& o, SignalFd& signals,
-            const WaitReporter* reporter) {
+int acquire(const GlobalOptions& global, DistributedLockManager& manager,
+            Lock& lock, const StoreKey& key, const ExecOptions& o,
+            SignalFd& signals, const WaitReporter* reporter) {
+  // Why the command did not run, unless --quiet (the exit status says it):
+  // after the database it was about.
+  const bool explain = global.verbosity != Verbosity::QUIET;
   const auto started = Clock::now();
   const milliseconds wait = o.wait.value_or(kForever);
   WakePipe done;
@@ -206,10 +253,13 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
         fmt::print(stderr, "dlmctl: releasing the lock failed: {}\n", e.what());
       }
     }
-    fmt::print(stderr,
-               "dlmctl: {} while waiting for the lock; not running the "
-               "command\n",
-               strsignal(stopSignal));
+    if (explain) {
+      announceDatabase(global);
+      fmt::print(stderr,
+                 "dlmctl: {} while waiting for the lock; not running the "
+                 "command\n",
+                 strsignal(stopSignal));
+    }
     return 128 + stopSignal;
   }
   if (failure) {
@@ -217,16 +267,21 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
       std::rethrow_exception(failure);
     } catch (const DLMException& e) {
       if (e.code() != ErrorCode::LOCK_UNAVAILABLE) throw;
-      fmt::print(stderr, "dlmctl: lock {} is {}; not running the command\n",
-                 lockText(lock),
-                 blockerText(manager.store(), key, lock.lockMode(), owner));
+      if (explain) {
+        announceDatabase(global);
+        fmt::print(stderr, "dlmctl: lock {} is {}; not running the command\n",
+                   lockText(lock),
+                   blockerText(manager.store(), key, lock.lockMode(), owner));
+      }
       return o.conflictExitCode;
     }
   }
   if (reporter != nullptr && reporter->reported()) {
-    fmt::print(
-        stderr, "dlmctl: acquired {} after {:.1f} s (fencing token {})\n",
-        lockText(lock), secondsOf(Clock::now() - started), lock.fencingToken());
+    fmt::print(stderr, "dlmctl: acquired {} after {} (fencing token {})\n",
+               lockText(lock),
+               formatDuration(std::chrono::duration_cast<milliseconds>(
+                   Clock::now() - started)),
+               lock.fencingToken());
   }
   return 0;
 }
@@ -234,19 +289,13 @@ int acquire(DistributedLockManager& manager, Lock& lock, const StoreKey& key,
 }  // namespace
 
 int runExec(const GlobalOptions& global, const ExecOptions& options) {
-  ExecOptions o = options;
-  const milliseconds killCap = maxKillAfter(o.ttl);
-  if (o.killAfter > killCap) {
-    if (o.killAfterGiven) {
-      std::fprintf(stderr,
-                   "dlmctl: --kill-after clamped to %.3g s: a lost lease may "
-                   "end %.3g s after the loss is reported, and the command "
-                   "must be gone well before\n",
-                   static_cast<double>(killCap.count()) / 1000,
-                   static_cast<double>(killCap.count()) * 2 / 1000);
-    }
-    o.killAfter = killCap;
-  }
+  const ExecOptions& o = options;
+  // The keep-alive reports a loss its margin before the lease ends; a
+  // --kill-after up to half of it fits in there. A longer one (at most
+  // maxKillAfter, checked with the options) needs exec to watch the lease
+  // itself and start stopping the command that much earlier.
+  const milliseconds margin = keepAliveLossMargin(o.ttl);
+  const bool watchLease = o.killAfter > margin / 2;
 
   // Before any thread exists (the manager starts some): see SignalFd.
   SignalFd signals;
@@ -259,36 +308,74 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     reporter = std::make_shared<WaitReporter>();
     config.waitingReportInterval = o.progressEvery;
   }
+  std::shared_ptr<LeaseWatch> watch;
+  std::shared_ptr<LockEventHandler> events = reporter;
+  if (watchLease) {
+    watch = std::make_shared<LeaseWatch>(reporter, o.ttl);
+    events = watch;
+  }
+  // A SQLite file that does not exist yet is created with its schema, as
+  // flock(1) creates its lock file; any other database must have it
+  // already (dlmctl migrate; a DBA's on PostgreSQL).
+  createSqliteDatabase(global);
   auto manager = openManager(global, openCliStore(global),
-                             /*applyMigrations=*/false, config, reporter);
+                             /*applyMigrations=*/false, config, events);
   Lock lock = manager->getLockInstance(
       o.id, o.xdc ? LockLevel::XDC : LockLevel::DC, o.mode);
   const StoreKey key = scopedKey(global, o.id, o.xdc);
   if (const int status =
-          acquire(*manager, lock, key, o, signals, reporter.get());
+          acquire(global, *manager, lock, key, o, signals, reporter.get());
       status != 0) {
     return status;
   }
 
+  if (watch) {
+    // A lease whose start exec knows: the watch's first lower bound.
+    const Clock::time_point extensionStart = Clock::now();
+    try {
+      manager->extendLock(lock, o.ttl);
+    } catch (const DLMException& e) {
+      if (e.code() == ErrorCode::LOCK_NOT_HELD) {
+        announceDatabase(global);
+        fmt::print(stderr,
+                   "dlmctl: the lock {} was lost before the command started; "
+                   "not running it\n",
+                   lockText(lock));
+        return kLockLost;
+      }
+      try {
+        manager->releaseLock(lock);
+      } catch (const DLMException&) {
+        // The first error is the one to report; the lease runs out.
+      }
+      throw;
+    }
+    watch->arm(lock.storeKey(), extensionStart, Clock::now());
+  }
   // Declared before the guard: the keep-alive may write to it until the
   // guard is gone.
   WakePipe loss;
   LockGuard guard(
       *manager, std::move(lock),
       KeepAliveOptions{true, [&loss](const DLMException&) { loss.notify(); }});
+  const bool quiet = global.verbosity == Verbosity::QUIET;
   if (const int sig = pendingStopSignal(signals)) {
-    std::fprintf(stderr, "dlmctl: %s; not running the command\n",
-                 strsignal(sig));
+    if (!quiet) {
+      announceDatabase(global);
+      std::fprintf(stderr, "dlmctl: %s; not running the command\n",
+                   strsignal(sig));
+    }
     guard.release();
     return 128 + sig;
   }
-  const std::string lockId = guard.lock().lockId();
+  const std::string lockName = lockText(guard.lock());
   if (guard.lost()) {
     // Lost between the acquisition and now: the command must not start.
+    announceDatabase(global);
     std::fprintf(stderr,
-                 "dlmctl: the lock '%s' was lost before the command started; "
+                 "dlmctl: the lock %s was lost before the command started; "
                  "not running it\n",
-                 lockId.c_str());
+                 lockName.c_str());
     return kLockLost;
   }
   ChildProcess child =
@@ -297,17 +384,42 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     guard.release();
     return child.exitStatus();
   }
-  const bool lost = superviseCommand(child, loss, signals, o.killAfter, guard);
-  if (lost || guard.lost()) {
+  SupervisorOptions supervision;
+  supervision.killAfter = o.killAfter;
+  supervision.lockName = lockName;
+  supervision.quiet = quiet;
+  supervision.beforeMessage = [&global] { announceDatabase(global); };
+  if (watch) {
+    // SIGKILL lands the keep-alive's margin before the lease could end.
+    supervision.stopBy = [&watch, &o, margin] {
+      return watch->end() - margin - o.killAfter;
+    };
+  }
+  const Supervised ended =
+      superviseCommand(child, loss, signals, guard, supervision);
+  // Stopped for want of a renewal: so said even when the keep-alive found
+  // the lease lost too meanwhile.
+  if (ended == Supervised::UNCONFIRMED) {
+    announceDatabase(global);
+    fmt::print(stderr,
+               "dlmctl: the lease of the lock {} was not renewed in time; "
+               "the command was stopped (its status: {})\n",
+               lockName, child.exitStatus());
+    return kLockLost;
+  }
+  if (ended != Supervised::ENDED || guard.lost()) {
+    announceDatabase(global);
     std::fprintf(stderr,
-                 "dlmctl: the lock '%s' was lost while the command ran; the "
+                 "dlmctl: the lock %s was lost while the command ran; the "
                  "command was stopped (its status: %d)\n",
-                 lockId.c_str(), child.exitStatus());
+                 lockName.c_str(), child.exitStatus());
     return kLockLost;
   }
   // Only now: the command and its whole group have ended.
   if (!guard.release()) {
-    std::fprintf(stderr, "dlmctl: the lock was taken over before release\n");
+    announceDatabase(global);
+    std::fprintf(stderr, "dlmctl: the lock %s was taken over before release\n",
+                 lockName.c_str());
     return kLockLost;
   }
   return child.exitStatus();

@@ -40,14 +40,30 @@ const std::vector<WaitRecord>& waitersOf(
 
 std::string waitersTable(const std::vector<WaitRecord>& waiters,
                          StoreTime now) {
-  Table table(
-      {"KEY", "MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"});
+  Table table(keyHeader(
+      {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"}));
   for (const WaitRecord& w : waiters) {
-    table.add({printable(w.key), lockModeName(w.mode), printable(w.owner),
-               formatUtc(w.requestedAt), formatElapsed(w.requestedAt, now),
-               formatUtc(w.expiresAt)});
+    table.add(keyRow(
+        w.key,
+        {lockModeName(w.mode), printable(w.owner), formatUtc(w.requestedAt),
+         formatElapsed(w.requestedAt, now), formatUtc(w.expiresAt)}));
   }
   return table.render();
+}
+
+// How many of `waiters` the hold `r` keeps waiting: requests for its key,
+// an ancestor or a descendant whose mode conflicts with the hold's (SHARED
+// only with EXCLUSIVE). An expired hold blocks nobody. `waiterKeys[i]` is
+// waiters[i]'s key taken apart (parseStoreKey).
+std::size_t blockedBy(const LockRecord& r,
+                      const std::vector<WaitRecord>& waiters,
+                      const std::vector<StoreKey>& waiterKeys) {
+  std::size_t n = 0;
+  const std::vector<LockRecord> hold = {r};
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    if (firstBlocker(hold, waiterKeys[i], waiters[i].mode)) ++n;
+  }
+  return n;
 }
 
 // One row per hold of one key, for show.
@@ -72,14 +88,22 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
   auto store = openExistingStore(global);
   const std::vector<LockRecord> records =
       adminOf(*store).listHeld(options.prefix);
-  const auto waiters = byKey(adminOf(*store).listWaiters(options.prefix));
+  const std::vector<WaitRecord> requests =
+      adminOf(*store).listWaiters(options.prefix);
   const StoreTime now = store->now();
   store->close();
+  const auto waiters = byKey(requests);
+  std::vector<StoreKey> requestKeys;
+  for (const WaitRecord& w : requests) {
+    requestKeys.push_back(parseStoreKey(w.key));
+  }
 
   if (options.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const LockRecord& r : records) {
-      out.push_back(lockJson(r, now, waitersOf(waiters, r.key)));
+      nlohmann::json hold = lockJson(r, now, waitersOf(waiters, r.key));
+      hold["blocked_waiters"] = blockedBy(r, requests, requestKeys);
+      out.push_back(std::move(hold));
     }
     fmt::print("{}", renderJson(out));
     return 0;
@@ -91,17 +115,19 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                                                     printable(options.prefix)));
     return 0;
   }
-  Table table({"KEY", "MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
-               "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"});
+  Table table(
+      keyHeader({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
+                 "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"}));
   std::set<std::string> keys;
   for (const LockRecord& r : records) {
     keys.insert(r.key);
-    table.add({printable(r.key), lockModeName(r.mode), printable(r.owner),
-               printable(r.holder.host), std::to_string(r.holder.pid),
-               r.holderIp.empty() ? "-" : printable(r.holderIp),
-               std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-               formatUtc(r.expiresAt), formatRemaining(r, now),
-               std::to_string(waitersOf(waiters, r.key).size())});
+    table.add(
+        keyRow(r.key, {lockModeName(r.mode), printable(r.owner),
+                       printable(r.holder.host), std::to_string(r.holder.pid),
+                       r.holderIp.empty() ? "-" : printable(r.holderIp),
+                       std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+                       formatUtc(r.expiresAt), formatRemaining(r, now),
+                       std::to_string(blockedBy(r, requests, requestKeys))}));
   }
   fmt::print("{}", table.render());
   const auto expired =
@@ -156,7 +182,7 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
     if (options.json) {
       fmt::print("null\n");
     } else {
-      fmt::print("{}: never locked\n", printable(key));
+      fmt::print("{}: never locked\n", keyText(key));
     }
     return 1;
   }
@@ -181,7 +207,11 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
                         live);
   }
   Table table({"FIELD", "VALUE"});
-  table.add({"key", printable(r.key)});
+  const KeyParts parts = splitStoreKey(r.key);
+  table.add({"id", printable(parts.id)});
+  table.add({"level", parts.level.empty() ? "-" : parts.level});
+  if (!parts.farm.empty()) table.add({"farm", printable(parts.farm)});
+  table.add({"client", parts.client.empty() ? "-" : printable(parts.client)});
   table.add({"state", state});
   if (holders.size() <= 1) {
     if (r.statusHeld) table.add({"mode", lockModeName(r.mode)});

@@ -12,22 +12,42 @@ std::int64_t millisBetween(StoreTime from, StoreTime to) {
       std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
 }
 
+namespace {
+
+// "id", "level", "farm", "client": the key taken apart (null for what it
+// has not: an XDC key has no farm).
+void addKeyParts(nlohmann::json& out, const std::string& key) {
+  const KeyParts p = splitStoreKey(key);
+  const auto orNull = [](const std::string& s) {
+    return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+  };
+  out["id"] = p.id;
+  out["level"] = orNull(p.level);
+  out["farm"] = orNull(p.farm);
+  out["client"] = orNull(p.client);
+}
+
+}  // namespace
+
 nlohmann::json holdJson(const LockRecord& r, StoreTime now) {
   const char* state = r.held ? "held" : r.statusHeld ? "expired" : "free";
-  return {{"key", r.key},
-          {"mode", lockModeName(r.mode)},
-          {"state", state},
-          {"owner", r.owner},
-          {"host", r.holder.host},
-          {"pid", r.holder.pid},
-          {"ip", r.holderIp},
-          {"fencing_token", r.fencingToken},
-          {"acquired_at", formatIso8601(r.acquiredAt)},
-          {"expires_at", formatIso8601(r.expiresAt)},
-          {"ttl_ms", r.ttl.count()},
-          // `held` is the store's verdict at query time; trust it over a
-          // subtraction that uses a second reading of the clock.
-          {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0}};
+  nlohmann::json out = {
+      {"key", r.key},
+      {"mode", lockModeName(r.mode)},
+      {"state", state},
+      {"owner", r.owner},
+      {"host", r.holder.host},
+      {"pid", r.holder.pid},
+      {"ip", r.holderIp},
+      {"fencing_token", r.fencingToken},
+      {"acquired_at", formatIso8601(r.acquiredAt)},
+      {"expires_at", formatIso8601(r.expiresAt)},
+      {"ttl_ms", r.ttl.count()},
+      // `held` is the store's verdict at query time; trust it over a
+      // subtraction that uses a second reading of the clock.
+      {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0}};
+  addKeyParts(out, r.key);
+  return out;
 }
 
 nlohmann::json lockJson(const LockRecord& r, StoreTime now,
@@ -40,12 +60,14 @@ nlohmann::json lockJson(const LockRecord& r, StoreTime now,
 }
 
 nlohmann::json waiterJson(const WaitRecord& w, StoreTime now) {
-  return {{"key", w.key},
-          {"mode", lockModeName(w.mode)},
-          {"owner", w.owner},
-          {"requested_at", formatIso8601(w.requestedAt)},
-          {"deadline", formatIso8601(w.expiresAt)},
-          {"waited_ms", millisBetween(w.requestedAt, now)}};
+  nlohmann::json out = {{"key", w.key},
+                        {"mode", lockModeName(w.mode)},
+                        {"owner", w.owner},
+                        {"requested_at", formatIso8601(w.requestedAt)},
+                        {"deadline", formatIso8601(w.expiresAt)},
+                        {"waited_ms", millisBetween(w.requestedAt, now)}};
+  addKeyParts(out, w.key);
+  return out;
 }
 
 std::string renderJson(const nlohmann::json& value) {

@@ -12,15 +12,18 @@ namespace dlm::cli {
 
 // One hold (or a free key's row): {"key", "mode": "EXCLUSIVE"|"SHARED",
 // "state": "held"|"expired"|"free", "owner", "host", "pid", "ip",
-// "fencing_token", "acquired_at", "expires_at", "ttl_ms", "remaining_ms"}
-// with times in ISO 8601 UTC; "remaining_ms" is 0 unless held.
+// "fencing_token", "acquired_at", "expires_at", "ttl_ms", "remaining_ms",
+// "id", "level", "farm", "client"} with times in ISO 8601 UTC;
+// "remaining_ms" is 0 unless held. "key" is the store key; "id", "level"
+// ("DC"|"XDC"), "farm" (null for XDC) and "client" are its parts.
 nlohmann::json holdJson(const LockRecord& record, StoreTime now);
 
 // holdJson plus "waiters": [...], the requests for this key.
 nlohmann::json lockJson(const LockRecord& record, StoreTime now,
                         const std::vector<WaitRecord>& waiters);
 
-// {"key", "mode", "owner", "requested_at", "deadline", "waited_ms"}.
+// {"key", "mode", "owner", "requested_at", "deadline", "waited_ms", "id",
+// "level", "farm", "client"}.
 nlohmann::json waiterJson(const WaitRecord& waiter, StoreTime now);
 
 // Milliseconds from `from` to `to`, never negative (the "_ms" fields).

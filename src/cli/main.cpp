@@ -15,10 +15,7 @@ namespace {
 
 using dlm::cli::CommandLine;
 
-int dispatch(const CommandLine& line) {
-  // Once, here: demo's forked workers open the same database again and
-  // must not announce it again.
-  const dlm::cli::GlobalOptions global = dlm::cli::settleDatabase(line.global);
+int dispatch(const dlm::cli::GlobalOptions& global, const CommandLine& line) {
   const std::string& c = line.command;
   if (c == "exec") return dlm::cli::runExec(global, line.exec);
   if (c == "list") return dlm::cli::runList(global, line.list);
@@ -53,6 +50,9 @@ std::optional<std::string> databaseUrlEnv() {
 
 int main(int argc, char** argv) {
   std::string command;
+  // Settled once, here: demo's forked workers open the same database again
+  // and must not announce it again. Empty until then (nothing to announce).
+  dlm::cli::GlobalOptions global;
   try {
     dlm::cli::ParseOutcome parsed = dlm::cli::parseCommandLine(
         std::vector<std::string>(argv + 1, argv + argc), databaseUrlEnv());
@@ -62,7 +62,11 @@ int main(int argc, char** argv) {
       return parsed.exitStatus;
     }
     command = parsed.run->command;
-    return dispatch(*parsed.run);
+    global = dlm::cli::settleDatabase(parsed.run->global);
+    if (global.verbosity == dlm::cli::Verbosity::VERBOSE) {
+      dlm::cli::announceDatabase(global);
+    }
+    return dispatch(global, *parsed.run);
   } catch (const dlm::cli::UsageError& e) {
     // A mistake only the command could see (a database URL of no known
     // form): the mistake and where to read more.
@@ -71,15 +75,20 @@ int main(int argc, char** argv) {
     return dlm::cli::kUsageExitStatus;
   } catch (const dlm::DLMException& e) {
     // The library's message names the lock and the cause; the code says
-    // what kind of failure it is (for scripts grepping the output).
+    // what kind of failure it is (for scripts grepping the output). Which
+    // database failed comes first, even with --quiet: it is part of the
+    // error.
+    dlm::cli::announceDatabase(global);
     std::fprintf(stderr, "dlmctl: %s [%s]\n", e.what(),
                  std::string(dlm::toString(e.code())).c_str());
     return e.code() == dlm::ErrorCode::PERMISSION_DENIED
                ? dlm::cli::kPermissionDeniedExitStatus
                : 1;
   } catch (const std::exception& e) {
-    // Anything else (out of memory, a system call failing in demo) is still
-    // reported rather than aborting with a core dump.
+    // Anything else (no database file, out of memory, a system call
+    // failing in demo) is still reported rather than aborting with a core
+    // dump.
+    dlm::cli::announceDatabase(global);
     std::fprintf(stderr, "dlmctl: %s\n", e.what());
     return 1;
   }

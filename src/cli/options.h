@@ -20,11 +20,20 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How much dlmctl says on stderr besides errors: QUIET (-q) nothing,
+// NORMAL what explains an outcome (a lock held elsewhere), VERBOSE (-v)
+// also which database it uses and, in exec, the progress of a wait.
+enum class Verbosity { QUIET, NORMAL, VERBOSE };
+
 // The options every command takes.
 struct GlobalOptions {
   std::string db;        // --db, else $DLM_DATABASE_URL, else the default
   std::string dbOrigin;  // where db came from, for messages
-  std::string schema;    // --schema (PostgreSQL only)
+  // Set by settleDatabase: which database and why ("sqlite:dlm.sqlite
+  // (from --db)"), never with a password.
+  std::string dbNote;
+  Verbosity verbosity = Verbosity::NORMAL;
+  std::string schema;  // --schema (PostgreSQL only)
   std::string client = "dlmctl";
   std::string farm = "default";
 };
@@ -38,9 +47,11 @@ struct ExecOptions {
   // How long to wait for the lock; nullopt: until it is free (flock's
   // default). Zero: one attempt (-n).
   std::optional<std::chrono::milliseconds> wait;
+  // SIGTERM to SIGKILL; at most maxKillAfter(ttl) (command_line.h).
   std::chrono::milliseconds killAfter{1000};
-  bool killAfterGiven = false;
   int conflictExitCode = 75;
+  // -v/--verbose (exec's own, or the program's): who holds the lock while
+  // waiting, and progress.
   bool verbose = false;
   // How often --verbose reports a wait that goes on.
   std::chrono::milliseconds progressEvery{10000};

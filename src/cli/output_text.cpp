@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <ctime>
+#include <iterator>
+#include <vector>
 
 namespace dlm::cli {
 
@@ -30,9 +32,80 @@ std::string formatUtcWith(StoreTime t, char sep) {
 
 }  // namespace
 
-std::string formatUtc(StoreTime t) { return formatUtcWith(t, ' '); }
+std::string formatUtc(StoreTime t) { return formatIso8601(t); }
 
 std::string formatIso8601(StoreTime t) { return formatUtcWith(t, 'T') + "Z"; }
+
+KeyParts splitStoreKey(const std::string& storeKey) {
+  KeyParts parts;
+  const bool dc = storeKey.rfind("DC#", 0) == 0;
+  const bool xdc = storeKey.rfind("XDC#", 0) == 0;
+  const std::size_t fields = dc ? 3 : xdc ? 2 : 0;
+  std::vector<std::string> scope;  // level, [farm,] client
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < fields; ++i) {
+    const std::size_t hash = storeKey.find('#', at);
+    if (hash == std::string::npos) break;
+    scope.push_back(storeKey.substr(at, hash - at));
+    at = hash + 1;
+  }
+  if (fields == 0 || scope.size() != fields) {
+    parts.id = storeKey;
+    return parts;
+  }
+  parts.level = scope[0];
+  if (dc) parts.farm = scope[1];
+  parts.client = scope.back();
+  parts.id = storeKey.substr(at);
+  return parts;
+}
+
+namespace {
+
+std::string scopeText(const KeyParts& p) {
+  if (p.level.empty()) return "stored under this key";
+  if (p.level == "XDC")
+    return fmt::format("XDC, client {}", printable(p.client));
+  return fmt::format("DC, farm {}, client {}", printable(p.farm),
+                     printable(p.client));
+}
+
+}  // namespace
+
+std::string keyText(const std::string& storeKey) {
+  const KeyParts p = splitStoreKey(storeKey);
+  return fmt::format("'{}' ({})", printable(p.id), scopeText(p));
+}
+
+std::string keyText(const std::string& storeKey, LockMode mode) {
+  const KeyParts p = splitStoreKey(storeKey);
+  return fmt::format("'{}' ({}, {})", printable(p.id), lockModeName(mode),
+                     scopeText(p));
+}
+
+std::vector<std::string> keyRow(const std::string& storeKey,
+                                std::vector<std::string> rest) {
+  const KeyParts p = splitStoreKey(storeKey);
+  const auto orDash = [](const std::string& s) {
+    return s.empty() ? std::string("-") : printable(s);
+  };
+  std::vector<std::string> row = {printable(p.id), orDash(p.level),
+                                  orDash(p.farm), orDash(p.client)};
+  row.insert(row.end(), std::make_move_iterator(rest.begin()),
+             std::make_move_iterator(rest.end()));
+  return row;
+}
+
+std::vector<std::string> keyHeader(std::vector<std::string> rest) {
+  std::vector<std::string> row = {"ID", "LEVEL", "FARM", "CLIENT"};
+  row.insert(row.end(), std::make_move_iterator(rest.begin()),
+             std::make_move_iterator(rest.end()));
+  return row;
+}
+
+std::string idText(const std::string& storeKey) {
+  return printable(splitStoreKey(storeKey).id);
+}
 
 std::string printable(std::string_view text) {
   std::string out;

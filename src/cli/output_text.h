@@ -5,16 +5,45 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlm/lock_store_admin.h"
 
 namespace dlm::cli {
 
-// "2024-05-01 12:00:00.123" (UTC, milliseconds).
+// "2024-05-01T12:00:00.123Z" (ISO 8601, UTC, milliseconds): every instant
+// dlmctl prints, in tables, messages and JSON.
 std::string formatUtc(StoreTime t);
-
-// "2024-05-01T12:00:00.123Z" (ISO 8601, UTC, milliseconds), for JSON.
 std::string formatIso8601(StoreTime t);
+
+// A store key taken apart: "DC#farm#client#id" or "XDC#client#id" (scope
+// names never contain '#'; ids may). A key of neither form (not written by
+// dlm) has `id` = the whole key and the other fields empty.
+struct KeyParts {
+  std::string level;  // "DC", "XDC", or "" for a key of no known form
+  std::string farm;   // "" for XDC
+  std::string client;
+  std::string id;  // the lock id the application gave
+};
+KeyParts splitStoreKey(const std::string& storeKey);
+
+// How people see a key: the lock id with its scope in words,
+// "'jobs.a' (DC, farm default, client dlmctl)", "'jobs.a' (XDC, client
+// dlmctl)"; with `mode`, "'jobs.a' (EXCLUSIVE, DC, farm default, client
+// dlmctl)". Escaped as `printable`.
+std::string keyText(const std::string& storeKey);
+std::string keyText(const std::string& storeKey, LockMode mode);
+
+// A table row that starts with the columns naming a key: its id, level,
+// farm and client, escaped ("-" for what the key has not: XDC has no farm),
+// then `rest`; keyHeader gives the header row to match.
+std::vector<std::string> keyRow(const std::string& storeKey,
+                                std::vector<std::string> rest);
+std::vector<std::string> keyHeader(std::vector<std::string> rest);
+
+// The id of a store key, escaped (`printable`): what tables show in their ID
+// column and messages name when the scope goes without saying.
+std::string idText(const std::string& storeKey);
 
 // `text` with control characters escaped (\n, \t, \r, \xNN) and
 // backslashes doubled, so that a key or host name from the database can

@@ -21,10 +21,10 @@ int runRelease(const GlobalOptions& global, const ReleaseOptions& options) {
   const bool wasHeld = adminOf(*store).forceRelease(key);
   store->close();
   if (!wasHeld) {
-    fmt::print("{}: was not held; nothing released\n", printable(key));
+    fmt::print("{}: was not held; nothing released\n", keyText(key));
     return 1;
   }
-  fmt::print("{}: released (it was held)\n", printable(key));
+  fmt::print("{}: released (it was held)\n", keyText(key));
   return 0;
 }
 
@@ -43,11 +43,11 @@ int runCancelWait(const GlobalOptions& global,
       options.owner ? fmt::format(" of owner {}", printable(*options.owner))
                     : std::string();
   if (removed == 0) {
-    fmt::print("{}: no waiting request{}; nothing cancelled\n", printable(key),
+    fmt::print("{}: no waiting request{}; nothing cancelled\n", keyText(key),
                whose);
     return 1;
   }
-  fmt::print("{}: cancelled {} waiting request{}{}\n", printable(key), removed,
+  fmt::print("{}: cancelled {} waiting request{}{}\n", keyText(key), removed,
              removed == 1 ? "" : "s", whose);
   return 0;
 }

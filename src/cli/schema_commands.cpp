@@ -14,8 +14,9 @@
 namespace dlm::cli {
 namespace {
 
-// schema status: the database is at this build's version / migrations are
-// pending / the database is newer than this build.
+// schema status: this build can use the database (its version, or a newer
+// one that still serves it) / migrations are pending / the database is
+// newer than this build and no longer serves it.
 constexpr int kSchemaCurrent = 0;
 constexpr int kSchemaPending = 3;
 constexpr int kSchemaNewer = 4;
@@ -24,7 +25,7 @@ constexpr int kSchemaDrift = 5;
 
 // The migrations this build ships that `state` lacks, in order.
 std::vector<KnownMigration> pendingMigrations(const LockStore& store,
-                                             const SchemaState& state) {
+                                              const SchemaState& state) {
   std::vector<KnownMigration> pending;
   for (KnownMigration& m : knownMigrations(store.name())) {
     if (m.version > state.version()) pending.push_back(std::move(m));
@@ -53,10 +54,10 @@ SchemaState readState(LockStore& store) {
   return adminOf(store).schemaState();
 }
 
+// "database sqlite:/x.sqlite (SQLite)", once (not "sqlite database
+// sqlite:...").
 std::string where(const GlobalOptions& global, const LockStore& store) {
-  return fmt::format(
-      "{} database {}{}", store.name(), describeStoreUrl(global.db),
-      global.schema.empty() ? "" : fmt::format(" (schema {})", global.schema));
+  return "database " + databaseText(global, store.name());
 }
 
 }  // namespace
@@ -97,13 +98,25 @@ int runSchemaStatus(const GlobalOptions& global) {
         drifted, drifted == 1 ? "" : "s", drifted == 1 ? "s" : "");
     return kSchemaDrift;
   }
-  const std::vector<KnownMigration> pending =
-      pendingMigrations(*store, state);
+  const std::vector<KnownMigration> pending = pendingMigrations(*store, state);
   if (state.version() > needed) {
+    // The rolling-upgrade rule, as the library's initialize applies it: a
+    // newer schema serves this build while its compatible_from allows.
+    const int servesFrom =
+        state.compatibleFrom > 0 ? state.compatibleFrom : state.version();
+    if (servesFrom <= needed) {
+      fmt::print(
+          "\nusable: the database is newer than this build of dlmctl "
+          "(version {} > {}) and still serves it (libraries built for "
+          "schema version {} or later)\n",
+          state.version(), needed, servesFrom);
+      return kSchemaCurrent;
+    }
     fmt::print(
         "\nthe database is newer than this build of dlmctl "
-        "(version {} > {}): use a newer dlmctl\n",
-        state.version(), needed);
+        "(version {} > {}) and no longer serves it (only libraries built "
+        "for schema version {} or later): use a newer dlmctl\n",
+        state.version(), needed, servesFrom);
     return kSchemaNewer;
   }
   if (pending.empty()) {
@@ -120,8 +133,7 @@ int runSchemaStatus(const GlobalOptions& global) {
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options) {
   auto store = openCliStore(global);
   const SchemaState before = readState(*store);
-  const std::vector<KnownMigration> pending =
-      pendingMigrations(*store, before);
+  const std::vector<KnownMigration> pending = pendingMigrations(*store, before);
   if (options.dryRun) {
     store->close();
     fmt::print("{}: schema at version {}\n", where(global, *store),

@@ -34,6 +34,8 @@ std::optional<std::string> closestName(const std::string& word,
   // Option names are compared without their dashes' share of the length.
   const std::size_t core =
       word.size() - std::min(word.find_first_not_of('-'), word.size());
+  // A one-letter option ("-z") is near every other one: no guess.
+  if (core <= 1) return std::nullopt;
   const std::size_t allowed = core <= 4 ? 1 : 2;
   std::optional<std::string> best;
   std::size_t bestDistance = allowed + 1;

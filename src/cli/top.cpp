@@ -106,10 +106,11 @@ const char* relationName(KeyRelation relation) {
   return "unrelated";
 }
 
-// "this key", "ancestor KEY" or "descendant KEY".
+// "this key", "ancestor ID" or "descendant ID" (the same scope as the
+// waiter's key: the hierarchy lies within one client, level and farm).
 std::string whereText(KeyRelation relation, const std::string& key) {
   if (relation == KeyRelation::SAME) return "this key";
-  return fmt::format("{} {}", relationName(relation), printable(key));
+  return fmt::format("{} {}", relationName(relation), idText(key));
 }
 
 std::string blockerText(const Blocker& b, StoreTime now) {
@@ -135,7 +136,7 @@ std::string frameText(const Frame& f, const std::string& database,
   std::size_t expired = 0;
   for (const LockRecord& r : f.held) expired += r.held ? 0 : 1;
   std::string out = fmt::format(
-      "dlmctl top  {}  {} UTC  {} held{}, {} waiting{}\n\n", database,
+      "dlmctl top  {}  {}  {} held{}, {} waiting{}\n\n", database,
       formatUtc(f.now), f.held.size() - expired,
       expired == 0 ? "" : fmt::format(" ({} expired)", expired),
       f.waiters.size(),
@@ -143,14 +144,15 @@ std::string frameText(const Frame& f, const std::string& database,
   if (f.held.empty()) {
     out += "no held locks\n";
   } else {
-    Table table({"KEY", "MODE", "OWNER", "HOST*", "PID*", "FENCING",
-                 "HELD SINCE (UTC)", "FOR", "EXPIRES IN"});
+    Table table(keyHeader({"MODE", "OWNER", "HOST*", "PID*", "FENCING",
+                           "HELD SINCE (UTC)", "FOR", "EXPIRES IN"}));
     for (const LockRecord& r : f.held) {
-      table.add({printable(r.key), lockModeName(r.mode), printable(r.owner),
-                 printable(r.holder.host), std::to_string(r.holder.pid),
-                 std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-                 formatElapsed(r.acquiredAt, f.now),
-                 formatRemaining(r, f.now)});
+      table.add(keyRow(
+          r.key,
+          {lockModeName(r.mode), printable(r.owner), printable(r.holder.host),
+           std::to_string(r.holder.pid), std::to_string(r.fencingToken),
+           formatUtc(r.acquiredAt), formatElapsed(r.acquiredAt, f.now),
+           formatRemaining(r, f.now)}));
     }
     out += table.render();
   }
@@ -158,13 +160,14 @@ std::string frameText(const Frame& f, const std::string& database,
   if (f.waiters.empty()) {
     out += "no waiting requests\n";
   } else {
-    Table table(
-        {"KEY", "MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "BLOCKED BY"});
+    Table table(keyHeader(
+        {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "BLOCKED BY"}));
     for (const Waiter& w : f.waiters) {
       const WaitRecord& q = w.request;
-      table.add({printable(q.key), lockModeName(q.mode), printable(q.owner),
-                 formatUtc(q.requestedAt), formatElapsed(q.requestedAt, f.now),
-                 blockerText(w.blocker, f.now)});
+      table.add(keyRow(
+          q.key, {lockModeName(q.mode), printable(q.owner),
+                  formatUtc(q.requestedAt), formatElapsed(q.requestedAt, f.now),
+                  blockerText(w.blocker, f.now)}));
     }
     out += table.render();
   }

@@ -9,9 +9,7 @@
 namespace dlm::cli {
 namespace {
 
-std::string lockText(const LockEvent& e) {
-  return fmt::format("'{}' ({})", printable(e.lockId), lockModeName(e.mode));
-}
+std::string lockText(const LockEvent& e) { return keyText(e.key, e.mode); }
 
 StoreTime storeTime(std::chrono::system_clock::time_point t) {
   return std::chrono::time_point_cast<StoreTime::duration>(t);
@@ -26,16 +24,15 @@ std::string waitingBlockerText(const LockEvent& e) {
     return fmt::format(
         "not held in its way, but an earlier waiter for '{}' goes first (fair "
         "queueing)",
-        printable(b.key));
+        idText(b.key));
   }
   if (b.owner.empty()) return "held elsewhere (its holder just left)";
-  std::string text =
-      b.key == e.key ? std::string("held")
-                     : fmt::format("blocked by '{}', held", printable(b.key));
+  std::string text = b.key == e.key
+                         ? std::string("held")
+                         : fmt::format("blocked by '{}', held", idText(b.key));
   text += fmt::format(" {} by owner {} (host {}, pid {})", lockModeName(b.mode),
                       b.owner, printable(b.host), b.pid);
-  if (b.since)
-    text += fmt::format(" since {} UTC", formatUtc(storeTime(*b.since)));
+  if (b.since) text += fmt::format(" since {}", formatUtc(storeTime(*b.since)));
   return text;
 }
 
@@ -43,13 +40,11 @@ void WaitReporter::onEvent(const LockEvent& e) {
   switch (e.kind) {
     case LockEventKind::WAITING: {
       const bool first = !reported_.exchange(true);
-      fmt::print(
-          stderr, "dlmctl: {} {}{}: {}\n",
-          first ? "waiting for lock" : "still waiting for", lockText(e),
-          first ? std::string()
-                : fmt::format(" after {:.0f} s",
-                              static_cast<double>(e.waited.count()) / 1000),
-          waitingBlockerText(e));
+      fmt::print(stderr, "dlmctl: {} {}{}: {}\n",
+                 first ? "waiting for lock" : "still waiting for", lockText(e),
+                 first ? std::string()
+                       : fmt::format(" after {}", formatDuration(e.waited)),
+                 waitingBlockerText(e));
       break;
     }
     case LockEventKind::STORE_ERROR:

@@ -20,8 +20,8 @@ class WaitReporter final : public LockEventHandler {
 };
 
 // What keeps a waiter out, as a WAITING event's blocker says it: "held MODE
-// by owner O (host H, pid P) since T UTC", "blocked by 'K', held ...", or
-// the earlier waiter that goes first.
+// by owner O (host H, pid P) since T", "blocked by 'ID', held ...", or the
+// earlier waiter that goes first.
 std::string waitingBlockerText(const LockEvent& waiting);
 
 }  // namespace dlm::cli

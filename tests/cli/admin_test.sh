@@ -67,7 +67,7 @@ expect_status() { [ "$status" = "$1" ] || fail "$2: exit status $status, wanted 
 if [ "$kind" = postgres ]; then
   [[ -n ${PGHOST:-}${PGDATABASE:-}${PGSERVICE:-} ]] ||
     fail "no PostgreSQL server: set PGHOST/PGPORT/PGUSER/PGDATABASE (scripts/test.sh does)"
-  schemas=("dlm_cli_admin_empty_$$" "dlm_cli_admin_old_$$" "dlm_cli_admin_cur_$$" "dlm_cli_admin_new_$$")
+  schemas=("dlm_cli_admin_empty_$$" "dlm_cli_admin_old_$$" "dlm_cli_admin_cur_$$" "dlm_cli_admin_new_$$" "dlm_cli_admin_newok_$$")
 fi
 needed=$("$dlmctl" --version | sed -n 's/.*PostgreSQL \([0-9]*\), SQLite \([0-9]*\).*/\1 \2/p')
 [ "$kind" = sqlite ] && needed=${needed#* } || needed=${needed% *}
@@ -121,8 +121,21 @@ run "${new[@]}" migrate
 db_sql new "INSERT INTO dlm_schema_version (version, description) VALUES (99, 'from the future')"
 run "${new[@]}" schema status
 expect_status 4 "schema status on a newer database"
-[[ $out == *"newer than this build"* ]] || fail "newer: $out"
-echo "schema status: empty 3, version 1 3, current 0, newer 4; migrate lists what it applied"
+[[ $out == *"newer than this build"*"no longer serves it"* ]] || fail "newer: $out"
+# A newer schema whose compatible_from still serves this build is usable
+# (the rolling-upgrade rule): 0, as the help says, and the commands work.
+read -ra newok <<<"$(new_db newok)"
+run "${newok[@]}" migrate
+db_sql newok "INSERT INTO dlm_schema_version (version, description, compatible_from) VALUES (99, 'from the future, compatible', $needed)"
+run "${newok[@]}" schema status
+expect_status 0 "schema status on a newer database that still serves this build"
+[[ $out == *"usable: the database is newer than this build"*"still serves it"* ]] || fail "newer but compatible: $out"
+run "${newok[@]}" exec -n --lock compat.check -- true
+expect_status 0 "exec on a newer database that still serves this build"
+db_sql newok "UPDATE dlm_schema_version SET compatible_from = $((needed + 1)) WHERE version = 99"
+run "${newok[@]}" schema status
+expect_status 4 "schema status on a newer database whose compatible_from is above this build"
+echo "schema status: empty 3, version 1 3, current 0, newer 4 (0 while its compatible_from serves this build); migrate lists what it applied"
 
 # --- list, show, waiters ----------------------------------------------------
 db=("${cur[@]}" --client "admin$$")
@@ -170,14 +183,19 @@ jq -e --arg k "$store_key" --argjson pid "$holder" '
   length == 1 and .[0].key == $k and .[0].state == "held" and .[0].pid == $pid
   and .[0].mode == "EXCLUSIVE"
   and .[0].fencing_token == 1 and .[0].ttl_ms == 60000 and .[0].remaining_ms > 0
-  and (.[0].waiters | length) == 1 and (.[0].expires_at | test("^[0-9-]{10}T[0-9:.]{12}Z$"))' <<<"$out" >/dev/null ||
+  and (.[0].waiters | length) == 1 and (.[0].expires_at | test("^[0-9-]{10}T[0-9:.]{12}Z$"))
+  and .[0].id == "jobs.a\nb" and .[0].level == "DC" and .[0].farm == "default" and .[0].client == "admin'$$'"
+  and .[0].blocked_waiters == 2' <<<"$out" >/dev/null ||
   fail "list --json: $out"
 if [ "$kind" = postgres ] && [ "${PGHOST:-}" = 127.0.0.1 ]; then
   [ "$(jq -r '.[0].ip' <<<"$out")" = 127.0.0.1 ] || fail "list --json ip: $out"
 fi
 run "${db[@]}" list --prefix "DC#default#admin$$#jobs.a"
 expect_status 0 "list"
-[ "$(grep -c "DC#default#admin$$#jobs.a\\\\nb " <<<"$out")" = 1 ] || fail "the newline in the key is not escaped on one row: $out"
+# One spelling of the key for people: the id, with level, farm and client
+# in their own columns (the store key only in JSON).
+[ "$(grep -c "^jobs.a\\\\nb  *DC  *default  *admin$$  *EXCLUSIVE " <<<"$out")" = 1 ] || fail "the newline in the key is not escaped on one row of ID, LEVEL, FARM, CLIENT: $out"
+! grep -q "DC#" <<<"$out" || fail "list's table shows a store key: $out"
 [ "$(wc -l <<<"$out")" = 3 ] || fail "list printed more rows than header, lock and summary: $out"
 run "${db[@]}" list --prefix "DC#default#nobody" --json
 [ "$out" = "[]" ] || fail "list --json of nothing: $out"
@@ -218,7 +236,7 @@ jq -e --arg k "$share" --argjson p1 "$reader1" --argjson p2 "$reader2" '
   and ([.[].fencing_token] | unique | length) == 2' <<<"$out" >/dev/null ||
   fail "list --json of two shared holders: $out"
 run "${db[@]}" list --prefix "$share"
-[ "$(grep -c "^$share  *SHARED " <<<"$out")" = 2 ] || fail "list did not print two SHARED rows: $out"
+[ "$(grep -c "^share.k  *DC  *default  *admin$$  *SHARED " <<<"$out")" = 2 ] || fail "list did not print two SHARED rows: $out"
 [[ $out == *"2 holds on 1 key"* ]] || fail "list summary: $out"
 # An exclusive waiter, and a shared one queued behind it (fair queueing).
 "$dlmctl" "${db[@]}" exec -w 30 --lock share.k -- true 2>/dev/null &
@@ -228,6 +246,11 @@ until_length 1 waiters --json --prefix "$share" || fail "waiters --json never sh
 reader3=$!
 until_length 2 waiters --json --prefix "$share" || fail "waiters --json never showed both waiters: $out"
 [ "$(jq -r '[.[].mode] | sort | join("|")' <<<"$out")" = "EXCLUSIVE|SHARED" ] || fail "waiters --json modes: $out"
+# Each SHARED hold keeps only the EXCLUSIVE request waiting (SHARED
+# conflicts only with EXCLUSIVE): WAITERS 1 on each row, not 2.
+run "${db[@]}" list --prefix "$share"
+[ "$(grep -c "^share.k  *DC  *default  *admin$$  *SHARED .*  1$" <<<"$out")" = 2 ] ||
+  fail "list's WAITERS of the shared holds is not 1 each: $out"
 run "${db[@]}" show --json share.k
 expect_status 0 "show --json of a shared key"
 jq -e --arg k "$share" '
@@ -239,7 +262,9 @@ run "${db[@]}" show share.k
 expect_status 0 "show of a shared key"
 [[ $out == *"HELD by 2 holders, 2 of them live"* ]] || fail "show state: $out"
 [ "$(grep -c "^SHARED  *[0-9a-f-]\{32,36\} " <<<"$out")" = 2 ] || fail "show did not list both holders: $out"
-grep -q "^$share  *EXCLUSIVE " <<<"$out" || fail "show's waiters table has no EXCLUSIVE row: $out"
+grep -q "^share.k  *DC  *default  *admin$$  *EXCLUSIVE " <<<"$out" || fail "show's waiters table has no EXCLUSIVE row: $out"
+grep -q "^id  *share.k$" <<<"$out" && grep -q "^client  *admin$$$" <<<"$out" ||
+  fail "show does not name the key by its id and client: $out"
 kill -TERM "$writer" "$reader3"
 wait "$writer" "$reader3" 2>/dev/null || true
 kill -TERM "$reader1" "$reader2"

@@ -100,7 +100,7 @@ expect_status 1 "waiters cancel of an owner that does not wait"
 [[ $out == *"no waiting request of owner not-$owner; nothing cancelled"* ]] || fail "waiters cancel said: $out"
 run waiters cancel --owner "$owner" stuck.k
 expect_status 0 "waiters cancel of the stuck waiter"
-[[ $out == "DC#default#dlmctl#stuck.k: cancelled 1 waiting request of owner $owner" ]] ||
+[[ $out == "'stuck.k' (DC, farm default, client dlmctl): cancelled 1 waiting request of owner $owner" ]] ||
   fail "waiters cancel said: $out"
 run waiters --json
 [ "$out" = "[]" ] || fail "the cancelled request is still listed: $out"
@@ -170,7 +170,7 @@ expect_status 77 "exec as a login outside the bound role"
 [[ $err == *"[PERMISSION_DENIED]"* ]] || fail "exec outside the role said: $err"
 run clients
 expect_status 0 "clients"
-grep -q "^$orders  *$svc  *admin  *$ops  *[0-9-]* [0-9:.]*  *on, separator '.'$" <<<"$out" ||
+grep -q "^$orders  *$svc  *admin  *$ops  *[0-9-]*T[0-9:.]*Z  *on, separator '.'$" <<<"$out" ||
   fail "clients did not show the admin binding on one row: $out"
 echo "clients bind: the role's login locks, another login gets 77; clients shows how, by whom, the hierarchy"
 

@@ -88,6 +88,33 @@ TEST(CommandLine, ExecIsExclusiveUnlessSharedLikeFlock) {
   EXPECT_NE(parse({"help", "exec"}).out.find("--shared"), std::string::npos);
 }
 
+TEST(CommandLine, ExecHonoursKillAfterWithinWhatTheLeaseLeaves) {
+  // A quarter of the TTL less the keep-alive's loss margin (a tenth of the
+  // TTL, at most 2 s).
+  EXPECT_EQ(maxKillAfter(milliseconds(60000)), milliseconds(13000));
+  EXPECT_EQ(maxKillAfter(milliseconds(6000)), milliseconds(900));
+  EXPECT_EQ(
+      run({"exec", "--kill-after", "10", "--lock", "x", "true"}).exec.killAfter,
+      milliseconds(10000));
+  EXPECT_EQ(
+      run({"exec", "--ttl", "6", "--kill-after", "0.9", "--lock", "x", "true"})
+          .exec.killAfter,
+      milliseconds(900));
+  // The default second; less for a lease under 20 s (half the margin).
+  EXPECT_EQ(run({"exec", "--lock", "x", "true"}).exec.killAfter,
+            milliseconds(1000));
+  EXPECT_EQ(run({"exec", "--ttl", "6", "--lock", "x", "true"}).exec.killAfter,
+            milliseconds(300));
+  const ParseOutcome tooLong =
+      parse({"exec", "--ttl", "6", "--kill-after", "5", "--lock", "x", "t"});
+  EXPECT_EQ(tooLong.exitStatus, kUsageExitStatus);
+  EXPECT_NE(tooLong.err.find("at most 0.9 s"), std::string::npos)
+      << tooLong.err;
+  EXPECT_EQ(
+      parse({"exec", "--kill-after", "14", "--lock", "x", "t"}).exitStatus,
+      kUsageExitStatus);
+}
+
 TEST(CommandLine, ExecShellCommand) {
   const CommandLine c =
       run({"exec", "--lock", "x", "-c", "echo \"$DLM_LOCK_KEY\" | wc"});
@@ -131,6 +158,102 @@ TEST(CommandLine, SuggestsTheNameMeant) {
       << option.err;
   const ParseOutcome far = parse({"frobnicate"});
   EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
+TEST(CommandLine, AnUnknownOptionBeforeExecsCommandIsAMistake) {
+  const ParseOutcome typo = parse({"exec", "--lokc", "a", "true"});
+  EXPECT_FALSE(typo.run);
+  EXPECT_EQ(typo.exitStatus, kUsageExitStatus);
+  EXPECT_NE(typo.err.find("unknown option '--lokc' for exec; did you mean "
+                          "'--lock'?"),
+            std::string::npos)
+      << typo.err;
+  for (const Words& bad :
+       {Words{"exec", "--lock", "a", "--ttl=5", "--wiat", "3", "true"},
+        Words{"exec", "-sz", "--lock", "a", "true"},
+        Words{"--db", "sqlite:x", "exec", "--lock=a", "-lock", "b", "true"}}) {
+    const ParseOutcome out = parse(bad);
+    EXPECT_EQ(out.exitStatus, kUsageExitStatus) << bad[3];
+    EXPECT_NE(out.err.find("unknown option"), std::string::npos) << out.err;
+  }
+  EXPECT_NE(parse({"exec", "-lock", "b", "true"}).err.find("'--lock'?"),
+            std::string::npos);
+  // After the command word (with or without "--"), options are the
+  // command's, known to dlmctl or not.
+  EXPECT_EQ(run({"exec", "--lock", "a", "ls", "-l", "--lokc"}).exec.command,
+            (Words{"ls", "-l", "--lokc"}));
+  EXPECT_EQ(run({"exec", "--lock", "a", "--", "ls", "-l"}).exec.command,
+            (Words{"ls", "-l"}));
+  EXPECT_EQ(run({"exec", "-w0.5", "--lock", "a", "ls"}).exec.wait,
+            milliseconds(500));
+}
+
+TEST(CommandLine, SuggestsAtEveryLevelAndForEveryHelpTopic) {
+  const auto suggests = [](const Words& words, const std::string& text) {
+    const ParseOutcome out = parse(words);
+    EXPECT_FALSE(out.run) << text;
+    EXPECT_EQ(out.exitStatus, kUsageExitStatus) << out.err;
+    EXPECT_NE(out.err.find(text), std::string::npos) << out.err;
+    EXPECT_EQ(out.err.find("not found"), std::string::npos) << out.err;
+  };
+  suggests({"schema", "stauts"},
+           "unknown command 'stauts' for schema; did you mean 'status'?");
+  suggests({"waiters", "cancle", "k"}, "did you mean 'cancel'?");
+  suggests({"show", "--jsn"},
+           "unknown option '--jsn' for show; did you mean "
+           "'--json'?");
+  suggests({"waiters", "cancel", "k", "--al"}, "did you mean '--all'?");
+  suggests({"list", "--quite"}, "did you mean '--quiet'?");
+  suggests({"help", "lsit"}, "no command 'lsit'; did you mean 'list'?");
+  suggests({"help", "schema", "stauts"},
+           "no command 'schema stauts'; did you mean 'schema status'?");
+  suggests({"help", "waiters", "cancle"}, "did you mean 'waiters cancel'?");
+  suggests({"help", "nope"}, "dlmctl: no command 'nope'\n");
+  // One letter is near every other one: no guess.
+  EXPECT_EQ(parse({"list", "-z"}).err.find("did you mean"), std::string::npos);
+}
+
+TEST(CommandLine, EveryCommandsHelpHasItsOwnFooter) {
+  const std::string program = parse({"--help"}).out;
+  const std::string footer = "'dlmctl help COMMAND' or";
+  ASSERT_NE(program.find(footer), std::string::npos) << program;
+  for (const Words& topic :
+       {Words{"exec"}, Words{"list"}, Words{"show"}, Words{"waiters"},
+        Words{"waiters", "cancel"}, Words{"top"}, Words{"release"},
+        Words{"clients"}, Words{"clients", "bind"}, Words{"clients", "unbind"},
+        Words{"schema"}, Words{"schema", "status"}, Words{"purge"},
+        Words{"migrate"}, Words{"demo"}, Words{"help"}}) {
+    Words ask = {"help"};
+    ask.insert(ask.end(), topic.begin(), topic.end());
+    const std::string text = parse(ask).out;
+    EXPECT_FALSE(text.empty()) << topic.back();
+    EXPECT_EQ(text.find(footer), std::string::npos) << text;
+  }
+  // The application role gets 77 from purge, as from every refused call.
+  EXPECT_NE(parse({"help", "purge"}).out.find("77"), std::string::npos);
+}
+
+TEST(CommandLine, QuietAndVerbose) {
+  EXPECT_EQ(run({"list"}).global.verbosity, Verbosity::NORMAL);
+  EXPECT_EQ(run({"-q", "list"}).global.verbosity, Verbosity::QUIET);
+  EXPECT_EQ(run({"list", "--quiet"}).global.verbosity, Verbosity::QUIET);
+  EXPECT_EQ(run({"list", "-v"}).global.verbosity, Verbosity::VERBOSE);
+  // exec's -v is the program's, in either place.
+  for (const Words& words :
+       {Words{"exec", "-v", "--lock", "x", "true"},
+        Words{"--verbose", "exec", "--lock", "x", "true"}}) {
+    const CommandLine c = run(words);
+    EXPECT_TRUE(c.exec.verbose);
+    EXPECT_EQ(c.global.verbosity, Verbosity::VERBOSE);
+  }
+  const CommandLine quiet = run({"exec", "-q", "--lock", "x", "true"});
+  EXPECT_FALSE(quiet.exec.verbose);
+  EXPECT_EQ(quiet.global.verbosity, Verbosity::QUIET);
+  for (const Words& both : {Words{"-q", "-v", "list"},
+                            Words{"-q", "exec", "-v", "--lock", "x", "true"}}) {
+    const ParseOutcome out = parse(both);
+    EXPECT_EQ(out.exitStatus, kUsageExitStatus) << out.err;
+  }
 }
 
 TEST(CommandLine, HelpAndVersion) {

@@ -4,7 +4,8 @@
 #
 #   dburl_test.sh DLMCTL sqlite    no server needed: refusals exit 2 with the
 #       accepted forms, no password is ever printed, list and release create
-#       no database file, the default is announced on stderr;
+#       no database file; the database is announced on stderr with -v and
+#       before an error (also with -q), not otherwise;
 #   dburl_test.sh DLMCTL postgres  against the server named by the PG*
 #       variables (scripts/test.sh sets them): a libpq keyword string and a
 #       URI work, PG* variables without --db select PostgreSQL (stderr says
@@ -42,7 +43,9 @@ sqlite_checks() {
   # list and release in a directory without a database create none.
   run list
   expect_status 1 "list (no database)"
-  [[ $err == *"database: sqlite:$dir/cwd/dlm.sqlite (default"* ]] ||
+  # A failure says which database, and why that one (every variable that
+  # would have chosen PostgreSQL named).
+  [[ $err == *"database: sqlite:$dir/cwd/dlm.sqlite (default: no --db, DLM_DATABASE_URL, PGHOST, PGHOSTADDR, PGDATABASE or PGSERVICE)"* ]] ||
     fail "list did not say it used the default file: $err"
   [[ $err == *"no database at"* ]] || fail "list did not say there is no database: $err"
   no_files "list"
@@ -112,14 +115,29 @@ sqlite_checks() {
     no_files "--db '$db' list"
   done
 
-  # The explicit prefix works, and is announced.
-  run --db "sqlite:$dir/locks.sqlite" migrate
+  # The explicit prefix works, and is announced with -v only (-v before or
+  # after the command word).
+  run -v --db "sqlite:$dir/locks.sqlite" migrate
   expect_status 0 "migrate on sqlite:"
   [[ $err == "dlmctl: database: sqlite:$dir/locks.sqlite (from --db)" ]] ||
-    fail "migrate announced '$err'"
+    fail "migrate -v announced '$err'"
   run --db "sqlite:$dir/locks.sqlite" list
   expect_status 0 "list on sqlite:"
   [[ $out == "no held locks" ]] || fail "list printed '$out'"
+  [ -z "$err" ] || fail "list without -v wrote on stderr: $err"
+  run --db "sqlite:$dir/locks.sqlite" list --verbose
+  [[ $err == "dlmctl: database: sqlite:$dir/locks.sqlite (from --db)" ]] ||
+    fail "list --verbose announced '$err'"
+  run -q --db "sqlite:$dir/locks.sqlite" exec --lock q -- true
+  expect_status 0 "exec -q"
+  [ -z "$err" ] || fail "exec -q wrote on stderr: $err"
+  # -q keeps errors, and the database they concern.
+  run -q --db "sqlite:$dir/none.sqlite" list
+  expect_status 1 "list -q (no database)"
+  [[ $err == "dlmctl: database: sqlite:$dir/none.sqlite (from --db)"$'\n'"dlmctl: there is no database at "* ]] ||
+    fail "list -q on no database said '$err'"
+  run -q -v list
+  expect_status 2 "-q -v"
 }
 
 postgres_checks() {
@@ -140,9 +158,9 @@ postgres_checks() {
 
   # A keyword string (the test cluster trusts local connections, so the
   # password is only there to be hidden).
-  run --db "$keywords" --schema "$schema" migrate
+  run --db "$keywords" --schema "$schema" migrate -v
   expect_status 0 "migrate with a keyword string"
-  [[ $out == *"postgres database postgresql://$user@$host:$port/$db (schema $schema): schema at version "* ]] ||
+  [[ $out == *"database postgresql://$user@$host:$port/$db (PostgreSQL, schema $schema): schema at version "* ]] ||
     fail "migrate printed '$out'"
   [[ $err == "dlmctl: database: postgresql://$user@$host:$port/$db (from --db)" ]] ||
     fail "migrate announced '$err'"
@@ -161,7 +179,7 @@ postgres_checks() {
 
   # The same through DLM_DATABASE_URL.
   status=0
-  (cd "$dir/cwd" && DLM_DATABASE_URL=$keywords "$dlmctl" --schema "$schema" list) \
+  (cd "$dir/cwd" && DLM_DATABASE_URL=$keywords "$dlmctl" -v --schema "$schema" list) \
     >"$dir/out" 2>"$dir/err" || status=$?
   out=$(cat "$dir/out") err=$(cat "$dir/err")
   expect_status 0 "list with DLM_DATABASE_URL"
@@ -170,14 +188,23 @@ postgres_checks() {
 
   # No --db, no DLM_DATABASE_URL: the PG* variables choose PostgreSQL, and
   # no SQLite file appears in the working directory.
-  run --schema "$schema" list
+  run --verbose --schema "$schema" list
   expect_status 0 "list with PG* only"
   [[ $err == "dlmctl: database: postgresql://"*"(from PG"* ]] ||
     fail "list with PG* only announced '$err'"
   [[ $out == "no held locks" ]] || fail "list printed '$out'"
+  # PGHOSTADDR alone chooses PostgreSQL too, and is named.
+  status=0
+  (cd "$dir/cwd" && env -u PGHOST -u PGDATABASE -u PGSERVICE PGHOSTADDR=$host \
+    "$dlmctl" -v --schema "$schema" list) >"$dir/out" 2>"$dir/err" || status=$?
+  out=$(cat "$dir/out") err=$(cat "$dir/err")
+  expect_status 0 "list with PGHOSTADDR only"
+  [[ $err == "dlmctl: database: postgresql://"*"(from PGHOSTADDR)" ]] ||
+    fail "list with PGHOSTADDR only announced '$err'"
   run --schema "$schema" migrate
   expect_status 0 "migrate with PG* only"
-  [[ $out == "postgres database "* ]] || fail "migrate with PG* only printed '$out'"
+  [[ $out == "database postgresql://"*" (PostgreSQL, schema $schema): schema at version "* ]] ||
+    fail "migrate with PG* only printed '$out'"
   no_files "commands with PG* only"
 }
 

@@ -109,13 +109,24 @@ t2=$(now_ms)
 echo "SIGKILL: the command outlived dlmctl by $((t1 - t0)) ms; the lock was free $((t2 - t0)) ms after dlmctl died (TTL 3 s: held until it lapsed)"
 ((t1 - t0 < 1000)) || fail "SIGKILL: the command outlived dlmctl"
 
+# --kill-after is honoured, within what the lease leaves (a quarter of the
+# TTL less the keep-alive's loss margin, a tenth of it): more is refused.
+status=0
+"${dl[@]}" exec --lock lock.lost --ttl 6 --kill-after 5 -- true 2>"$dir/refused.err" || status=$?
+[ "$status" = 2 ] || fail "--kill-after 5 with --ttl 6: exit status $status, wanted 2"
+grep -q -- "--kill-after 5 is more than a lease of --ttl 6 leaves (at most 0.9 s" "$dir/refused.err" ||
+  fail "the refusal of --kill-after 5 does not name the most: $(cat "$dir/refused.err")"
+
+# term_at NAME: a command script that ignores SIGTERM but notes when it came
+# (the time in $dir/NAME.term).
+term_at() { echo "trap 'date +%s%3N > $dir/$1.term' TERM; while :; do sleep 0.05; done"; }
+
 # Lost lock, the command ignoring SIGTERM: force-released by the operator;
-# the keep-alive (renewal every 2 s for a 6 s TTL) finds it lost, the group
-# gets SIGTERM (ignored), then SIGKILL after --kill-after, clamped from 5 s to
-# half the loss margin (0.3 s). A second exec takes the lock meanwhile.
-start_holder lost lock.lost --ttl 6 --kill-after 5 -- \
-  "trap '' TERM; while :; do sleep 0.1; done"
-grep -q 'clamped to 0.3 s' "$dir/lost.err" || fail "lost: no clamping note: $(cat "$dir/lost.err")"
+# the keep-alive (renewal every 4 s for a 12 s TTL) finds it lost, the group
+# gets SIGTERM (ignored), then SIGKILL after --kill-after 1.5 s, honoured
+# (more than the keep-alive's own margin leaves: exec watches the lease). A
+# second exec takes the lock meanwhile.
+start_holder lost lock.lost --ttl 12 --kill-after 1.5 -- "$(term_at lost)"
 "${dl[@]}" release --force lock.lost >/dev/null
 t0=$(now_ms)
 "${dl[@]}" exec --lock lock.lost --ttl 30 -- sh -c "echo \$\$ > $dir/next.pid; sleep 30" 2>/dev/null &
@@ -125,29 +136,34 @@ wait "$holder" || status=$?
 t1=$(now_ms)
 wait_for 2000 not_alive "$child" || fail "lost: the command still runs 2 s after dlmctl ended"
 t2=$(now_ms)
-echo "lost lock: dlmctl ended $((t1 - t0)) ms after the force-release (status $status); the command outlived it by $((t2 - t1)) ms"
+[ -s "$dir/lost.term" ] || fail "lost: the command got no SIGTERM: $(cat "$dir/lost.err")"
+term=$(cat "$dir/lost.term")
+echo "lost lock: dlmctl ended $((t1 - t0)) ms after the force-release (status $status), $((t1 - term)) ms after SIGTERM (--kill-after 1.5); the command outlived it by $((t2 - t1)) ms"
 [ "$status" = 1 ] || fail "lost: dlmctl exited $status, wanted 1"
 grep -q 'its status: 137' "$dir/lost.err" || fail "lost: the command was not SIGKILLed: $(cat "$dir/lost.err")"
-((t1 - t0 < 4000)) || fail "lost: the command ran on for $((t1 - t0)) ms without the lock"
+grep -q "the lock 'lock.lost' (EXCLUSIVE, DC, farm default, client [^)]*) was lost; stopping the command (SIGTERM, SIGKILL in 1.5 s); its last confirmed lease ends at [0-9-]*T[0-9:.]*Z (in [0-9.]* m\?s)$" "$dir/lost.err" ||
+  fail "lost: the loss is not reported in human units: $(cat "$dir/lost.err")"
+((t1 - term >= 1400 && t1 - term < 3000)) || fail "lost: SIGKILL came $((t1 - term)) ms after SIGTERM, wanted --kill-after 1.5 s"
+((t1 - t0 < 7000)) || fail "lost: the command ran on for $((t1 - t0)) ms without the lock"
 kill -TERM "$next"
 wait "$next" 2>/dev/null || true
 
 # Lost lock by a stalled store (SQLite: another process holds the write lock,
-# so renewals cannot commit): the keep-alive reports the loss before the lease
-# ends (a tenth of the 6 s TTL before), and the command ignoring SIGTERM must
-# be dead by SIGKILL (--kill-after clamped to 0.3 s) before the lease ends.
+# so renewals cannot commit): with --kill-after 1.2 s (the most an 8 s TTL
+# leaves), exec itself finds the lease unconfirmed in time, sends SIGTERM
+# --kill-after plus the loss margin before the lease could end, and the
+# command ignoring SIGTERM is dead by SIGKILL before the lease ends.
 stall_case=$db
 command -v python3 >/dev/null || { stall_case=none; echo "stalled store: not run (no python3 to hold SQLite's write lock)"; }
 case $stall_case in
   sqlite:*)
-    start_holder stall lock.stall --ttl 6 --kill-after 5 -- \
-      "trap '' TERM; while :; do sleep 0.05; done"
+    start_holder stall lock.stall --ttl 8 --kill-after 1.2 -- "$(term_at stall)"
     python3 - "${db#sqlite:}" "$dir/stalled" <<'PY' &
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
 c.execute("BEGIN IMMEDIATE")
 open(sys.argv[2], "w").close()
-time.sleep(8)
+time.sleep(11)
 c.execute("ROLLBACK")
 PY
     staller=$!
@@ -155,13 +171,20 @@ PY
     t0=$(now_ms)
     wait_for 10000 not_alive "$child" || fail "stall: the command still runs 10 s into the stall"
     t1=$(now_ms)
-    end=$(sed -n 's/.*lease ends at \([0-9]*\).*/\1/p' "$dir/stall.err")
-    [ -n "$end" ] || fail "stall: no loss reported: $(cat "$dir/stall.err")"
-    echo "stalled store: the command was killed $((t1 - t0)) ms into the stall, $((end - t1)) ms before its lease ended"
+    # "its last confirmed lease ends at 2026-11-27T13:44:17.810Z (in 580 ms)":
+    # an instant and a duration in human units, never epoch milliseconds.
+    end=$(sed -n 's/.*was not renewed in time for --kill-after; .*lease ends at \([0-9-]*T[0-9:.]*Z\) (in [0-9.]* m\?s)$/\1/p' "$dir/stall.err")
+    [ -n "$end" ] || fail "stall: no stop reported, or not in ISO 8601 and human units: $(cat "$dir/stall.err")"
+    end=$(date -u -d "$end" +%s%3N)
+    term=$(cat "$dir/stall.term" 2>/dev/null) || fail "stall: the command got no SIGTERM"
+    echo "stalled store: SIGTERM $((term - t0)) ms into the stall, the command killed $((t1 - term)) ms later (--kill-after 1.2), $((end - t1)) ms before its lease ended"
     ((t1 < end)) || fail "stall: the command outlived its lease by $((t1 - end)) ms"
+    ((t1 - term >= 1100)) || fail "stall: SIGKILL came $((t1 - term)) ms after SIGTERM, wanted --kill-after 1.2 s"
     status=0
     wait "$holder" || status=$?
     [ "$status" = 1 ] || fail "stall: dlmctl exited $status, wanted 1"
+    grep -q "the lease of the lock 'lock.stall' .* was not renewed in time; the command was stopped (its status: 137)" "$dir/stall.err" ||
+      fail "stall: $(cat "$dir/stall.err")"
     wait "$staller"
     ;;
 esac
@@ -187,7 +210,7 @@ start_holder held held.lock --ttl 30 -- "exec sleep 30"
 status=0
 "${dl[@]}" exec -n --lock held.lock -- touch "$dir/ran" 2>"$dir/conflict.err" || status=$?
 [ "$status" = 75 ] || fail "held: exit status $status, wanted 75"
-grep -q "is held EXCLUSIVE by owner [0-9a-f-]* (host $(hostname), pid $holder.*since .* UTC, expires .* UTC; not running the command" "$dir/conflict.err" ||
+grep -q "is held EXCLUSIVE by owner [0-9a-f-]* (host $(hostname), pid $holder.*since [0-9-]*T[0-9:.]*Z, expires [0-9-]*T[0-9:.]*Z; not running the command" "$dir/conflict.err" ||
   fail "the conflict message does not name the holder (pid $holder): $(cat "$dir/conflict.err")"
 status=0
 "${dl[@]}" exec -n -E 3 --lock held.lock -- touch "$dir/ran" 2>/dev/null || status=$?

@@ -24,6 +24,22 @@ else
   db=(--db "sqlite:$dir/locks.sqlite")
 fi
 
+if [ "$kind" = sqlite ]; then
+  # Like flock(1) and its lock file, exec creates a SQLite database that does
+  # not exist, with its schema, and runs the command (two at once too); the
+  # read-only commands still create nothing (dburl_test.sh).
+  out=$("$dlmctl" --db "sqlite:$dir/fresh.sqlite" exec --lock first -- sh -c 'echo "$DLM_FENCING_TOKEN"' 2>"$dir/fresh.err") ||
+    fail "exec on a new SQLite file failed: $(cat "$dir/fresh.err")"
+  [ "$out" = 1 ] || fail "exec on a new SQLite file: the command printed '$out'"
+  "$dlmctl" --db "sqlite:$dir/fresh.sqlite" schema status >/dev/null ||
+    fail "exec left a database without its whole schema: $("$dlmctl" --db "sqlite:$dir/fresh.sqlite" schema status)"
+  "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" exec --lock a -- true 2>"$dir/fresh2a.err" &
+  first=$!
+  "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" exec --lock b -- true 2>"$dir/fresh2b.err" ||
+    fail "the second of two execs creating one file failed: $(cat "$dir/fresh2b.err")"
+  wait "$first" || fail "the first of two execs creating one file failed: $(cat "$dir/fresh2a.err")"
+  ! ls "$dir"/*.dlmctl-new-* >/dev/null 2>&1 || fail "exec left temporary files: $(ls "$dir")"
+fi
 "$dlmctl" "${db[@]}" migrate >/dev/null
 
 out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN $DLM_LOCK_KEY"; exit 7') && status=0 || status=$?
@@ -36,10 +52,26 @@ out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_
 holder=$!
 sleep 2
 status=0
-"$dlmctl" "${db[@]}" exec -n --lock jobs.import -- touch "$dir/ran" 2>/dev/null || status=$?
+"$dlmctl" "${db[@]}" exec -n --lock jobs.import -- touch "$dir/ran" 2>"$dir/second.err" || status=$?
 [ "$status" = 75 ] || fail "second exec exit status $status, wanted 75"
+# Why it did not run, after the database it was about.
+head -1 "$dir/second.err" | grep -q "^dlmctl: database: " &&
+  grep -q "^dlmctl: lock 'jobs.import' (EXCLUSIVE, DC, farm default, client dlmctl) is held EXCLUSIVE by owner .* since [0-9-]*T[0-9:.]*Z, expires [0-9-]*T[0-9:.]*Z; not running the command$" "$dir/second.err" ||
+  fail "the refusal does not name the database and the holder: $(cat "$dir/second.err")"
+# -q: the exit status says it, stderr stays empty (flock -n is silent too).
+status=0
+"$dlmctl" -q "${db[@]}" exec -n --lock jobs.import -- touch "$dir/ran" 2>"$dir/quiet.err" || status=$?
+[ "$status" = 75 ] || fail "exec -q -n exit status $status, wanted 75"
+[ ! -s "$dir/quiet.err" ] || fail "exec -q wrote on stderr: $(cat "$dir/quiet.err")"
 [ ! -e "$dir/ran" ] || fail "the second command ran while the lock was held"
 wait "$holder" || fail "the holder's exec failed"
+
+# A --kill-after longer than the keep-alive's own margin leaves (exec then
+# watches the lease itself) does not stop a command whose renewals come on
+# time: 7 s under a 6 s lease renewed every 2 s.
+out=$("$dlmctl" "${db[@]}" exec --lock jobs.long --ttl 6 --kill-after 0.6 -- sh -c 'sleep 7; echo done' 2>"$dir/long.err") ||
+  fail "a command outliving its lease, renewed, was stopped: $(cat "$dir/long.err")"
+[ "$out" = done ] || fail "the long command printed '$out'"
 
 # Without -n or -w, exec waits like flock(1): a 1.5 s holder, then the
 # waiter runs (-c: a shell command); --verbose says who held the lock and
@@ -50,9 +82,9 @@ sleep 0.5
 out=$("$dlmctl" "${db[@]}" exec --verbose --lock jobs.wait -c 'echo "token $DLM_FENCING_TOKEN"' 2>"$dir/verbose.err") ||
   fail "the waiting exec failed: $(cat "$dir/verbose.err")"
 [ "$out" = "token 2" ] || fail "the waiting exec printed '$out', wanted 'token 2'"
-grep -q "waiting for lock 'dlmctl#jobs.wait' (EXCLUSIVE): held EXCLUSIVE by owner .*pid $holder" "$dir/verbose.err" ||
+grep -q "waiting for lock 'jobs.wait' (EXCLUSIVE, DC, farm default, client dlmctl): held EXCLUSIVE by owner .*pid $holder) since [0-9-]*T[0-9:.]*Z" "$dir/verbose.err" ||
   fail "--verbose did not name the holder (pid $holder): $(cat "$dir/verbose.err")"
-grep -q "acquired 'dlmctl#jobs.wait' (EXCLUSIVE) after [0-9.]* s (fencing token 2)" "$dir/verbose.err" ||
+grep -q "acquired 'jobs.wait' (EXCLUSIVE, DC, farm default, client dlmctl) after [0-9.]* m\?s (fencing token 2)" "$dir/verbose.err" ||
   fail "--verbose did not report the acquisition: $(cat "$dir/verbose.err")"
 wait "$holder" || fail "the first holder's exec failed"
 
@@ -95,7 +127,7 @@ status=0
 "$dlmctl" "${db[@]}" exec -n --lock jobs.read -- touch "$dir/ran.x" 2>"$dir/x.err" || status=$?
 [ "$status" = 75 ] || fail "exclusive exec -n beside shared holders: exit status $status, wanted 75: $(cat "$dir/x.err")"
 [ ! -e "$dir/ran.x" ] || fail "the exclusive command ran while shared holders held the lock"
-grep -q "lock 'dlmctl#jobs.read' (EXCLUSIVE) is held SHARED by owner" "$dir/x.err" ||
+grep -q "lock 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl) is held SHARED by owner" "$dir/x.err" ||
   fail "the refusal does not name the shared holder: $(cat "$dir/x.err")"
 # An exclusive exec that waits starts only after both readers ended.
 "$dlmctl" "${db[@]}" exec -v -w 20 --lock jobs.read -- sh -c '
@@ -103,7 +135,7 @@ grep -q "lock 'dlmctl#jobs.read' (EXCLUSIVE) is held SHARED by owner" "$dir/x.er
   >"$dir/x.out" 2>"$dir/x.verbose" &
 writer=$!
 for _ in $(seq 50); do grep -q "waiting for lock" "$dir/x.verbose" && break; sleep 0.1; done
-grep -q "waiting for lock 'dlmctl#jobs.read' (EXCLUSIVE): held SHARED by owner" "$dir/x.verbose" ||
+grep -q "waiting for lock 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl): held SHARED by owner" "$dir/x.verbose" ||
   fail "the waiting exclusive exec did not name a shared holder: $(cat "$dir/x.verbose")"
 [ ! -s "$dir/x.out" ] || fail "the exclusive command started while shared holders ran: $(cat "$dir/x.out")"
 touch "$dir/go"
@@ -111,6 +143,6 @@ wait "$reader_a" || fail "shared exec A failed: $(cat "$dir/reader.A.err")"
 wait "$reader_b" || fail "shared exec B failed: $(cat "$dir/reader.B.err")"
 wait "$writer" || fail "the waiting exclusive exec failed: $(cat "$dir/x.verbose")"
 [ "$(cat "$dir/x.out")" = after ] || fail "the exclusive command overlapped the shared ones"
-grep -q "acquired 'dlmctl#jobs.read' (EXCLUSIVE) after" "$dir/x.verbose" ||
+grep -q "acquired 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl) after" "$dir/x.verbose" ||
   fail "--verbose did not report the exclusive acquisition: $(cat "$dir/x.verbose")"
 echo "PASS"

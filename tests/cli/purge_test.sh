@@ -55,6 +55,13 @@ status=0
 wait "$demo" || status=$?
 [ "$status" = 0 ] || fail "the demo failed while purges ran (status $status): $(cat "$dir/demo.out")"
 grep -q "^overlaps: 0$" "$dir/demo.out" || fail "demo output: $(cat "$dir/demo.out")"
+# The database said once, properly: its URL, then its kind and version.
+if [ "$kind" = sqlite ]; then
+  want="^database: sqlite:$dir/locks.sqlite (SQLite, schema version [0-9]*)$"
+else
+  want="^database: postgresql://.* (PostgreSQL, schema $schema, schema version [0-9]*)$"
+fi
+grep -q "$want" "$dir/demo.out" || fail "demo's database line: $(grep database "$dir/demo.out")"
 grep -q "^fencing tokens strictly increasing in hold order: yes$" "$dir/demo.out" ||
   fail "demo output: $(cat "$dir/demo.out")"
 ((purged > 0)) || fail "$runs purges during the demo deleted nothing"

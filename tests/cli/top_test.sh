@@ -80,26 +80,45 @@ out=$(top --once) || fail "top --once failed"
 echo "$out"
 ! grep -q $'\x1b' <<<"$out" || fail "top --once wrote terminal control codes"
 head -1 <<<"$out" | grep -q "  2 held, 4 waiting$" || fail "header: $(head -1 <<<"$out")"
-# held_row KEY PID: the held table has KEY with pid PID (5th column).
-held_row() { awk -v k="$1" -v p="$2" '$1 == k && $2 == "EXCLUSIVE" && $5 == p { f = 1 } END { exit !f }' <<<"$out"; }
-held_row "${K}a" "$holder_a" || fail "no held row for ${K}a with pid $holder_a"
-held_row "${K}c.d" "$holder_cd" || fail "no held row for ${K}c.d with pid $holder_cd"
-# waiter_row KEY TEXT: the waiter row of KEY ends with TEXT (BLOCKED BY).
-waiter_row() { grep -E "^$1 +EXCLUSIVE .*  $2\$" <<<"$out" >/dev/null; }
-waiter_row "${K}a" "this key held EXCLUSIVE by host $host pid $holder_a" ||
+# Keys by their id, with level, farm and client in their own columns; no
+# store key anywhere in the table.
+! grep -q "DC#" <<<"$out" || fail "top --once shows a store key"
+# held_row ID PID: the held table has ID (DC, farm default, client dlmctl)
+# with pid PID (8th column).
+held_row() { awk -v k="$1" -v p="$2" '$1 == k && $2 == "DC" && $3 == "default" && $4 == "dlmctl" && $5 == "EXCLUSIVE" && $8 == p { f = 1 } END { exit !f }' <<<"$out"; }
+held_row a "$holder_a" || fail "no held row for a with pid $holder_a"
+held_row c.d "$holder_cd" || fail "no held row for c.d with pid $holder_cd"
+# waiter_row ID TEXT: the waiter row of ID ends with TEXT (BLOCKED BY).
+waiter_row() { grep -E "^$1 +DC +default +dlmctl +EXCLUSIVE .*  $2\$" <<<"$out" >/dev/null; }
+waiter_row a "this key held EXCLUSIVE by host $host pid $holder_a" ||
   fail "the waiter for a is not shown blocked by the hold of a"
-waiter_row "${K}a\\.b" "ancestor ${K}a held EXCLUSIVE by host $host pid $holder_a" ||
+waiter_row "a\\.b" "ancestor a held EXCLUSIVE by host $host pid $holder_a" ||
   fail "the waiter for a.b is not shown blocked by its ancestor a"
-waiter_row "${K}c" "descendant ${K}c\\.d held EXCLUSIVE by host $host pid $holder_cd" ||
+waiter_row c "descendant c\\.d held EXCLUSIVE by host $host pid $holder_cd" ||
   fail "the waiter for c is not shown blocked by its descendant c.d"
-waiter_row "${K}c\\.e" "queued behind $owner_c \\(EXCLUSIVE on ancestor ${K}c, waiting .*\\)" ||
+waiter_row "c\\.e" "queued behind $owner_c \\(EXCLUSIVE on ancestor c, waiting .*\\)" ||
   fail "the waiter for c.e is not shown queued behind the request for c"
+
+# list's WAITERS: the requests each hold keeps waiting, on its key, an
+# ancestor or a descendant: a blocks the requests for a and a.b; c.d blocks
+# the one for c (its ancestor) but not the one for c.e (a sibling, queued
+# behind c's request).
+out=$("$dlmctl" "${db[@]}" list 2>/dev/null) || fail "list failed"
+waiters_of() { awk -v k="$1" '$1 == k && $2 == "DC" { print $NF }' <<<"$out"; }
+[ "$(waiters_of a)" = 2 ] || fail "list's WAITERS of a is '$(waiters_of a)', wanted 2: $out"
+[ "$(waiters_of c.d)" = 1 ] || fail "list's WAITERS of c.d is '$(waiters_of c.d)', wanted 1: $out"
+"$dlmctl" "${db[@]}" list --json 2>/dev/null | jq -e --arg k "$K" '
+  (map(select(.key == $k + "a")) | .[0].blocked_waiters == 2) and
+  (map(select(.key == $k + "c.d")) | .[0].blocked_waiters == 1) and
+  all(.[]; .level == "DC" and .farm == "default" and .client == "dlmctl")' >/dev/null ||
+  fail "list --json blocked_waiters: $("$dlmctl" "${db[@]}" list --json 2>/dev/null)"
 
 # The same as JSON.
 json=$(top --once --json) || fail "top --once --json failed"
 jq -e --arg k "$K" --argjson pa "$holder_a" --argjson pcd "$holder_cd" '
   (.held | length == 2) and
-  (.held | map(select(.key == $k + "a" and .pid == $pa and .state == "held")) | length == 1) and
+  (.held | map(select(.key == $k + "a" and .pid == $pa and .state == "held"
+    and .id == "a" and .level == "DC" and .farm == "default" and .client == "dlmctl")) | length == 1) and
   (.held | map(select(.key == $k + "c.d" and .pid == $pcd)) | length == 1) and
   (.held | all(.held_ms >= 0 and .remaining_ms > 0 and .fencing_token > 0))' \
   <<<"$json" >/dev/null || fail "held in JSON: $json"
