@@ -26,8 +26,11 @@
 #    plain build's is shared) runs every test again
 #    but, to keep the command short, the fairness runs, the contention runs
 #    and the store contract through PgBouncer (conformance_pgbouncer keeps
-#    the pooler-safe path under the sanitizer), the mixed-fleet upgrade (it exercises the previous
-#    release's SQL), dlmctl's signal tests, the fault tests (label faults:
+#    the pooler-safe path under the sanitizer), the mixed-fleet upgrade (it exercises an older
+#    library's SQL), dlmctl's signal tests, the PostgreSQL twins of dlmctl's
+#    tests and of the examples (their SQLite runs take the same paths through
+#    dlmctl and the manager; the store's own code runs in the conformance,
+#    store-contract and postgres_store tests), the docs tests, the fault tests (label faults:
 #    restarts and stalls, about 40 s) and the failover tests;
 # 6. a thread sanitizer build (build/tsan) runs the contention, unit and
 #    conformance tests (the ones with threads).
@@ -281,7 +284,7 @@ if ((sanitizers)); then
     # whole command short (see step 5 above).
     stage "ctest under address+undefined sanitizers" \
       run_ctest "$root/build/asan" -LE '^(ha|faults)$' \
-      -E '^(contention_fairness_.*|contention_pgbouncer|store_contract_pgbouncer|upgrade_mixed_fleet|cli_exec_signals.*)$'
+      -E '^(contention_fairness_.*|contention_pgbouncer|store_contract_pgbouncer|upgrade_mixed_fleet|cli_exec_signals.*|cli_.*_postgres|example_.*_postgres|docs_.*)$'
   else
     skip "ctest under address+undefined sanitizers" "build failed"
   fi
