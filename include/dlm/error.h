@@ -25,7 +25,9 @@ enum class ErrorCode {
   TABLE_CREATION_ERROR,
   // Anything else; the message carries the SQLSTATE or SQLite code.
   INTERNAL_ERROR,
-  // The caller passed something invalid. Raised before any I/O.
+  // The caller passed something invalid. Raised before any I/O where the
+  // library can tell; a limit of the database (dlm_limits) or a role that
+  // does not exist is found by the database.
   INVALID_ARGUMENT,
   // The database schema is missing or at another version; the message names
   // the migration to apply.

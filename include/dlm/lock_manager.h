@@ -36,8 +36,12 @@ class DLM_API DistributedLockManager {
   // Time bounds: every call below that touches the store returns within
   // the configuration's operationTimeout (acquireLock: its timeout +
   // operationTimeout), connecting, retries and pauses included; a store
-  // that does not answer in time gives CONNECTION_ERROR. See docs/guide.md for
-  // the small overrun allowed on top.
+  // that does not answer in time gives CONNECTION_ERROR (SQLite, waiting
+  // for its file's write lock: RETRIES_EXHAUSTED). See docs/guide.md for
+  // the small overrun allowed on top. Not bounded by it: initialize() with
+  // applyMigrations on PostgreSQL (each migration step gets at least 60 s,
+  // postgres_store.h), and commitLock and guardWithin, which run on the
+  // application's own transaction and wait as its statements do.
 
   // Checks the store's schema version (and applies migrations first when the
   // builder opted in; a SQLite file gets them in any case). Must succeed before any lock call.

@@ -26,9 +26,12 @@
 // thread a store may run is the one that delivers release notifications
 // (subscribeReleases).
 //
-// Time: every method returns (or throws a transient CONNECTION_ERROR) by the
-// calling thread's deadline (dlm/deadline.h); without one, by the store's own
-// default bound. A store never blocks its caller longer.
+// Time: every method returns (or throws a transient CONNECTION_ERROR, or
+// RETRIES_EXHAUSTED for a wait on a lock of the database itself, such as
+// SQLite's write lock) by the calling thread's deadline (dlm/deadline.h);
+// without one, by the store's own default bound. A store never blocks its
+// caller longer, but for commitLock and guardWithin, which run on the
+// application's transaction.
 //
 // Errors: every method throws only DLMException. Failures that may succeed when
 // retried (connection lost, serialization failure, SQLITE_BUSY) carry
@@ -71,8 +74,8 @@ struct DLM_API AcquireRequest {
 struct DLM_API AcquireResult {
   bool acquired = false;
   // Set when acquired: grows with every acquisition of the key; the first
-  // acquisition of a key gets 1, or (PostgreSQL) one more than the fencing
-  // floor once a purge deleted rows, so it never goes back.
+  // acquisition of a key gets 1, or one more than the fencing floor once a
+  // purge deleted rows (both stores keep one), so it never goes back.
   std::int64_t fencingToken = 0;
   StoreTime acquiredAt;
   StoreTime expiresAt;
