@@ -32,8 +32,8 @@
 #    dlmctl and the manager; the store's own code runs in the conformance,
 #    store-contract and postgres_store tests), the docs tests, the fault tests (label faults:
 #    restarts and stalls, about 40 s) and the failover tests;
-# 6. a thread sanitizer build (build/tsan) runs the contention, unit and
-#    conformance tests (the ones with threads).
+# 6. a thread sanitizer build (build/tsan) runs the contention (less the
+#    fairness runs), unit and conformance tests (the ones with threads).
 # --no-sanitizers stops after step 4 (for a quick local run).
 #
 # ctest runs 4 tests at a time (CTEST_PARALLEL_LEVEL overrides; most tests
@@ -298,10 +298,12 @@ if ((sanitizers)); then
     "-DDLM_UNITY_BUILD=$unity_sanitizers" -DBUILD_SHARED_LIBS=OFF -- \
     dlm_contention_tests dlm_contention_worker dlm_deadlock_worker \
     dlm_unit_tests dlm_conformance_tests; then
-    # Not the PgBouncer runs: the same threads as the direct ones.
+    # Not the PgBouncer runs: the same threads as the direct ones. Not the
+    # fairness runs: they run alone (RUN_SERIAL) to measure shares, on the
+    # same code as the contention runs.
     stage "concurrency tests under thread sanitizer" \
       run_ctest "$root/build/tsan" -R '^(contention_|unit$|conformance_)' \
-      -E '^(conformance|contention)_pgbouncer$'
+      -E '^((conformance|contention)_pgbouncer|contention_fairness_.*)$'
   else
     skip "concurrency tests under thread sanitizer" "build failed"
   fi
