@@ -44,7 +44,8 @@ class DLM_API DistributedLockManager {
   // application's own transaction and wait as its statements do.
 
   // Checks the store's schema version (and applies migrations first when the
-  // builder opted in; a SQLite file gets them in any case). Must succeed before any lock call.
+  // builder opted in; a SQLite file without dlm's tables gets them in any
+  // case). Must succeed before any lock call.
   // Throws SCHEMA_MISMATCH (naming the migration to apply),
   // TABLE_CREATION_ERROR, CONNECTION_ERROR.
   void initialize();

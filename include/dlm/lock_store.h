@@ -165,7 +165,8 @@ class DLM_API LockStore {
   virtual LockStoreAdmin* admin() { return nullptr; }
   // Checks that the database has the schema version this library needs.
   // With applyMigrations, first applies the missing migrations (each in one
-  // transaction); SqliteStore does so without being asked (its own file). Throws SCHEMA_MISMATCH naming what to apply, or
+  // transaction); SqliteStore creates its schema in a file that has none
+  // without being asked. Throws SCHEMA_MISMATCH naming what to apply, or
   // TABLE_CREATION_ERROR when applying failed, or CONNECTION_ERROR.
   virtual void initialize(bool applyMigrations) = 0;
 

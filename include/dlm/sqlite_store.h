@@ -59,8 +59,9 @@ struct DLM_API SqliteStoreOptions {
   // Path of the database file; created if missing (by the first call other
   // than schemaState, which never creates it). initialize() creates dlm's
   // tables in a file that has none (a new file, or the application's own
-  // database) and applies missing migrations to an older dlm schema, with
-  // or without applyMigrations: the embedded store needs no migration step.
+  // database), in one transaction, with or without applyMigrations: the
+  // embedded store needs no migration step. An older dlm schema is migrated
+  // only with applyMigrations or `dlmctl migrate`.
   // An initialize() that created the file and failed before making any
   // table removes it again. ":memory:" works for one store object only (no
   // other connection can see it).

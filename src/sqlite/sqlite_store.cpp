@@ -430,6 +430,36 @@ bool recordChecksums(Connection& c,
   return true;
 }
 
+// A file without dlm's tables gets them all in one write transaction: a
+// process that opens the same new file meanwhile finds either no schema
+// (and waits for this transaction's write lock, then finds it whole) or the
+// whole schema, never a part of it.
+void createSchema(Connection& c) {
+  try {
+    Transaction tx(c, Durability::kDurable);
+    if (hasVersionTable(c)) {  // another process made it first
+      tx.commit();
+      return;
+    }
+    std::vector<const internal::Migration*> applied;
+    for (const auto& m : internal::sqliteMigrations()) {
+      const std::string sql(m.sql);  // exec needs a NUL-terminated string
+      c.execute(sql.c_str(),
+                fmt::format("applying migrations/sqlite/{}", m.file));
+      applied.push_back(&m);
+    }
+    recordChecksums(c, applied);
+    tx.commit();
+  } catch (const DLMException& e) {
+    if (e.code() == ErrorCode::TABLE_CREATION_ERROR) throw;
+    throw DLMException(ErrorCode::TABLE_CREATION_ERROR,
+                       fmt::format("sqlite store '{}': creating dlm's tables "
+                                   "failed: {} (rolled back)",
+                                   c.path(), e.what()),
+                       e.transient());
+  }
+}
+
 void applyMigrations(Connection& c, int from) {
   // Applied by this run, checksum not yet recorded.
   std::vector<const internal::Migration*> unrecorded;
@@ -489,21 +519,22 @@ SqliteStore::~SqliteStore() = default;
 
 std::string_view SqliteStore::name() const { return "sqlite"; }
 
-void SqliteStore::initialize(bool /*applyMigrations*/) {
+void SqliteStore::initialize(bool applyMigrations) {
   const bool created = impl_->fileMissing();
   try {
     impl_->withConnection("initializing", [&](Connection& c) {
       const auto& migrations = internal::sqliteMigrations();
       const int latest = internal::latestVersion(migrations);
+      // The store's own file: one without dlm's tables (new, or the
+      // application's own database) gets them, asked or not. An older dlm
+      // schema is migrated only when asked (applyMigrations, `dlmctl
+      // migrate`): processes of an older library may still use the file,
+      // and reading (dlmctl list) must not change it.
+      if (!hasVersionTable(c)) createSchema(c);
       const int current = schemaVersion(c);
-      // The store's own file, whether asked (applyMigrations) or not: one
-      // without dlm's tables (new, or the application's own database) gets
-      // them, an older dlm schema the missing migrations. Processes that
-      // start together on a new file each apply what is still missing, each
-      // migration once (one write transaction each); a process of an older
-      // library on the file keeps working while the new schema declares it
-      // compatible (compatible_from), as on PostgreSQL.
-      if (current < latest) dlm::applyMigrations(c, current);
+      if (current < latest && applyMigrations) {
+        dlm::applyMigrations(c, current);
+      }
       // The rolling-upgrade rule (src/schema_compat.h): this version, or a
       // newer one that still declares it serves this library's version.
       internal::requireCompatibleSchema(

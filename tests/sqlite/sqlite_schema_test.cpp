@@ -172,6 +172,25 @@ TEST_F(SqliteSchemaTest, AFailedInitializeOfANewFileLeavesNoFile) {
   EXPECT_TRUE(std::filesystem::exists(existing));
 }
 
+TEST_F(SqliteSchemaTest, AnOlderVersionNamesTheFirstMissingMigration) {
+  const std::string path = dir_.file("old.sqlite");
+  // A version table with nothing applied yet: version 0.
+  RawDb(path).exec(
+      "CREATE TABLE dlm_schema_version (version INTEGER PRIMARY KEY, "
+      "description TEXT NOT NULL, applied_at TEXT)");
+  SqliteStore store(SqliteStoreOptions{path});
+  try {
+    store.initialize(/*applyMigrations=*/false);
+    FAIL() << "initialize accepted an old schema";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+    EXPECT_NE(std::string(e.what()).find(
+                  std::string(internal::sqliteMigrations().front().file)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(SqliteSchemaTest, ANewerVersionIsSchemaMismatch) {
   const std::string path = dir_.file("new.sqlite");
   { auto store = openStore(path); }
@@ -214,8 +233,12 @@ TEST_F(SqliteSchemaTest,
             "0");
 }
 
+// Asked to migrate or not: a new file's schema is made once, whole (without
+// applyMigrations a second initializer must never meet a part of it).
 TEST_F(SqliteSchemaTest, ConcurrentInitializersApplyEachMigrationOnce) {
-  const std::string path = dir_.file("race.sqlite");
+  for (const bool asked : {true, false}) {
+  SCOPED_TRACE(asked ? "applyMigrations" : "without applyMigrations");
+  const std::string path = dir_.file(asked ? "race.sqlite" : "race2.sqlite");
   constexpr int kThreads = 4;
   std::vector<std::unique_ptr<SqliteStore>> stores;
   for (int i = 0; i < kThreads; ++i) {
@@ -229,7 +252,7 @@ TEST_F(SqliteSchemaTest, ConcurrentInitializersApplyEachMigrationOnce) {
       ++ready;
       while (ready.load() < kThreads) std::this_thread::yield();
       try {
-        stores[static_cast<std::size_t>(i)]->initialize(true);
+        stores[static_cast<std::size_t>(i)]->initialize(asked);
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(i)] = e.what();
       }
@@ -243,6 +266,7 @@ TEST_F(SqliteSchemaTest, ConcurrentInitializersApplyEachMigrationOnce) {
   // And every store works on the result.
   for (auto& store : stores) {
     EXPECT_NO_THROW(store->initialize(false));
+  }
   }
 }
 
@@ -285,7 +309,7 @@ TEST_F(SqliteSchemaTest, TheApplierRecordsTheChecksumOfEveryMigrationItRan) {
             "0");
 }
 
-TEST_F(SqliteSchemaTest, AVersion2FileReadsWithoutCompatibilityAndIsUpgraded) {
+TEST_F(SqliteSchemaTest, AVersion2FileReadsWithoutCompatibilityAndNamesV3) {
   const std::string path = dir_.file("v2.sqlite");
   applyByHand(path, 2);
   SqliteStore store(SqliteStoreOptions{path});
@@ -297,10 +321,25 @@ TEST_F(SqliteSchemaTest, AVersion2FileReadsWithoutCompatibilityAndIsUpgraded) {
   EXPECT_FALSE(state.applied[0].checksum.has_value());
   EXPECT_FALSE(state.applied[1].checksum.has_value());
 
-  // The store's own file: initialize() upgrades it, asked or not. The
-  // applier records the checksum of what it ran only: V3 and later, not the
-  // migrations applied by hand before.
-  store.initialize(/*applyMigrations=*/false);
+  try {
+    store.initialize(/*applyMigrations=*/false);
+    FAIL() << "initialize accepted a version-2 file";
+  } catch (const DLMException& e) {
+    EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("at version 2"), std::string::npos) << message;
+    EXPECT_NE(message.find("apply migrations/sqlite/" +
+                           std::string(migrationV(3).file)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("dlmctl migrate --db sqlite:" + path),
+              std::string::npos)
+        << message;
+  }
+
+  // The applier records the checksum of what it ran only: V3 and later, not
+  // the migrations applied by hand before.
+  store.initialize(/*applyMigrations=*/true);
   const SchemaState upgraded = store.schemaState();
   ASSERT_EQ(upgraded.applied.size(), internal::sqliteMigrations().size());
   EXPECT_FALSE(upgraded.applied[0].checksum.has_value());
