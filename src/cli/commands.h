@@ -62,15 +62,6 @@ std::shared_ptr<LockStore> openCliStore(const GlobalOptions& global);
 // this check and the open is created; an operator's race, not a concern.)
 void requireExistingDatabase(const GlobalOptions& global);
 
-// For exec, as flock(1) creates its lock file: when global.db is a SQLite
-// file that does not exist, creates it with its whole schema. The database
-// is built under a temporary name beside it and linked into place whole,
-// so that nobody ever opens it half-migrated (two execs at once: one
-// database, the other's is thrown away). Does nothing for an existing file
-// or another database. Throws DLMException as the store's initialize does,
-// std::system_error when the file cannot be linked into place.
-void createSqliteDatabase(const GlobalOptions& global);
-
 // For commands that only read or release: the store of an existing database
 // (requireExistingDatabase) whose schema is at this build's version
 // (initialize without migrations: SCHEMA_MISMATCH otherwise).

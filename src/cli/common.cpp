@@ -1,8 +1,6 @@
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -92,44 +90,6 @@ void requireExistingDatabase(const GlobalOptions& global) {
       "there is no database at {} (no such file; nothing was created). "
       "Name the database with --db, or create it with `dlmctl migrate`",
       describeStoreUrl(global.db)));
-}
-
-void createSqliteDatabase(const GlobalOptions& global) {
-  const ParsedStoreUrl parsed = parseStoreUrl(global.db);
-  if (parsed.kind != StoreKind::SQLITE || parsed.location == ":memory:") {
-    return;
-  }
-  const std::string& path = parsed.location;
-  std::error_code ec;
-  // Only "no such file" is new; a file that cannot be looked at is left to
-  // the store to report when it opens it.
-  if (std::filesystem::exists(path, ec) || ec) return;
-  // Beside it (link() needs the same file system); named for whoever finds
-  // one left by a killed dlmctl.
-  const std::string temp = fmt::format("{}.dlmctl-new-{}", path, ::getpid());
-  const auto removeTemp = [&temp] {
-    for (const char* suffix : {"", "-wal", "-shm", "-journal", "-dlmwake"}) {
-      ::unlink((temp + suffix).c_str());
-    }
-  };
-  removeTemp();
-  try {
-    auto store = openStore("sqlite:" + temp, "");
-    store->initialize(/*applyMigrations=*/true);
-    // Closing checkpoints the WAL into the file: the file alone is whole.
-    store->close();
-  } catch (...) {
-    removeTemp();
-    throw;
-  }
-  // link(), not rename(): never replaces a database another dlmctl (or
-  // anyone) created meanwhile; then that one is used.
-  const int linked = ::link(temp.c_str(), path.c_str());
-  const int error = errno;
-  removeTemp();
-  if (linked != 0 && error != EEXIST) {
-    throw std::system_error(error, std::generic_category(), "creating " + path);
-  }
 }
 
 std::shared_ptr<LockStore> openExistingStore(const GlobalOptions& global) {

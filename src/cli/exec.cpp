@@ -314,10 +314,10 @@ int runExec(const GlobalOptions& global, const ExecOptions& options) {
     watch = std::make_shared<LeaseWatch>(reporter, o.ttl);
     events = watch;
   }
-  // A SQLite file that does not exist yet is created with its schema, as
-  // flock(1) creates its lock file; any other database must have it
-  // already (dlmctl migrate; a DBA's on PostgreSQL).
-  createSqliteDatabase(global);
+  // A SQLite file that does not exist yet is created with its schema by
+  // the store's initialize (in one transaction, so two execs starting on
+  // one new file are safe), as flock(1) creates its lock file; PostgreSQL
+  // must have the schema already (dlmctl migrate; a DBA's).
   auto manager = openManager(global, openCliStore(global),
                              /*applyMigrations=*/false, config, events);
   Lock lock = manager->getLockInstance(

@@ -38,7 +38,8 @@ if [ "$kind" = sqlite ]; then
   "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" exec --lock b -- true 2>"$dir/fresh2b.err" ||
     fail "the second of two execs creating one file failed: $(cat "$dir/fresh2b.err")"
   wait "$first" || fail "the first of two execs creating one file failed: $(cat "$dir/fresh2a.err")"
-  ! ls "$dir"/*.dlmctl-new-* >/dev/null 2>&1 || fail "exec left temporary files: $(ls "$dir")"
+  "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" schema status >/dev/null ||
+    fail "two execs left a database without its whole schema"
 fi
 "$dlmctl" "${db[@]}" migrate >/dev/null
 
