@@ -1,0 +1,600 @@
+-- dlm migration V11: a cheaper uncontended acquire, release and extend.
+-- Applied in one transaction after V10, in the same schema; records
+-- version 11. Re-runnable.
+--
+-- Where the time went (PostgreSQL 15, pg_stat_statements and perf on a
+-- backend running the cycle): nearly all of it in setting up statements
+-- inside the functions, each one afresh in each call's transaction, and
+-- in SQL helper functions (dlm_key_scope, dlm_scope_client) that were not
+-- inlined and so were parsed and planned on every call. So:
+-- - dlm_try_acquire, depth 1: the tenancy and limits check, the owner's
+--   digest and the key's row lock are one statement (it was two, one of
+--   them calling three SQL functions). Its conditions filter the row before
+--   it is locked, so a refused call still locks nothing; anything unusual
+--   (a first use, a missing row, another hierarchy) takes the old steps.
+-- - dlm_try_acquire's fast path grants only when nothing at all is on the
+--   key, its ancestors or its descendants (no hold of another key, no
+--   SHARED hold, no live request); it probes SHARED holds and requests once
+--   over [key, end of the descendant range) instead of once each for the
+--   key and the range, and has no probes for ancestors at depth 1. A call
+--   that finds anything there takes the general path, unchanged, which
+--   decides as before (fair queueing, expired SHARED holds taken over).
+-- - dlm_release probes requests once over [key, end of the descendant
+--   range) at depth 1 to decide whether to wake waiters (a wake-up is a
+--   hint: one for a key that only shares the prefix costs a NOTIFY).
+-- - dlm_extend checks the TTL limit inside its UPDATE (one statement less).
+--
+-- Rolling upgrade: the same signatures and answers; no table changes.
+-- compatible_from = 4.
+
+-- ----------------------------------------------------------- functions
+-- Created with the harmless search_path pg_catalog, pg_temp and pinned to
+-- this schema below, as in V3.
+
+-- dlm_try_acquire: one attempt to take a lock in either mode (p_shared),
+-- the whole protocol in one transaction; the 10-argument dlm_acquire's
+-- arguments and answer, as one row of OUT parameters. V11: see the header.
+CREATE OR REPLACE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+-- Cost note (V11, measured): a call is a transaction of its own, and each
+-- SQL statement it runs is set up afresh in it (plan check, relation
+-- locks, executor start): about 5 us for a read, 12-15 us for a row lock
+-- or an UPDATE, and 5-8 us more for each probe (subplan) a statement
+-- holds, against about 0.3 us for a simple expression. So the uncontended
+-- EXCLUSIVE grant at depth 1 is two statements (tenancy and row lock; the
+-- grant with its probes), and its probes are as few as the checks allow.
+DECLARE
+  v_depth     integer;
+  v_target    text;
+  v_count     integer;
+  v_turns     integer;
+  v_row       record;
+  v_now       timestamptz;
+  v_void      text;
+  v_owner     text;
+  v_client    record;
+  v_max_shared integer;
+BEGIN
+  IF p_keys IS NULL OR cardinality(p_keys) = 0
+     OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
+     OR p_token IS NULL OR p_ttl_ms IS NULL OR p_ttl_ms <= 0
+     OR p_shared IS NULL THEN
+    RAISE EXCEPTION 'dlm_acquire: bad arguments'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Durable whatever the default (see V3).
+  IF current_setting('synchronous_commit') = 'off' THEN
+    v_void := set_config('synchronous_commit', 'on', true);
+  END IF;
+  v_depth := cardinality(p_keys);
+  v_target := p_keys[v_depth];
+  -- Depth 1 (most keys), the usual call: the client bound to a role of the
+  -- login, within the limits, the call's hierarchy the recorded one. The
+  -- tenancy, the limits, the owner's digest and the key's row lock come
+  -- from one statement: its conditions filter the row before it is locked,
+  -- so a refused call locks nothing. The client and scope expressions are
+  -- dlm_key_scope's and dlm_scope_client's, written out: a SQL function
+  -- that is not inlined is parsed and planned again on every call. Any
+  -- other call, or a key without a row yet, takes the steps below.
+  IF v_depth = 1 THEN
+    SELECT l.status, l.token, l.expires_at,
+           left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
+             AS owner,
+           m.max_shared_holders_per_key AS max_shared
+      INTO v_row
+      FROM dlm_locks l, dlm_limits m, dlm_clients c
+     WHERE l.resource = v_target
+       AND m.id AND p_ttl_ms <= m.max_ttl_ms AND m.max_keys_per_call >= 1
+       AND octet_length(v_target) <= m.max_key_bytes
+       AND c.client_id = CASE
+             WHEN v_target LIKE 'DC#%#%#%' THEN split_part(v_target, '#', 3)
+             WHEN v_target LIKE 'XDC#%#%' THEN split_part(v_target, '#', 2)
+           END
+       AND c.hierarchy = (p_desc_begin IS NOT NULL)
+       AND (c.separator IS NULL
+            OR (p_desc_begin = v_target || c.separator
+                AND p_desc_end = v_target || chr(ascii(c.separator) + 1)
+                AND position(c.separator IN substr(v_target, length(CASE
+                      WHEN v_target LIKE 'DC#%#%#%'
+                        THEN substring(v_target FROM '^DC#[^#]*#[^#]*#')
+                      ELSE substring(v_target FROM '^XDC#[^#]*#')
+                    END) + 1)) = 0))
+       AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+     FOR UPDATE OF l;
+    IF FOUND THEN
+      v_owner := v_row.owner;
+      v_max_shared := v_row.max_shared;
+    END IF;
+  END IF;
+
+  IF v_owner IS NULL THEN
+    -- The caller's tenancy and hierarchy (V7), the limits (V8) and its
+    -- owner as recorded, in one statement: fine when the call is within
+    -- the limits, the client is bound to a role of the login and the call's
+    -- hierarchy is the recorded one. Otherwise dlm_check_limits refuses, or
+    -- dlm_check_path binds the client, records its setting, or refuses.
+    SELECT dlm_owner_digest(p_owner) AS owner,
+           m.max_shared_holders_per_key AS max_shared,
+           coalesce(p_ttl_ms <= m.max_ttl_ms
+             AND v_depth <= m.max_keys_per_call
+             AND octet_length(v_target) <= m.max_key_bytes
+             AND c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
+             AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+             AND CASE
+                   WHEN c.separator IS NULL THEN v_depth = 1
+                   WHEN p_desc_begin IS DISTINCT FROM v_target || c.separator
+                        OR p_desc_end IS DISTINCT FROM
+                           v_target || chr(ascii(c.separator) + 1) THEN false
+                   WHEN v_depth = 1 THEN
+                     position(c.separator IN substr(
+                       v_target, length(k.scope) + 1)) = 0
+                   ELSE p_keys[1:v_depth - 1] = dlm_path_ancestors(
+                          v_target, k.scope, c.separator)
+                 END, false) AS fine
+      INTO v_client
+      FROM (SELECT CASE
+                     WHEN v_target LIKE 'DC#%#%#%'
+                       THEN substring(v_target FROM '^DC#[^#]*#[^#]*#')
+                     WHEN v_target LIKE 'XDC#%#%'
+                       THEN substring(v_target FROM '^XDC#[^#]*#')
+                     ELSE coalesce(substring(v_target FROM '^[^#]*#'), '')
+                   END AS scope) AS k
+      LEFT JOIN dlm_limits m ON m.id
+      LEFT JOIN dlm_clients c
+        ON c.client_id = CASE
+             WHEN starts_with(k.scope, 'DC#') THEN split_part(k.scope, '#', 3)
+             WHEN starts_with(k.scope, 'XDC#') THEN split_part(k.scope, '#', 2)
+             ELSE split_part(k.scope, '#', 1)
+           END;
+    IF NOT v_client.fine THEN
+      PERFORM dlm_check_limits(v_target, v_depth, p_ttl_ms);
+      PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
+                             p_desc_end);
+    END IF;
+    v_owner := v_client.owner;
+    v_max_shared := v_client.max_shared;
+
+    -- Intention locks (V9): ancestors FOR KEY SHARE root first (created
+    -- when missing or purged meanwhile), then the target FOR UPDATE in
+    -- both modes. An ancestor's acquirer (FOR UPDATE) still waits for
+    -- them; a takeover of an expired ancestor's hold (FOR NO KEY UPDATE,
+    -- see dlm_take_over_expired) does not, so siblings never deadlock on it.
+    IF v_depth > 1 THEN
+      v_turns := 0;
+      LOOP
+        PERFORM 1 FROM dlm_locks l
+          WHERE l.resource = ANY (p_keys[1:v_depth - 1])
+          ORDER BY l.resource FOR KEY SHARE OF l;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        EXIT WHEN v_count >= v_depth - 1;
+        v_turns := v_turns + 1;
+        IF v_turns > 16 THEN
+          RAISE EXCEPTION 'dlm_acquire: rows of % keep being purged', v_target
+            USING ERRCODE = 'serialization_failure';
+        END IF;
+        INSERT INTO dlm_locks (resource, resource_crc)
+          SELECT u.k, u.c
+            FROM unnest(p_keys[1:v_depth - 1], p_crcs[1:v_depth - 1]) AS u (k, c)
+          ORDER BY u.k
+          ON CONFLICT (resource) DO NOTHING;
+      END LOOP;
+    END IF;
+    LOOP
+      SELECT l.status, l.token, l.expires_at
+        INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
+      EXIT WHEN FOUND;
+      v_turns := coalesce(v_turns, 0) + 1;
+      IF v_turns > 16 THEN
+        RAISE EXCEPTION 'dlm_acquire: the row of % keeps being purged', v_target
+          USING ERRCODE = 'serialization_failure';
+      END IF;
+      INSERT INTO dlm_locks (resource, resource_crc)
+        VALUES (v_target, p_crcs[v_depth])
+        ON CONFLICT (resource) DO NOTHING;
+    END LOOP;
+  END IF;
+
+  -- Every check below is its own statement (a fresh snapshot under READ
+  -- COMMITTED): it sees what committed while we waited for the row locks.
+
+  -- Held by a live EXCLUSIVE holder (the row we locked is its newest
+  -- version), not this token's: refused in both modes, as the general path
+  -- would (most attempts on a busy key end here).
+  IF v_row.status = 'HELD' AND v_row.token IS DISTINCT FROM p_token
+     AND v_row.expires_at > clock_timestamp() THEN
+    v_void := set_config('synchronous_commit', 'off', true);
+    acquired := false;
+    blocked_by := v_target;
+    queued := false;
+    RETURN;
+  END IF;
+
+  -- Fast path: an EXCLUSIVE attempt whose key row is free or expired and
+  -- not this token's (a retry is answered below) is granted in one
+  -- statement when nothing at all is on the key, its ancestors or its
+  -- descendants: no hold of another key (expired ones too: those are taken
+  -- over on the general path), no SHARED hold (expired ones too), no live
+  -- request (the attempting owner's own too: a waiter's grant ends its
+  -- request). Whatever is there, the general path decides. SHARED holds
+  -- and requests are probed once over [key, end of its descendant range),
+  -- which holds the key, its descendants and a few keys that only share
+  -- its prefix (they send a call to the general path, no more); a key
+  -- without hierarchy probes [key, key || chr(1)), the key alone. Each
+  -- probe is a plan node set up afresh in each call. The grant's time is
+  -- read inside the statement, after its snapshot (V8).
+  IF NOT p_shared AND (v_row.status IS DISTINCT FROM 'HELD'
+                       OR v_row.token IS DISTINCT FROM p_token) THEN
+    IF v_depth = 1 THEN
+      WITH granted AS (SELECT clock_timestamp() AS at)
+      UPDATE dlm_locks l
+         SET status = 'HELD', owner_id = v_owner, token = p_token,
+             fencing_token = greatest(l.fencing_token,
+                                      (SELECT f.floor_token FROM dlm_fencing_floor f
+                                        WHERE f.id)) + 1,
+             acquired_at = granted.at, ttl_ms = p_ttl_ms,
+             expires_at = granted.at + p_ttl_ms * interval '1 millisecond',
+             holder_host = p_host, holder_pid = p_pid,
+             holder_ip = inet_client_addr()
+        FROM granted
+       WHERE l.resource = v_target
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_locks a
+                WHERE a.resource >= p_desc_begin AND a.resource < p_desc_end
+                  AND a.status = 'HELD')
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_shared_holds s
+                WHERE s.resource >= v_target
+                  AND s.resource < coalesce(p_desc_end, v_target || chr(1)))
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_lock_requests r
+                WHERE r.resource >= v_target
+                  AND r.resource < coalesce(p_desc_end, v_target || chr(1))
+                  AND r.expires_at > granted.at)
+      RETURNING true, false, l.fencing_token,
+                floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+                floor(extract(epoch FROM l.expires_at) * 1000)::bigint
+           INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms;
+    ELSE
+      WITH granted AS (SELECT clock_timestamp() AS at)
+      UPDATE dlm_locks l
+         SET status = 'HELD', owner_id = v_owner, token = p_token,
+             fencing_token = greatest(l.fencing_token,
+                                      (SELECT f.floor_token FROM dlm_fencing_floor f
+                                        WHERE f.id)) + 1,
+             acquired_at = granted.at, ttl_ms = p_ttl_ms,
+             expires_at = granted.at + p_ttl_ms * interval '1 millisecond',
+             holder_host = p_host, holder_pid = p_pid,
+             holder_ip = inet_client_addr()
+        FROM granted
+       WHERE l.resource = v_target
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_locks a
+                WHERE a.resource = ANY (p_keys[1:v_depth - 1])
+                  AND a.status = 'HELD')
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_locks a
+                WHERE a.resource >= p_desc_begin AND a.resource < p_desc_end
+                  AND a.status = 'HELD')
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_shared_holds s
+                WHERE s.resource = ANY (p_keys[1:v_depth - 1]))
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_shared_holds s
+                WHERE s.resource >= v_target
+                  AND s.resource < coalesce(p_desc_end, v_target || chr(1)))
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_lock_requests r
+                WHERE r.resource = ANY (p_keys[1:v_depth - 1])
+                  AND r.expires_at > granted.at)
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_lock_requests r
+                WHERE r.resource >= v_target
+                  AND r.resource < coalesce(p_desc_end, v_target || chr(1))
+                  AND r.expires_at > granted.at)
+      RETURNING true, false, l.fencing_token,
+                floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
+                floor(extract(epoch FROM l.expires_at) * 1000)::bigint
+           INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms;
+    END IF;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+  END IF;
+
+  -- General path: each check in a statement of its own, naming what is in
+  -- the way.
+  DECLARE
+    v_ancestors text[] := p_keys[1:v_depth - 1];
+    v_key       record;
+    v_hold      record;
+    v_blocker   text;
+    v_my_at     timestamptz;
+  BEGIN
+    acquired := false;
+    queued := false;
+    SELECT l.status, l.token, l.fencing_token, l.acquired_at, l.expires_at
+      INTO v_key FROM dlm_locks l WHERE l.resource = v_target;
+    -- Already ours (a retry after a lost reply): answer as the first time.
+    IF NOT p_shared AND v_key.status = 'HELD' AND v_key.token = p_token THEN
+      acquired := true;
+      fencing_token := v_key.fencing_token;
+      acquired_at_ms := floor(extract(epoch FROM v_key.acquired_at) * 1000)::bigint;
+      expires_at_ms := floor(extract(epoch FROM v_key.expires_at) * 1000)::bigint;
+      RETURN;
+    END IF;
+    IF p_shared THEN
+      SELECT * INTO v_hold FROM dlm_shared_holds s
+       WHERE s.resource = v_target AND s.token = p_token;
+      IF FOUND THEN
+        acquired := true;
+        fencing_token := v_hold.fencing_token;
+        acquired_at_ms := floor(extract(epoch FROM v_hold.acquired_at) * 1000)::bigint;
+        expires_at_ms := floor(extract(epoch FROM v_hold.expires_at) * 1000)::bigint;
+        RETURN;
+      END IF;
+    END IF;
+
+    -- Live EXCLUSIVE holds block both modes: the target (the row we locked
+    -- is its newest version), an ancestor, a descendant.
+    IF v_key.status = 'HELD' AND v_key.expires_at > clock_timestamp() THEN
+      v_blocker := v_target;
+    END IF;
+    IF v_blocker IS NULL AND v_depth > 1 THEN
+      SELECT l.resource INTO v_blocker FROM dlm_locks l
+        WHERE l.resource = ANY (v_ancestors)
+          AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+        ORDER BY l.resource LIMIT 1;
+    END IF;
+    IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
+      SELECT l.resource INTO v_blocker FROM dlm_locks l
+        WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+          AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
+        ORDER BY l.resource LIMIT 1;
+    END IF;
+
+    -- Live SHARED holds block an EXCLUSIVE attempt.
+    IF v_blocker IS NULL AND NOT p_shared THEN
+      SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+        WHERE s.resource = v_target AND s.expires_at > clock_timestamp()
+        LIMIT 1;
+      IF v_blocker IS NULL AND v_depth > 1 THEN
+        SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+          WHERE s.resource = ANY (v_ancestors)
+            AND s.expires_at > clock_timestamp()
+          ORDER BY s.resource LIMIT 1;
+      END IF;
+      IF v_blocker IS NULL AND p_desc_begin IS NOT NULL THEN
+        SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
+          WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+            AND s.expires_at > clock_timestamp()
+          ORDER BY s.resource LIMIT 1;
+      END IF;
+    END IF;
+
+    -- Fair queueing: an older live request of another owner that conflicts
+    -- with this attempt goes first. "Older" than the attempting owner's own
+    -- request for the key, by (requested_at, owner_id); any, without one.
+    IF v_blocker IS NULL THEN
+      SELECT r.requested_at INTO v_my_at FROM dlm_lock_requests r
+       WHERE r.resource = v_target AND r.owner_id = v_owner
+         AND r.expires_at > clock_timestamp();
+      -- One index probe per key condition (see the fast path).
+      SELECT q.resource INTO v_blocker FROM (
+          SELECT r.resource, r.requested_at, r.owner_id, r.mode, r.expires_at
+            FROM dlm_lock_requests r WHERE r.resource = v_target
+          UNION ALL
+          SELECT r.resource, r.requested_at, r.owner_id, r.mode, r.expires_at
+            FROM dlm_lock_requests r WHERE r.resource = ANY (v_ancestors)
+          UNION ALL
+          SELECT r.resource, r.requested_at, r.owner_id, r.mode, r.expires_at
+            FROM dlm_lock_requests r
+           WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end) q
+       WHERE q.owner_id <> v_owner AND q.expires_at > clock_timestamp()
+         AND (NOT p_shared OR q.mode = 'EXCLUSIVE')
+         AND (v_my_at IS NULL
+              OR (q.requested_at, q.owner_id) < (v_my_at, v_owner))
+       ORDER BY q.requested_at, q.owner_id LIMIT 1;
+      queued := v_blocker IS NOT NULL;
+    END IF;
+
+    -- Refused: commit lazily (the row locks gave us a transaction id, but
+    -- nothing a crash could lose changed).
+    IF v_blocker IS NOT NULL THEN
+      v_void := set_config('synchronous_commit', 'off', true);
+      blocked_by := v_blocker;
+      RETURN;
+    END IF;
+
+    -- Expired holds of other keys in the way are taken over (V9); one
+    -- extended while we waited for its row refuses like a live one.
+    IF v_depth > 1 OR p_desc_begin IS NOT NULL THEN
+      v_blocker := dlm_take_over_expired(v_ancestors, p_desc_begin, p_desc_end,
+                                         p_shared);
+      IF v_blocker IS NOT NULL THEN
+        v_void := set_config('synchronous_commit', 'off', true);
+        blocked_by := v_blocker;
+        RETURN;
+      END IF;
+    END IF;
+
+    -- A SHARED hold more than the limit allows (V8) is refused; the key's
+    -- row lock (FOR UPDATE above) makes the count exact.
+    IF p_shared THEN
+      SELECT count(*) INTO v_count FROM (
+          SELECT 1 FROM dlm_shared_holds s
+           WHERE s.resource = v_target AND s.expires_at > clock_timestamp()
+           LIMIT coalesce(v_max_shared, 1000)) h;
+      IF v_count >= coalesce(v_max_shared, 1000) THEN
+        RAISE EXCEPTION 'dlm: key "%" has % live SHARED holders (limit max_shared_holders_per_key = %)',
+          dlm_shown_key(v_target), v_count, coalesce(v_max_shared, 1000)
+          USING ERRCODE = 'invalid_parameter_value';
+      END IF;
+    END IF;
+
+    -- Grant. A waiter's request for the key ends with it, in this
+    -- transaction: a holder whose request row lingered until its separate
+    -- unregister call would queue others behind itself, and the wait-for
+    -- graph would see its old request wait for the newer requests it
+    -- blocks (a deadlock that is not one).
+    IF v_my_at IS NOT NULL THEN
+      DELETE FROM dlm_lock_requests r
+       WHERE r.resource = v_target AND r.owner_id = v_owner;
+    END IF;
+    -- The key's next fencing token, above the purge floor (V3).
+    v_now := clock_timestamp();
+    acquired := true;
+    acquired_at_ms := floor(extract(epoch FROM v_now) * 1000)::bigint;
+    expires_at_ms := floor(extract(epoch FROM
+                       v_now + p_ttl_ms * interval '1 millisecond') * 1000)::bigint;
+    IF NOT p_shared THEN
+      UPDATE dlm_locks l
+         SET status = 'HELD', owner_id = v_owner, token = p_token,
+             fencing_token = greatest(l.fencing_token,
+                                      (SELECT f.floor_token FROM dlm_fencing_floor f
+                                        WHERE f.id)) + 1,
+             acquired_at = v_now,
+             ttl_ms = p_ttl_ms,
+             expires_at = v_now + p_ttl_ms * interval '1 millisecond',
+             holder_host = p_host, holder_pid = p_pid,
+             holder_ip = inet_client_addr()
+       WHERE l.resource = v_target
+      RETURNING l.fencing_token INTO fencing_token;
+      -- Expired SHARED holders of the key are taken over (their extend and
+      -- release find nothing). Every hold left here is expired (checked
+      -- above).
+      DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
+      RETURN;
+    END IF;
+
+    -- SHARED: the key's row gives the fencing token; an expired EXCLUSIVE
+    -- holder is taken over (FREE, its token gone, so its extend finds
+    -- nothing and its release answers false).
+    UPDATE dlm_locks l
+       SET fencing_token = greatest(l.fencing_token,
+                                    (SELECT f.floor_token FROM dlm_fencing_floor f
+                                      WHERE f.id)) + 1,
+           status = 'FREE',
+           token = CASE WHEN l.status = 'HELD' THEN NULL ELSE l.token END,
+           expires_at = CASE WHEN l.status = 'HELD'
+                             THEN least(l.expires_at, v_now)
+                             ELSE l.expires_at END
+     WHERE l.resource = v_target
+    RETURNING l.fencing_token INTO fencing_token;
+    INSERT INTO dlm_shared_holds AS s
+        (resource, token, owner_id, fencing_token, acquired_at, ttl_ms,
+         expires_at, holder_host, holder_pid, holder_ip)
+      VALUES (v_target, p_token, v_owner, fencing_token, v_now, p_ttl_ms,
+              v_now + p_ttl_ms * interval '1 millisecond', p_host, p_pid,
+              inet_client_addr());
+  END;
+END
+$$;
+
+-- dlm_release: token-conditional release, lazily committed; wakes waiters
+-- of the key, its ancestors and its descendants. V11: one probe over
+-- [key, end of the descendant range) at depth 1.
+CREATE OR REPLACE FUNCTION dlm_release(p_key text, p_token text,
+    p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
+  LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_wake boolean;
+  v_void text;
+BEGIN
+  v_void := set_config('synchronous_commit', 'off', true);
+  IF p_ancestors IS NULL OR cardinality(p_ancestors) = 0 THEN
+    UPDATE dlm_locks l
+       SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+     WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+    RETURNING EXISTS (SELECT 1 FROM dlm_lock_requests r
+                       WHERE r.resource >= p_key
+                         AND r.resource < coalesce(p_desc_end, p_key || chr(1))
+                         AND r.expires_at > clock_timestamp())
+      INTO v_wake;
+  ELSE
+    UPDATE dlm_locks l
+       SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+     WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+    RETURNING EXISTS (SELECT 1 FROM dlm_lock_requests r
+                       WHERE r.resource >= p_key
+                         AND r.resource < coalesce(p_desc_end, p_key || chr(1))
+                         AND r.expires_at > clock_timestamp())
+           OR EXISTS (SELECT 1 FROM dlm_lock_requests r
+                       WHERE r.resource = ANY (p_ancestors)
+                         AND r.expires_at > clock_timestamp())
+      INTO v_wake;
+  END IF;
+  IF FOUND THEN
+    IF v_wake THEN
+      PERFORM pg_notify('dlm_release', p_key);
+    END IF;
+    RETURN true;
+  END IF;
+  -- Not HELD by this token: a retried release (the token is still on the
+  -- FREE row) answers true without writing anything.
+  RETURN EXISTS (SELECT 1 FROM dlm_locks l
+                  WHERE l.resource = p_key AND l.token = p_token);
+END
+$$;
+
+-- dlm_extend: token-conditional lease extension, durable; NULL when the
+-- lock was lost. V11: the TTL limit is a condition of the UPDATE; a TTL
+-- out of range is refused as before.
+CREATE OR REPLACE FUNCTION dlm_extend(p_key text, p_token text,
+    p_ttl_ms bigint) RETURNS bigint
+  LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_expires_ms bigint;
+BEGIN
+  -- Durable like an acquire, whatever the default (see dlm_acquire).
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  UPDATE dlm_locks l
+     SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
+         ttl_ms = p_ttl_ms
+   WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+     AND p_ttl_ms > 0
+     AND p_ttl_ms <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
+                                WHERE m.id), 31536000000)
+  RETURNING floor(extract(epoch FROM l.expires_at) * 1000)::bigint
+    INTO v_expires_ms;
+  IF FOUND THEN
+    RETURN v_expires_ms;
+  END IF;
+  IF p_ttl_ms IS NULL OR p_ttl_ms <= 0
+     OR p_ttl_ms > coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
+                              WHERE m.id), 31536000000) THEN
+    PERFORM dlm_check_limits(NULL, NULL, p_ttl_ms);
+    RAISE EXCEPTION 'dlm_extend: the TTL must be positive'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+-- Pinned to this schema as every dlm function is (V9's rule): pg_catalog
+-- first, pg_temp last.
+DO $$
+BEGIN
+  IF current_schema() IS NULL THEN
+    RAISE EXCEPTION 'search_path names no existing schema to create dlm objects in';
+  END IF;
+  EXECUTE format('ALTER FUNCTION dlm_try_acquire(text[], bigint[], text, text, text, text, bigint, text, bigint, boolean) SET search_path = pg_catalog, %I, pg_temp',
+                 current_schema());
+  EXECUTE format('ALTER FUNCTION dlm_release(text, text, text[], text, text) SET search_path = pg_catalog, %I, pg_temp',
+                 current_schema());
+  EXECUTE format('ALTER FUNCTION dlm_extend(text, text, bigint) SET search_path = pg_catalog, %I, pg_temp',
+                 current_schema());
+END
+$$;
+
+INSERT INTO dlm_schema_version (version, description, compatible_from)
+  VALUES (11, 'a cheaper uncontended acquire, release and extend', 4)
+  ON CONFLICT (version) DO NOTHING;
