@@ -7,18 +7,22 @@
 -- inside the functions, each one afresh in each call's transaction, and
 -- in SQL helper functions (dlm_key_scope, dlm_scope_client) that were not
 -- inlined and so were parsed and planned on every call. So:
--- - dlm_try_acquire, depth 1: the tenancy and limits check, the owner's
---   digest and the key's row lock are one statement (it was two, one of
---   them calling three SQL functions). Its conditions filter the row before
---   it is locked, so a refused call still locks nothing; anything unusual
---   (a first use, a missing row, another hierarchy) takes the old steps.
--- - dlm_try_acquire's fast path grants only when nothing at all is on the
---   key, its ancestors or its descendants (no hold of another key, no
---   SHARED hold, no live request); it probes SHARED holds and requests once
---   over [key, end of the descendant range) instead of once each for the
---   key and the range, and has no probes for ancestors at depth 1. A call
---   that finds anything there takes the general path, unchanged, which
---   decides as before (fair queueing, expired SHARED holds taken over).
+-- - dlm_try_acquire: the tenancy and limits check and the owner's digest
+--   come with the first row locks in one statement (it was two, one of
+--   them calling three SQL functions, or a PL/pgSQL one for the ancestors):
+--   at depth 1 the key's row, deeper the ancestors' rows, whose holds are
+--   read with their locks (one probe less later). Its conditions filter
+--   the rows before they are locked, so a refused call still locks
+--   nothing; anything unusual (a first use, a missing row, another
+--   hierarchy) takes the old steps.
+-- - dlm_try_acquire's fast path grants only when nothing is on the key,
+--   its ancestors or its descendants (no hold of another key, no SHARED
+--   hold, no live request of another owner); it probes SHARED holds and
+--   requests once over [key, end of the descendant range) instead of once
+--   each for the key and the range, and has no probes for ancestors at
+--   depth 1. A call that finds anything there takes the general path,
+--   unchanged, which decides as before (fair queueing, expired SHARED
+--   holds taken over).
 -- - dlm_release probes requests once over [key, end of the descendant
 --   range) at depth 1 to decide whether to wake waiters (a wake-up is a
 --   hint: one for a key that only shares the prefix costs a NOTIFY).
@@ -53,10 +57,15 @@ DECLARE
   v_turns     integer;
   v_row       record;
   v_now       timestamptz;
+  v_requested boolean;
   v_void      text;
   v_owner     text;
   v_client    record;
   v_max_shared integer;
+  v_locked    boolean;
+  v_anc       record;
+  v_anc_held  boolean;
+  v_scope     text;
 BEGIN
   IF p_keys IS NULL OR cardinality(p_keys) = 0
      OR cardinality(p_crcs) IS DISTINCT FROM cardinality(p_keys)
@@ -71,14 +80,26 @@ BEGIN
   END IF;
   v_depth := cardinality(p_keys);
   v_target := p_keys[v_depth];
-  -- Depth 1 (most keys), the usual call: the client bound to a role of the
-  -- login, within the limits, the call's hierarchy the recorded one. The
-  -- tenancy, the limits, the owner's digest and the key's row lock come
-  -- from one statement: its conditions filter the row before it is locked,
-  -- so a refused call locks nothing. The client and scope expressions are
-  -- dlm_key_scope's and dlm_scope_client's, written out: a SQL function
-  -- that is not inlined is parsed and planned again on every call. Any
-  -- other call, or a key without a row yet, takes the steps below.
+  -- The usual call (the client bound to a role of the login, within the
+  -- limits, the call's hierarchy the recorded one, the key's rows there):
+  -- the tenancy, the limits and the owner's digest come with the first row
+  -- locks, in one statement whose conditions filter the rows before they
+  -- are locked, so a refused call locks nothing. At depth 1 that statement
+  -- locks the key's row; deeper, the ancestors' rows, each checked to be an
+  -- ancestor of the key (a prefix of it ending right before a separator
+  -- of its id; as many distinct ones as its id has separators, so the set
+  -- is exact; rows are locked in key order whatever the order given), and
+  -- their status comes with them: an ancestor acquirer updates its row, so
+  -- a locking read sees its newest version. The scope and client expressions are
+  -- dlm_key_scope's and dlm_scope_client's written out (a SQL function
+  -- that is not inlined is parsed and planned again on every call). Any
+  -- other call takes the steps further below, which check, bind or refuse.
+  v_scope := CASE
+               WHEN v_target LIKE 'DC#%#%#%'
+                 THEN substring(v_target FROM '^DC#[^#]*#[^#]*#')
+               WHEN v_target LIKE 'XDC#%#%'
+                 THEN substring(v_target FROM '^XDC#[^#]*#')
+             END;
   IF v_depth = 1 THEN
     SELECT l.status, l.token, l.expires_at,
            left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
@@ -89,32 +110,65 @@ BEGIN
      WHERE l.resource = v_target
        AND m.id AND p_ttl_ms <= m.max_ttl_ms AND m.max_keys_per_call >= 1
        AND octet_length(v_target) <= m.max_key_bytes
-       AND c.client_id = CASE
-             WHEN v_target LIKE 'DC#%#%#%' THEN split_part(v_target, '#', 3)
-             WHEN v_target LIKE 'XDC#%#%' THEN split_part(v_target, '#', 2)
-           END
+       AND c.client_id = split_part(v_scope, '#',
+                                    CASE WHEN starts_with(v_scope, 'DC#')
+                                         THEN 3 ELSE 2 END)
        AND c.hierarchy = (p_desc_begin IS NOT NULL)
        AND (c.separator IS NULL
             OR (p_desc_begin = v_target || c.separator
                 AND p_desc_end = v_target || chr(ascii(c.separator) + 1)
-                AND position(c.separator IN substr(v_target, length(CASE
-                      WHEN v_target LIKE 'DC#%#%#%'
-                        THEN substring(v_target FROM '^DC#[^#]*#[^#]*#')
-                      ELSE substring(v_target FROM '^XDC#[^#]*#')
-                    END) + 1)) = 0))
+                AND position(c.separator IN
+                             substr(v_target, length(v_scope) + 1)) = 0))
        AND pg_has_role(session_user, c.role_oid, 'MEMBER')
      FOR UPDATE OF l;
     IF FOUND THEN
       v_owner := v_row.owner;
       v_max_shared := v_row.max_shared;
+      v_locked := true;
+    END IF;
+  ELSE
+    -- The tenancy row first (LATERAL: the ancestors' rows are read, and
+    -- locked, only when it passes).
+    SELECT count(*) AS n, bool_or(a.status = 'HELD') AS held,
+           max(t.max_shared) AS max_shared,
+           left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
+             AS owner
+      INTO v_anc
+      FROM (SELECT m.max_shared_holders_per_key AS max_shared,
+                   c.separator AS sep
+              FROM dlm_clients c, dlm_limits m
+             WHERE c.client_id = split_part(v_scope, '#',
+                                            CASE WHEN starts_with(v_scope, 'DC#')
+                                                 THEN 3 ELSE 2 END)
+               AND m.id AND p_ttl_ms <= m.max_ttl_ms
+               AND v_depth <= m.max_keys_per_call
+               AND octet_length(v_target) <= m.max_key_bytes
+               AND c.hierarchy
+               AND p_desc_begin = v_target || c.separator
+               AND p_desc_end = v_target || chr(ascii(c.separator) + 1)
+               AND length(substr(v_target, length(v_scope) + 1))
+                   - length(replace(substr(v_target, length(v_scope) + 1),
+                                    c.separator, '')) = v_depth - 1
+               AND pg_has_role(session_user, c.role_oid, 'MEMBER')) AS t,
+           LATERAL (SELECT l.status FROM dlm_locks l
+                     WHERE l.resource = ANY (p_keys[1:v_depth - 1])
+                       AND length(l.resource) > length(v_scope)
+                       AND starts_with(v_target, l.resource)
+                       AND substr(v_target, length(l.resource) + 1, 1) = t.sep
+                     ORDER BY l.resource
+                       FOR KEY SHARE OF l) AS a;
+    IF v_anc.n = v_depth - 1 THEN
+      v_owner := v_anc.owner;
+      v_max_shared := v_anc.max_shared;
+      v_anc_held := v_anc.held;
     END IF;
   END IF;
 
   IF v_owner IS NULL THEN
     -- The caller's tenancy and hierarchy (V7), the limits (V8) and its
-    -- owner as recorded, in one statement: fine when the call is within
-    -- the limits, the client is bound to a role of the login and the call's
-    -- hierarchy is the recorded one. Otherwise dlm_check_limits refuses, or
+    -- owner as recorded: fine when the call is within the limits, the
+    -- client is bound to a role of the login and the call's hierarchy is
+    -- the recorded one. Otherwise dlm_check_limits refuses, or
     -- dlm_check_path binds the client, records its setting, or refuses.
     SELECT dlm_owner_digest(p_owner) AS owner,
            m.max_shared_holders_per_key AS max_shared,
@@ -182,6 +236,8 @@ BEGIN
           ON CONFLICT (resource) DO NOTHING;
       END LOOP;
     END IF;
+  END IF;
+  IF v_locked IS NULL THEN
     LOOP
       SELECT l.status, l.token, l.expires_at
         INTO v_row FROM dlm_locks l WHERE l.resource = v_target FOR UPDATE OF l;
@@ -214,31 +270,34 @@ BEGIN
 
   -- Fast path: an EXCLUSIVE attempt whose key row is free or expired and
   -- not this token's (a retry is answered below) is granted in one
-  -- statement when nothing at all is on the key, its ancestors or its
+  -- statement when nothing is on the key, its ancestors or its
   -- descendants: no hold of another key (expired ones too: those are taken
   -- over on the general path), no SHARED hold (expired ones too), no live
-  -- request (the attempting owner's own too: a waiter's grant ends its
-  -- request). Whatever is there, the general path decides. SHARED holds
-  -- and requests are probed once over [key, end of its descendant range),
-  -- which holds the key, its descendants and a few keys that only share
-  -- its prefix (they send a call to the general path, no more); a key
-  -- without hierarchy probes [key, key || chr(1)), the key alone. Each
-  -- probe is a plan node set up afresh in each call. The grant's time is
-  -- read inside the statement, after its snapshot (V8).
+  -- request of another owner (of any age; the attempting owner's own
+  -- request, a waiter's, ends with its grant). Whatever is there, the
+  -- general path decides. The ancestors' holds were read with their row
+  -- locks above (a call that did not lock them that way, or found one
+  -- held, takes the general path). SHARED holds and requests are probed
+  -- once over [key, end of its descendant range), which holds the key,
+  -- its descendants and a few keys that only share its prefix (they send a
+  -- call to the general path, no more); a key without hierarchy probes
+  -- [key, key || chr(1)), the key alone. The grant's time is read inside
+  -- the statement, after its snapshot (V8).
   IF NOT p_shared AND (v_row.status IS DISTINCT FROM 'HELD'
-                       OR v_row.token IS DISTINCT FROM p_token) THEN
+                       OR v_row.token IS DISTINCT FROM p_token)
+     AND (v_depth = 1 OR v_anc_held IS FALSE) THEN
     IF v_depth = 1 THEN
-      WITH granted AS (SELECT clock_timestamp() AS at)
       UPDATE dlm_locks l
          SET status = 'HELD', owner_id = v_owner, token = p_token,
              fencing_token = greatest(l.fencing_token,
                                       (SELECT f.floor_token FROM dlm_fencing_floor f
                                         WHERE f.id)) + 1,
-             acquired_at = granted.at, ttl_ms = p_ttl_ms,
-             expires_at = granted.at + p_ttl_ms * interval '1 millisecond',
+             (acquired_at, expires_at) =
+               (SELECT g.at, g.at + p_ttl_ms * interval '1 millisecond'
+                  FROM (SELECT clock_timestamp() AS at) AS g),
+             ttl_ms = p_ttl_ms,
              holder_host = p_host, holder_pid = p_pid,
              holder_ip = inet_client_addr()
-        FROM granted
        WHERE l.resource = v_target
          AND NOT EXISTS (
                SELECT 1 FROM dlm_locks a
@@ -252,28 +311,28 @@ BEGIN
                SELECT 1 FROM dlm_lock_requests r
                 WHERE r.resource >= v_target
                   AND r.resource < coalesce(p_desc_end, v_target || chr(1))
-                  AND r.expires_at > granted.at)
+                  AND r.owner_id <> v_owner
+                  AND r.expires_at > clock_timestamp())
       RETURNING true, false, l.fencing_token,
                 floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
-                floor(extract(epoch FROM l.expires_at) * 1000)::bigint
-           INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms;
+                floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
+                EXISTS (SELECT 1 FROM dlm_lock_requests m
+                         WHERE m.resource = v_target AND m.owner_id = v_owner)
+           INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms,
+                v_requested;
     ELSE
-      WITH granted AS (SELECT clock_timestamp() AS at)
       UPDATE dlm_locks l
          SET status = 'HELD', owner_id = v_owner, token = p_token,
              fencing_token = greatest(l.fencing_token,
                                       (SELECT f.floor_token FROM dlm_fencing_floor f
                                         WHERE f.id)) + 1,
-             acquired_at = granted.at, ttl_ms = p_ttl_ms,
-             expires_at = granted.at + p_ttl_ms * interval '1 millisecond',
+             (acquired_at, expires_at) =
+               (SELECT g.at, g.at + p_ttl_ms * interval '1 millisecond'
+                  FROM (SELECT clock_timestamp() AS at) AS g),
+             ttl_ms = p_ttl_ms,
              holder_host = p_host, holder_pid = p_pid,
              holder_ip = inet_client_addr()
-        FROM granted
        WHERE l.resource = v_target
-         AND NOT EXISTS (
-               SELECT 1 FROM dlm_locks a
-                WHERE a.resource = ANY (p_keys[1:v_depth - 1])
-                  AND a.status = 'HELD')
          AND NOT EXISTS (
                SELECT 1 FROM dlm_locks a
                 WHERE a.resource >= p_desc_begin AND a.resource < p_desc_end
@@ -288,18 +347,29 @@ BEGIN
          AND NOT EXISTS (
                SELECT 1 FROM dlm_lock_requests r
                 WHERE r.resource = ANY (p_keys[1:v_depth - 1])
-                  AND r.expires_at > granted.at)
+                  AND r.owner_id <> v_owner
+                  AND r.expires_at > clock_timestamp())
          AND NOT EXISTS (
                SELECT 1 FROM dlm_lock_requests r
                 WHERE r.resource >= v_target
                   AND r.resource < coalesce(p_desc_end, v_target || chr(1))
-                  AND r.expires_at > granted.at)
+                  AND r.owner_id <> v_owner
+                  AND r.expires_at > clock_timestamp())
       RETURNING true, false, l.fencing_token,
                 floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
-                floor(extract(epoch FROM l.expires_at) * 1000)::bigint
-           INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms;
+                floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
+                EXISTS (SELECT 1 FROM dlm_lock_requests m
+                         WHERE m.resource = v_target AND m.owner_id = v_owner)
+           INTO acquired, queued, fencing_token, acquired_at_ms, expires_at_ms,
+                v_requested;
     END IF;
     IF FOUND THEN
+      -- A waiter's request for the key ends with its grant (see the general
+      -- path).
+      IF v_requested THEN
+        DELETE FROM dlm_lock_requests r
+         WHERE r.resource = v_target AND r.owner_id = v_owner;
+      END IF;
       RETURN;
     END IF;
   END IF;
