@@ -11,6 +11,7 @@
 #include "pg_common.h"
 #include "pg_raw.h"
 #include "pg_shedlock.h"
+#include "pg_skeleton.h"
 #include "workloads.h"
 
 namespace dlm_bench {
@@ -72,6 +73,7 @@ void createSchema(const std::string& conninfo, const Flags& f) {
       "timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text "
       "NOT NULL)");
   createShedLockTable(c);
+  createSkeletonFunctions(c);
   c.exec(fmt::format(
       "INSERT INTO {} SELECT n, now() - interval '1 hour', now() - interval "
       "'1 hour', 'nobody' FROM unnest(ARRAY['contended', 'extend']) n",

@@ -1,4 +1,4 @@
-// The uncontended cycle against baselines (a)-(e), its server time per
+// The uncontended cycle against baselines (a)-(f), its server time per
 // cycle (depth 1 and 8), and extendLock against (e)'s extend statement.
 #include <dlm/dlm.h>
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 #include "pg_common.h"
 #include "pg_server_time.h"
 #include "pg_shedlock.h"
+#include "pg_skeleton.h"
 #include "workloads.h"
 
 namespace dlm_bench::pg {
@@ -31,7 +32,7 @@ void prefillCycleRows(const Ctx& ctx, int maxThreads) {
   c.exec(fmt::format(
       "INSERT INTO dlm_locks (resource, resource_crc) SELECT "
       "format('DC#{}#%s#c%sk%s', v, t, i), 0 FROM unnest(ARRAY['lib', "
-      "'rawa', 'rawb']) v, generate_series(0, {}) t, generate_series(0, {}) "
+      "'rawa', 'rawb', 'rawf']) v, generate_series(0, {}) t, generate_series(0, {}) "
       "i ON CONFLICT DO NOTHING",
       kFarm, maxThreads - 1, keys - 1));
   c.exec(fmt::format(
@@ -52,11 +53,11 @@ void prefillCycleRows(const Ctx& ctx, int maxThreads) {
   c.exec("CHECKPOINT");
 }
 
-// The cycle's variants: 0 the library (through m), 1-5 baselines a-e, each
+// The cycle's variants: 0 the library (through m), 1-6 baselines a-f, each
 // on its own keys of thread t, connected through `conninfo`.
-constexpr int kCycleVariants = 6;
+constexpr int kCycleVariants = 7;
 const char* const kCycleVariantNames[kCycleVariants] = {
-    "dlm", "base_a", "base_b", "base_c", "base_d", "base_e"};
+    "dlm", "base_a", "base_b", "base_c", "base_d", "base_e", "base_f"};
 
 Operation cycleWorker(const Ctx& ctx, int variant, int t,
                       const std::string& conninfo,
@@ -105,6 +106,17 @@ Operation cycleWorker(const Ctx& ctx, int variant, int t,
       return [raw, t, keys, ttl, rng]() mutable {
         const std::string k = cycleId(t, static_cast<int>(rng() % keys));
         if (!raw->acquire(k, ttl)) throw std::runtime_error("d: refused");
+        raw->release(k);
+        return 0;
+      };
+    }
+    case 6: {
+      auto raw = std::make_shared<RawSkeleton>(conninfo, 9100 + t);
+      std::mt19937_64 rng(9300 + t);
+      return [raw, t, keys, ttl, rng]() mutable {
+        const std::string k =
+            key("rawf", cycleId(t, static_cast<int>(rng() % keys)));
+        if (!raw->acquire(k, ttl)) throw std::runtime_error("f: refused");
         raw->release(k);
         return 0;
       };
@@ -181,17 +193,18 @@ void runCycle(const Ctx& ctx) {
     manager->destroy();
     manager.reset();
     const RunStats &lib = runs[0], &a = runs[1], &b = runs[2], &c = runs[3],
-                   &d = runs[4], &e = runs[5];
+                   &d = runs[4], &e = runs[5], &sk = runs[6];
 
     const double ra = lib.opsPerSec() / a.opsPerSec();
     const double rb = lib.opsPerSec() / b.opsPerSec();
     const double rc = lib.opsPerSec() / c.opsPerSec();
     const double rd = lib.opsPerSec() / d.opsPerSec();
     const double re = lib.opsPerSec() / e.opsPerSec();
+    const double rf = lib.opsPerSec() / sk.opsPerSec();
     Result r = fromStats("cycle", config, lib);
-    r.ratio =
-        fmt::format("{:.2f}x a, {:.2f}x b, {:.2f}x c, {:.2f}x d, {:.2f}x e", ra,
-                    rb, rc, rd, re);
+    r.ratio = fmt::format(
+        "{:.2f}x a, {:.2f}x b, {:.2f}x c, {:.2f}x d, {:.2f}x e, {:.2f}x f", ra,
+        rb, rc, rd, re, rf);
     r.extra = fmt::format(
         "tryAcquireLock+releaseLock, DC key, depth 1, hierarchy on; client "
         "CPU {:.0f} us/cycle (a: {:.0f})",
@@ -201,6 +214,7 @@ void runCycle(const Ctx& ctx) {
     r.numbers["ratio_c"] = rc;
     r.numbers["ratio_d"] = rd;
     r.numbers["ratio_e"] = re;
+    r.numbers["ratio_f"] = rf;
     ctx.report.add(r);
     Result ra_ = fromStats("cycle.base_a", config, a);
     ra_.extra =
@@ -222,6 +236,12 @@ void runCycle(const Ctx& ctx) {
     Result re_ = fromStats("cycle.base_e", config, e);
     re_.extra = kShedLockCycleNote;
     ctx.report.add(re_);
+    Result rf_ = fromStats("cycle.base_f", config, sk);
+    rf_.extra =
+        "raw libpq: the protocol's PL/pgSQL skeleton (SECURITY DEFINER, "
+        "pinned search_path): acquire = row lock FOR UPDATE, then UPDATE; "
+        "release = one UPDATE, lazily committed; no checks";
+    ctx.report.add(rf_);
 
     if (threads == 1 || threads == 4) {
       ctx.report.addTarget(
