@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/random_id.h"
 #include "dlm/lock_store_admin.h"
@@ -104,6 +105,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
 // released by token and the key attempted again.
 bool DistributedLockManager::Impl::WaitLoop::registerRequest() {
   for (int round = 0;; ++round) {
+    const std::uint64_t deletedBefore = manager_.resolver().requestsDeleted();
     const std::vector<std::string> cycle = recordRequest();
     if (cycle.empty()) return false;
     if (round < 2 && releasedOwnLeftover(cycle)) {
@@ -112,7 +114,7 @@ bool DistributedLockManager::Impl::WaitLoop::registerRequest() {
       }
       continue;
     }
-    if (round < 2 && removedStaleRequests()) continue;
+    if (round < 2 && removedStaleRequests(deletedBefore)) continue;
     throwDeadlock(cycle);
   }
 }
@@ -123,6 +125,9 @@ DistributedLockManager::Impl::WaitLoop::recordRequest() {
   // waiter's deadline (+1 s) if that comes first.
   const milliseconds maxWait =
       std::clamp(left() + milliseconds(1000), milliseconds(1), kRequestLease);
+  // The registration replaces this owner's row for the key: a background
+  // deletion of the earlier row must not reach the new one.
+  manager_.resolver().settleRequest(lock_.key_.key, owner_, stepDeadline());
   WaitRegistration registered;
   try {
     registered = manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
@@ -166,10 +171,11 @@ bool DistributedLockManager::Impl::WaitLoop::releasedOwnLeftover(
                                       /*related=*/true);
 }
 
-bool DistributedLockManager::Impl::WaitLoop::removedStaleRequests() {
+bool DistributedLockManager::Impl::WaitLoop::removedStaleRequests(
+    std::uint64_t deletedBefore) {
   try {
     const DeadlineScope scope(stepDeadline());
-    return manager_.resolver().removeStaleRequests(owner_);
+    return manager_.resolver().removeStaleRequests(owner_, deletedBefore);
   } catch (const DLMException&) {
     // Kept for the next wait; this one reports the cycle.
     return false;

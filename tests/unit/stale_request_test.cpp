@@ -2,6 +2,7 @@
 // failed, as in a failover) leaves that row until the waiter's deadline
 // + 1 s. The same owner's next wait must not take it for a deadlock: the
 // row holds back a newer waiter, whose holder the owner then waits for.
+// The manager deletes it in the background meanwhile.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,6 +92,37 @@ TEST(StaleRequestRow, OfTheCallersOwnIsNoDeadlockAndIsDeleted) {
   });
   EXPECT_FALSE(hasRequest(*fake, "O", "#a")) << "the stale row is still there";
   EXPECT_EQ(rWaits.get(), ErrorCode::LOCK_UNAVAILABLE);
+}
+
+// Once the store answers again, the row goes without any further wait of
+// its owner.
+TEST(StaleRequestRow, IsDeletedInTheBackground) {
+  auto fake = std::make_shared<FakeStore>();
+  auto store = std::make_shared<FailingUnregister>(fake);
+  LockConfiguration config;
+  config.storeRetries = 0;
+  config.sleepBetweenRetries = 20ms;
+  auto m = DistributedLockManager::builder()
+               .clientId("c")
+               .farmId("f")
+               .store(store)
+               .configuration(config)
+               .build();
+  m->initialize();
+
+  Lock pa = m->getLockInstance("a", LockLevel::DC);
+  asOwner("P", [&] { m->tryAcquireLock(pa); });
+  store->failing = true;
+  Lock oa = m->getLockInstance("a", LockLevel::DC);
+  asOwner("O", [&] {
+    EXPECT_EQ(codeOf([&] { m->acquireLock(oa, 30s, 100ms); }),
+              ErrorCode::LOCK_UNAVAILABLE);
+  });
+  ASSERT_TRUE(hasRequest(*fake, "O", "#a")) << "the row did not stay";
+  store->failing = false;
+  // The fake's clock stands still: the row does not expire meanwhile.
+  EXPECT_TRUE(eventually([&] { return !hasRequest(*fake, "O", "#a"); }))
+      << "the stale row is still there";
 }
 
 }  // namespace
