@@ -80,12 +80,16 @@ void DistributedLockManager::Impl::WaitLoop::run() {
   Waiter waiter(lock_.key_);
   const internal::ReleaseWaitHub::Registration registration(manager_.hub(),
                                                             waiter);
+  // Acquired on the way: no request row was recorded (a cycle was found).
   if (registerRequest()) return;
-  const internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
-                                        lock_.key_.key, owner_, callEnd_,
-                                        manager_.config().operationTimeout);
+  internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
+                                  lock_.key_.key, owner_, callEnd_,
+                                  manager_.config().operationTimeout);
   for (;;) {
-    if (attemptAgain(waiter)) return;
+    if (attemptAgain(waiter)) {
+      requestRow.endedByGrant();
+      return;
+    }
     // A sleep that ran its course: no flood now, so the next wake-up is
     // tried at once again.
     fruitlessWakes_ = woken_ ? fruitlessWakes_ + 1 : 0;
@@ -94,7 +98,10 @@ void DistributedLockManager::Impl::WaitLoop::run() {
     // Checked after the signal's reset: a stopWaiting() after this check
     // leaves the signal set, so the sleep that follows ends at once.
     throwIfStopped();
-    if (sleepUntilWakeOrRetry(waiter)) return;
+    if (sleepUntilWakeOrRetry(waiter)) {
+      requestRow.endedByGrant();
+      return;
+    }
   }
 }
 
