@@ -85,6 +85,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
   internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
                                   lock_.key_.key, owner_, callEnd_,
                                   manager_.config().operationTimeout);
+  requestRowExists_ = true;
   for (;;) {
     if (attemptAgain(waiter)) {
       requestRow.endedByGrant();
@@ -143,10 +144,13 @@ DistributedLockManager::Impl::WaitLoop::recordRequest() {
     });
   } catch (const DLMException&) {
     // The row may have been written before the call failed (a PostgreSQL
-    // registration is two transactions): remembered as stale, so that a
-    // later wait of this owner that meets it removes it instead of
-    // reporting a deadlock with itself.
-    manager_.resolver().addStaleRequest(lock_.key_.key, owner_, maxWait);
+    // registration is two transactions). Once the RequestRow exists it
+    // deletes the row when the wait ends (a failed renewal does not end
+    // it); before, the row is left to the resolver, so that a later wait
+    // of this owner that meets it does not report a deadlock with itself.
+    if (!requestRowExists_) {
+      manager_.resolver().addStaleRequest(lock_.key_.key, owner_, maxWait);
+    }
     throw;
   }
   renewAt_ = manager_.clock().now() + kRequestLease / 2;

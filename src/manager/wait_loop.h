@@ -104,6 +104,9 @@ class DistributedLockManager::Impl::WaitLoop {
   // When the request row is registered again (kRequestLease / 2 after the
   // last registration).
   Clock::TimePoint renewAt_;
+  // Whether run()'s RequestRow, which deletes the row when the wait ends,
+  // exists yet.
+  bool requestRowExists_ = false;
 };
 
 }  // namespace dlm
