@@ -103,8 +103,9 @@ void InDoubtResolver::settleRequest(std::string_view key,
       lock, deadline, [&] { return !deleting_ || !same(*deleting_); });
   if (!ended) {
     throw DLMException(ErrorCode::CONNECTION_ERROR,
-                       "the store has not yet answered the deletion of this "
-                       "owner's earlier request row for the key",
+                       "the store has not yet answered the deletion of the "
+                       "earlier request row of this owner for " +
+                           std::string(key),
                        true);
   }
 }
