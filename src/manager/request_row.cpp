@@ -21,17 +21,25 @@ RequestRow::RequestRow(LockStore& store, InDoubtResolver& resolver,
       operationTimeout_(operationTimeout) {}
 
 RequestRow::~RequestRow() {
+  if (granted_ || !deletedNow()) deleteInBackground();
+}
+
+bool RequestRow::deletedNow() noexcept {
   const Deadline deadline =
       std::min(callEnd_, deadlineAfter(operationTimeout_));
   try {
     if (timeLeft(deadline) > milliseconds::zero()) {
       const DeadlineScope scope(deadline);
       store_.unregisterWait(key_, owner_);
-      return;
+      return true;
     }
   } catch (const DLMException&) {
-    // Left to the resolver below.
+    // Left to the resolver.
   }
+  return false;
+}
+
+void RequestRow::deleteInBackground() noexcept {
   // The row lives until the waiter's deadline + 1 s (maxWait).
   try {
     resolver_.addStaleRequest(

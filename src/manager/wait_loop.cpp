@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/random_id.h"
 #include "dlm/lock_store_admin.h"
@@ -79,12 +80,17 @@ void DistributedLockManager::Impl::WaitLoop::run() {
   Waiter waiter(lock_.key_);
   const internal::ReleaseWaitHub::Registration registration(manager_.hub(),
                                                             waiter);
+  // Acquired on the way: no request row was recorded (a cycle was found).
   if (registerRequest()) return;
-  const internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
-                                        lock_.key_.key, owner_, callEnd_,
-                                        manager_.config().operationTimeout);
+  internal::RequestRow requestRow(manager_.store(), manager_.resolver(),
+                                  lock_.key_.key, owner_, callEnd_,
+                                  manager_.config().operationTimeout);
+  requestRowExists_ = true;
   for (;;) {
-    if (attemptAgain(waiter)) return;
+    if (attemptAgain(waiter)) {
+      requestRow.endedByGrant();
+      return;
+    }
     // A sleep that ran its course: no flood now, so the next wake-up is
     // tried at once again.
     fruitlessWakes_ = woken_ ? fruitlessWakes_ + 1 : 0;
@@ -93,7 +99,10 @@ void DistributedLockManager::Impl::WaitLoop::run() {
     // Checked after the signal's reset: a stopWaiting() after this check
     // leaves the signal set, so the sleep that follows ends at once.
     throwIfStopped();
-    if (sleepUntilWakeOrRetry(waiter)) return;
+    if (sleepUntilWakeOrRetry(waiter)) {
+      requestRow.endedByGrant();
+      return;
+    }
   }
 }
 
@@ -104,6 +113,7 @@ void DistributedLockManager::Impl::WaitLoop::run() {
 // released by token and the key attempted again.
 bool DistributedLockManager::Impl::WaitLoop::registerRequest() {
   for (int round = 0;; ++round) {
+    const std::uint64_t deletedBefore = manager_.resolver().requestsDeleted();
     const std::vector<std::string> cycle = recordRequest();
     if (cycle.empty()) return false;
     if (round < 2 && releasedOwnLeftover(cycle)) {
@@ -112,7 +122,7 @@ bool DistributedLockManager::Impl::WaitLoop::registerRequest() {
       }
       continue;
     }
-    if (round < 2 && removedStaleRequests()) continue;
+    if (round < 2 && removedStaleRequests(deletedBefore)) continue;
     throwDeadlock(cycle);
   }
 }
@@ -123,6 +133,9 @@ DistributedLockManager::Impl::WaitLoop::recordRequest() {
   // waiter's deadline (+1 s) if that comes first.
   const milliseconds maxWait =
       std::clamp(left() + milliseconds(1000), milliseconds(1), kRequestLease);
+  // The registration replaces this owner's row for the key: a background
+  // deletion of the earlier row must not reach the new one.
+  manager_.resolver().settleRequest(lock_.key_.key, owner_, stepDeadline());
   WaitRegistration registered;
   try {
     registered = manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
@@ -131,10 +144,13 @@ DistributedLockManager::Impl::WaitLoop::recordRequest() {
     });
   } catch (const DLMException&) {
     // The row may have been written before the call failed (a PostgreSQL
-    // registration is two transactions): remembered as stale, so that a
-    // later wait of this owner that meets it removes it instead of
-    // reporting a deadlock with itself.
-    manager_.resolver().addStaleRequest(lock_.key_.key, owner_, maxWait);
+    // registration is two transactions). Once the RequestRow exists it
+    // deletes the row when the wait ends (a failed renewal does not end
+    // it); before, the row is left to the resolver, so that a later wait
+    // of this owner that meets it does not report a deadlock with itself.
+    if (!requestRowExists_) {
+      manager_.resolver().addStaleRequest(lock_.key_.key, owner_, maxWait);
+    }
     throw;
   }
   renewAt_ = manager_.clock().now() + kRequestLease / 2;
@@ -166,10 +182,11 @@ bool DistributedLockManager::Impl::WaitLoop::releasedOwnLeftover(
                                       /*related=*/true);
 }
 
-bool DistributedLockManager::Impl::WaitLoop::removedStaleRequests() {
+bool DistributedLockManager::Impl::WaitLoop::removedStaleRequests(
+    std::uint64_t deletedBefore) {
   try {
     const DeadlineScope scope(stepDeadline());
-    return manager_.resolver().removeStaleRequests(owner_);
+    return manager_.resolver().removeStaleRequests(owner_, deletedBefore);
   } catch (const DLMException&) {
     // Kept for the next wait; this one reports the cycle.
     return false;

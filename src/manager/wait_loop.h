@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,10 @@ class DistributedLockManager::Impl::WaitLoop {
   // for a cycle that no leftover of this owner explains.
   bool registerRequest();
   // The store call: the keys of the cycle waiting would close, or none.
-  // Sets when the request's lease is next renewed.
+  // Sets when the request's lease is next renewed. First waits for a
+  // background deletion of this owner's earlier row for the key that is in
+  // progress (InDoubtResolver::settleRequest; CONNECTION_ERROR if it does
+  // not return within the step's deadline).
   std::vector<std::string> recordRequest();
   // Registers the request again (its lease renewed, the wait-for graph
   // walked again); true when an attempt on the way acquired. A store that
@@ -47,8 +51,11 @@ class DistributedLockManager::Impl::WaitLoop {
   bool renewRequest();
   // Releases this owner's leftover that closes `cycle`; true when one was.
   bool releasedOwnLeftover(const std::vector<std::string>& cycle);
-  // Removes request rows this owner left behind; true when there were some.
-  bool removedStaleRequests();
+  // Removes request rows this owner left behind; true when there were some,
+  // or when the resolver deleted request rows in the background since its
+  // count was `deletedBefore` (taken before the registration that met the
+  // cycle).
+  bool removedStaleRequests(std::uint64_t deletedBefore);
   [[noreturn]] void throwDeadlock(const std::vector<std::string>& cycle);
 
   // After a wake or a sleep: records the request again if announcements
@@ -97,6 +104,9 @@ class DistributedLockManager::Impl::WaitLoop {
   // When the request row is registered again (kRequestLease / 2 after the
   // last registration).
   Clock::TimePoint renewAt_;
+  // Whether run()'s RequestRow, which deletes the row when the wait ends,
+  // exists yet.
+  bool requestRowExists_ = false;
 };
 
 }  // namespace dlm

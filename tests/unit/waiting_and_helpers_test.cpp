@@ -2,12 +2,15 @@
 // deadlock detection before any sleep, wake-up, jitter, commitLock, guards.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "dlm/dlm.h"
 #include "dlm/lock_store_wrapper.h"
 #include "support/error_code.h"
+#include "support/eventually.h"
 #include "support/fake_clock.h"
 #include "support/fake_store.h"
 #include "support/joining_thread.h"
@@ -182,6 +185,50 @@ TEST_F(WaitingTest, ARenewalThatCannotReachTheStoreDoesNotEndTheWait) {
   EXPECT_NO_THROW(m->acquireLock(wanted));
   EXPECT_TRUE(wanted.isAcquired());
   EXPECT_GT(store->registrations(), 3);
+}
+
+// UnreachableRenewals that counts unregisterWait calls (made by the
+// waiting thread or the manager's background thread).
+class CountedUnregisters final : public LockStoreWrapper {
+ public:
+  explicit CountedUnregisters(std::shared_ptr<UnreachableRenewals> target)
+      : LockStoreWrapper(target), renewals_(*target) {}
+  void unregisterWait(std::string_view key, std::string_view owner) override {
+    ++unregistrations;
+    LockStoreWrapper::unregisterWait(key, owner);
+  }
+  int registrations() const { return renewals_.registrations(); }
+  std::atomic<int> unregistrations{0};
+
+ private:
+  UnreachableRenewals& renewals_;
+};
+
+// The row is still the wait's own: a failed renewal does not hand it to
+// the background deletion of rows that waits left behind.
+TEST_F(WaitingTest, ARenewalThatCannotReachTheStoreKeepsTheRequestRow) {
+  config_.sleepBetweenRetries = milliseconds(30000);
+  config_.waitForLock = milliseconds(40000);
+  config_.storeRetries = 0;
+  auto store = std::make_shared<CountedUnregisters>(
+      std::make_shared<UnreachableRenewals>(fake_));
+  auto m = manager(true, store);
+  Lock held = m->getLockInstance("x", LockLevel::DC);
+  asOwner("a", [&] { m->tryAcquireLock(held, std::chrono::hours(1)); });
+  Lock wanted = m->getLockInstance("x", LockLevel::DC);
+  bool deletedWhileWaiting = false;
+  bool rowKept = false;
+  clock_->onSleep([&](milliseconds) {
+    if (store->registrations() < 2 || !held.isAcquired()) return;
+    // A renewal failed: give a background deletion the time to come.
+    deletedWhileWaiting = test::eventually(
+        [&] { return store->unregistrations > 0; }, milliseconds(500));
+    rowKept = fake_->requests().size() == 1;
+    asOwner("a", [&] { m->releaseLock(held); });
+  });
+  EXPECT_NO_THROW(m->acquireLock(wanted));
+  EXPECT_FALSE(deletedWhileWaiting);
+  EXPECT_TRUE(rowKept);
 }
 
 // A store whose next registerWait records the row and then fails, as a
