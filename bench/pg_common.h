@@ -64,9 +64,28 @@ inline constexpr const char* kShedLockExtendNote =
     "WHERE name = $1 AND locked_by = $2 AND lock_until > now(); prepared, "
     "autocommit";
 
-// Server time and WAL per operation of each variant (1 thread); lines
-// "<workload>.server". makeOp gets the variant, the measured session's
-// connection string and (variant 0) a manager connected through it.
+// One measured variant of serverSlices: its report line is
+// "<workload>.server" / "<config> threads=1"; `library` variants get a
+// manager connected through the measured session.
+struct ServerVariant {
+  std::string workload;
+  std::string config;
+  std::string what;
+  bool library = false;
+};
+
+// Server time and WAL per operation of each variant (1 thread), the
+// variants taking turns in --rounds rounds, each line the round with its
+// variant's median server time. makeOp gets the variant's index, the
+// measured session's connection string and (library variants) a manager
+// connected through it.
+void serverSlices(
+    const Ctx& ctx, const std::vector<ServerVariant>& variants,
+    const std::function<Operation(int variant, const std::string& conninfo,
+                                  dlm::DistributedLockManager*)>& makeOp);
+
+// The same for variants of one workload named by `names`; variant 0 is
+// the library.
 void serverSlices(
     const Ctx& ctx, const std::string& workload, const std::string& what,
     int variants, const char* const* names,

@@ -136,39 +136,63 @@ Operation cycleWorker(const Ctx& ctx, int variant, int t,
 
 }  // namespace
 
-// Server time and WAL per cycle of every variant, one thread, fresh
-// sessions (pg_stat_statements.track = 'all' where allowed), one variant
-// at a time; extra lines "<workload>.server" in the report.
+void serverSlices(
+    const Ctx& ctx, const std::vector<ServerVariant>& variants,
+    const std::function<Operation(int variant, const std::string& conninfo,
+                                  dlm::DistributedLockManager*)>& makeOp) {
+  const Flags& f = ctx.flags;
+  ServerProbe probe(ctx.admin, ctx.flags.dbName, ctx.conninfo);
+  const int count = static_cast<int>(variants.size());
+  const int rounds = std::max(1, f.rounds);
+  const int ops = std::max(200, static_cast<int>(f.seconds * 250 / rounds));
+  std::vector<std::vector<ServerCost>> costs(count);
+  for (int round = 0; round < rounds; ++round) {
+    for (int v = 0; v < count; ++v) {
+      costs[v].push_back(probe.perOp(ops, [&](int n) {
+        std::unique_ptr<dlm::DistributedLockManager> manager;
+        if (variants[v].library) {
+          manager = makeManager(probe.sessionConninfo(), 1, "lib",
+                                cycleConfiguration(f));
+        }
+        {
+          Operation op = makeOp(v, probe.sessionConninfo(), manager.get());
+          for (int i = 0; i < n; ++i) op();
+        }
+        if (manager) manager->destroy();
+      }));
+    }
+  }
+  for (int v = 0; v < count; ++v) {
+    std::vector<ServerCost>& mine = costs[v];
+    std::sort(mine.begin(), mine.end(),
+              [](const ServerCost& a, const ServerCost& b) {
+                return a.serverUs < b.serverUs;
+              });
+    const ServerCost& cost = mine[mine.size() / 2];
+    Result r;
+    r.workload = variants[v].workload + ".server";
+    r.store = "postgres";
+    r.config = variants[v].config + " threads=1";
+    r.ratio = ServerProbe::summary(cost);
+    r.extra = fmt::format(
+        "{}; median of {} rounds (server {:.1f} to {:.1f} us); {}",
+        variants[v].what, mine.size(), mine.front().serverUs,
+        mine.back().serverUs, ServerProbe::breakdown(cost));
+    ServerProbe::addNumbers(cost, r);
+    ctx.report.add(r);
+  }
+}
+
 void serverSlices(
     const Ctx& ctx, const std::string& workload, const std::string& what,
     int variants, const char* const* names,
     const std::function<Operation(int variant, const std::string& conninfo,
                                   dlm::DistributedLockManager*)>& makeOp) {
-  const Flags& f = ctx.flags;
-  ServerProbe probe(ctx.admin, ctx.flags.dbName, ctx.conninfo);
-  const int ops = std::max(200, static_cast<int>(f.seconds * 250));
+  std::vector<ServerVariant> list;
   for (int v = 0; v < variants; ++v) {
-    const ServerCost cost = probe.perOp(ops, [&](int n) {
-      std::unique_ptr<dlm::DistributedLockManager> manager;
-      if (v == 0) {
-        manager = makeManager(probe.sessionConninfo(), 1, "lib",
-                              cycleConfiguration(f));
-      }
-      {
-        Operation op = makeOp(v, probe.sessionConninfo(), manager.get());
-        for (int i = 0; i < n; ++i) op();
-      }
-      if (manager) manager->destroy();
-    });
-    Result r;
-    r.workload = workload + ".server";
-    r.store = "postgres";
-    r.config = fmt::format("{} threads=1", names[v]);
-    r.ratio = ServerProbe::summary(cost);
-    r.extra = what + "; " + ServerProbe::breakdown(cost);
-    ServerProbe::addNumbers(cost, r);
-    ctx.report.add(r);
+    list.push_back(ServerVariant{workload, names[v], what, v == 0});
   }
+  serverSlices(ctx, list, makeOp);
 }
 
 void runCycle(const Ctx& ctx) {
@@ -261,18 +285,22 @@ void runCycle(const Ctx& ctx) {
           rd >= 1.3);
     }
   }
+  // The cycle's variants and the library's cycle on ids 8 segments deep
+  // (7 ancestors locked FOR KEY SHARE, checked for holds, SHARED holds and
+  // requests), taking turns.
+  std::vector<ServerVariant> variants;
+  for (int v = 0; v < kCycleVariants; ++v) {
+    variants.push_back(ServerVariant{"cycle", kCycleVariantNames[v],
+                                     "per cycle (acquire + release)", v == 0});
+  }
+  variants.push_back(ServerVariant{"cycle.depth8", "dlm depth=8",
+                                   "per cycle (acquire + release), id depth 8",
+                                   true});
   serverSlices(
-      ctx, "cycle", "per cycle (acquire + release)", kCycleVariants,
-      kCycleVariantNames,
-      [&](int v, const std::string& conninfo, dlm::DistributedLockManager* m) {
-        return cycleWorker(ctx, v, 0, conninfo, m);
-      });
-  // The same cycle on ids 8 segments deep (7 ancestors locked FOR SHARE,
-  // checked for holds, shared holds and requests).
-  const char* const depthName[1] = {"dlm depth=8"};
-  serverSlices(
-      ctx, "cycle.depth8", "per cycle (acquire + release), id depth 8", 1,
-      depthName, [&](int, const std::string&, dlm::DistributedLockManager* m) {
+      ctx, variants,
+      [&](int v, const std::string& conninfo,
+          dlm::DistributedLockManager* m) -> Operation {
+        if (v < kCycleVariants) return cycleWorker(ctx, v, 0, conninfo, m);
         int i = 0;
         return [m, i]() mutable -> int {
           dlm::Lock lock = m->getLockInstance(
