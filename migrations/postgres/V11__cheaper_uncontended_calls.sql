@@ -9,7 +9,9 @@
 -- inlined and so were parsed and planned on every call. So:
 -- - dlm_try_acquire: the tenancy and limits check and the owner's digest
 --   come with the first row locks in one statement (it was two, one of
---   them calling three SQL functions, or a PL/pgSQL one for the ancestors):
+--   them calling SQL helpers on expressions, which the planner does not
+--   inline, three times, or a PL/pgSQL one for the ancestors; the helpers
+--   are now called on variables, and inlined):
 --   at depth 1 the key's row, deeper the ancestors' rows, whose holds are
 --   read with their locks (one probe less later). Its conditions filter
 --   the rows before they are locked, so a refused call still locks
@@ -90,29 +92,23 @@ BEGIN
   -- of its id; as many distinct ones as its id has separators, so the set
   -- is exact; rows are locked in key order whatever the order given), and
   -- their status comes with them: an ancestor acquirer updates its row, so
-  -- a locking read sees its newest version. The scope and client expressions are
-  -- dlm_key_scope's and dlm_scope_client's written out (a SQL function
-  -- that is not inlined is parsed and planned again on every call). Any
-  -- other call takes the steps further below, which check, bind or refuse.
-  v_scope := CASE
-               WHEN v_target LIKE 'DC#%#%#%'
-                 THEN substring(v_target FROM '^DC#[^#]*#[^#]*#')
-               WHEN v_target LIKE 'XDC#%#%'
-                 THEN substring(v_target FROM '^XDC#[^#]*#')
-             END;
+  -- a locking read sees its newest version. The SQL helpers are called on
+  -- variables (v_scope, p_owner), so the planner inlines them: called on
+  -- an expression (dlm_scope_client(dlm_key_scope(..)), as before) a SQL
+  -- function is not inlined and is parsed and planned again on every call.
+  -- Any other call takes the steps further below, which check, bind or
+  -- refuse.
+  v_scope := dlm_key_scope(v_target);
   IF v_depth = 1 THEN
     SELECT l.status, l.token, l.expires_at,
-           left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
-             AS owner,
+           dlm_owner_digest(p_owner) AS owner,
            m.max_shared_holders_per_key AS max_shared
       INTO v_row
       FROM dlm_locks l, dlm_limits m, dlm_clients c
      WHERE l.resource = v_target
        AND m.id AND p_ttl_ms <= m.max_ttl_ms AND m.max_keys_per_call >= 1
        AND octet_length(v_target) <= m.max_key_bytes
-       AND c.client_id = split_part(v_scope, '#',
-                                    CASE WHEN starts_with(v_scope, 'DC#')
-                                         THEN 3 ELSE 2 END)
+       AND c.client_id = dlm_scope_client(v_scope)
        AND c.hierarchy = (p_desc_begin IS NOT NULL)
        AND (c.separator IS NULL
             OR (p_desc_begin = v_target || c.separator
@@ -131,15 +127,12 @@ BEGIN
     -- locked, only when it passes).
     SELECT count(*) AS n, bool_or(a.status = 'HELD') AS held,
            max(t.max_shared) AS max_shared,
-           left(encode(sha256(convert_to(p_owner, 'UTF8')), 'hex'), 32)
-             AS owner
+           dlm_owner_digest(p_owner) AS owner
       INTO v_anc
       FROM (SELECT m.max_shared_holders_per_key AS max_shared,
                    c.separator AS sep
               FROM dlm_clients c, dlm_limits m
-             WHERE c.client_id = split_part(v_scope, '#',
-                                            CASE WHEN starts_with(v_scope, 'DC#')
-                                                 THEN 3 ELSE 2 END)
+             WHERE c.client_id = dlm_scope_client(v_scope)
                AND m.id AND p_ttl_ms <= m.max_ttl_ms
                AND v_depth <= m.max_keys_per_call
                AND octet_length(v_target) <= m.max_key_bytes
@@ -184,25 +177,14 @@ BEGIN
                            v_target || chr(ascii(c.separator) + 1) THEN false
                    WHEN v_depth = 1 THEN
                      position(c.separator IN substr(
-                       v_target, length(k.scope) + 1)) = 0
+                       v_target, length(v_scope) + 1)) = 0
                    ELSE p_keys[1:v_depth - 1] = dlm_path_ancestors(
-                          v_target, k.scope, c.separator)
+                          v_target, v_scope, c.separator)
                  END, false) AS fine
       INTO v_client
-      FROM (SELECT CASE
-                     WHEN v_target LIKE 'DC#%#%#%'
-                       THEN substring(v_target FROM '^DC#[^#]*#[^#]*#')
-                     WHEN v_target LIKE 'XDC#%#%'
-                       THEN substring(v_target FROM '^XDC#[^#]*#')
-                     ELSE coalesce(substring(v_target FROM '^[^#]*#'), '')
-                   END AS scope) AS k
+      FROM (SELECT 1) AS one
       LEFT JOIN dlm_limits m ON m.id
-      LEFT JOIN dlm_clients c
-        ON c.client_id = CASE
-             WHEN starts_with(k.scope, 'DC#') THEN split_part(k.scope, '#', 3)
-             WHEN starts_with(k.scope, 'XDC#') THEN split_part(k.scope, '#', 2)
-             ELSE split_part(k.scope, '#', 1)
-           END;
+      LEFT JOIN dlm_clients c ON c.client_id = dlm_scope_client(v_scope);
     IF NOT v_client.fine THEN
       PERFORM dlm_check_limits(v_target, v_depth, p_ttl_ms);
       PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
