@@ -3,7 +3,7 @@
 # missing packages can be installed and the throwaway PostgreSQL cluster can
 # run as its own system user):
 #
-#   scripts/test.sh [--no-sanitizers]
+#   scripts/test.sh [--no-sanitizers] [--busy]
 #
 # 1. installs the build dependencies and the PostgreSQL 15 server if missing;
 # 2. builds everything with warnings as errors (build/ci);
@@ -35,6 +35,9 @@
 # 6. a thread sanitizer build (build/tsan) runs the contention (less the
 #    fairness runs), unit and conformance tests (the ones with threads).
 # --no-sanitizers stops after step 4 (for a quick local run).
+# --busy runs two CPU-bound processes (`sh -c 'while :; do :; done'`, at the
+# script's own priority) beside everything, from start to end: the tests
+# must pass on a machine that is doing other work, as a CI runner often is.
 #
 # ctest runs 4 tests at a time (CTEST_PARALLEL_LEVEL overrides; most tests
 # wait on sleeps and the server, not the CPU; the cluster allows 200
@@ -55,10 +58,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 ctest_jobs=${CTEST_PARALLEL_LEVEL:-4}
 sanitizers=1
+busy=0
 for arg in "$@"; do
   case "$arg" in
     --no-sanitizers) sanitizers=0 ;;
-    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --busy) busy=1 ;;
+    -h | --help) sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -242,8 +247,24 @@ start_ha() {
   echo "pg_auto_failover formation: $DLM_TEST_HA_URL"
 }
 
-trap 'stop_pg' EXIT
+busy_pids=()
+stop_busy() {
+  ((${#busy_pids[@]} > 0)) && kill "${busy_pids[@]}" 2>/dev/null
+  busy_pids=()
+}
+start_busy() {
+  local i
+  for i in 1 2; do
+    sh -c 'while :; do :; done' &
+    busy_pids+=($!)
+  done
+  echo "--busy: two CPU-bound processes beside the tests (pids ${busy_pids[*]})"
+}
+
+trap 'stop_busy; stop_pg' EXIT
 trap 'echo "test.sh: interrupted" >&2; exit 130' INT TERM
+
+((busy)) && start_busy
 
 if ! stage "install missing packages" install_missing "${packages[@]}"; then
   finish
@@ -312,5 +333,7 @@ if ((sanitizers)); then
 fi
 
 stop_pg
+stop_busy
 finish
+((busy)) && echo "(run with --busy: two CPU-bound processes beside it)"
 ((failures == 0))

@@ -120,6 +120,7 @@ ContendResult contend(DistributedLockManager& manager,
 
   while (options.maxAttempts == 0 || result.attempts < options.maxAttempts) {
     if (std::chrono::steady_clock::now() >= options.deadline) break;
+    if (options.stopRequested && options.stopRequested()) break;
     const std::size_t index = pickKey(rng);
     // Drawn every attempt, whatever the mix, so a seed gives the same keys.
     const bool readMode = percent(rng) < options.sharedPercent;
@@ -169,6 +170,11 @@ ContendResult contend(DistributedLockManager& manager,
     }
     if (!hold.released) ++result.failedReleases;
     result.holds.push_back(std::move(hold));
+    if (options.targetHolds > 0 &&
+        static_cast<std::int64_t>(result.holds.size()) == options.targetHolds &&
+        options.onTarget) {
+      options.onTarget();
+    }
     std::this_thread::sleep_for(
         uniform(rng, std::chrono::microseconds(0), options.pauseMax));
   }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -31,6 +32,14 @@ struct ContendOptions {
   std::int64_t maxAttempts = 0;
   std::chrono::steady_clock::time_point deadline =
       std::chrono::steady_clock::time_point::max();
+  // Asked before every attempt when set: true ends the loop (a run that
+  // lasts until its parent has seen enough, not for a fixed time).
+  std::function<bool()> stopRequested;
+  // Called once, right after the loop's `targetHolds`-th hold was released
+  // (0: never). The loop goes on: with stopRequested, a parent can run every
+  // contender until all of them reached their targets.
+  std::int64_t targetHolds = 0;
+  std::function<void()> onTarget;
   // How long each hold lasts: uniform in [holdMin, holdMax].
   std::chrono::microseconds holdMin{0};
   std::chrono::microseconds holdMax{0};

@@ -67,13 +67,15 @@ TEST_P(Events, AWaitIsReportedAtItsStartAndThenAtTheIntervalNamingTheHolder) {
   config.sleepBetweenRetries = 1s;  // longer: the reports must not wait
   auto m = observedManager(events, config);
   Lock wanted = m->getLockInstance("busy", LockLevel::DC);
-  EXPECT_EQ(codeOf([&] { m->acquireLock(wanted, 30s, 1000ms); }),
+  // A wait of ten intervals: reports at 0, 300, ..., 2700 ms. A busy machine
+  // wakes the waiter late and fits fewer; never more (none comes before its
+  // interval is up), and at least three however slow the machine.
+  EXPECT_EQ(codeOf([&] { m->acquireLock(wanted, 30s, 3000ms); }),
             ErrorCode::LOCK_UNAVAILABLE);
 
   const auto waiting = events->of(LockEventKind::WAITING);
-  // At 0, 300, 600 and 900 ms; a slow machine may fit one fewer.
   ASSERT_GE(waiting.size(), 3U);
-  EXPECT_LE(waiting.size(), 5U);
+  EXPECT_LE(waiting.size(), 11U);
   for (std::size_t i = 0; i < waiting.size(); ++i) {
     SCOPED_TRACE(i);
     const LockEvent& e = waiting[i];
@@ -86,6 +88,8 @@ TEST_P(Events, AWaitIsReportedAtItsStartAndThenAtTheIntervalNamingTheHolder) {
     EXPECT_FALSE(e.blocker->host.empty());
     EXPECT_TRUE(e.blocker->since.has_value());
     if (i > 0) {
+      // At the interval, never more often (the event's time is read a
+      // moment after the one the next report is timed from).
       EXPECT_GE(e.at - waiting[i - 1].at, 250ms) << "reported too often";
       EXPECT_GT(e.waited, waiting[i - 1].waited);
     }
@@ -98,7 +102,7 @@ TEST_P(Events, AWaitIsReportedAtItsStartAndThenAtTheIntervalNamingTheHolder) {
   EXPECT_EQ(metrics.timeouts, 1U);
   EXPECT_GE(metrics.refusals, 2U);
   EXPECT_EQ(metrics.waitLatency.count, 1U);
-  EXPECT_GE(metrics.waitLatency.sumSeconds, 0.9);
+  EXPECT_GE(metrics.waitLatency.sumSeconds, 2.9);
   EXPECT_EQ(metrics.acquisitions, 0U);
 }
 

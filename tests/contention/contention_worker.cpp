@@ -5,13 +5,21 @@
 //   dlm_contention_worker --url URL [--schema S] --worker N --threads T
 //       --attempts A --seconds S --start-at-ns NS --out FILE
 //       [--scenario mixed|readers|fairness] [--writer KEY]... [--key KEY]
+//       [--target-holds H --reached-file R --stop-file F]
 //
 // mixed (default): T threads on scenarioKeys(), A attempts each.
 // readers: T reader threads on readerKeys(), plus one writer thread per
-//   --writer KEY, until the window ends (A is ignored).
+//   --writer KEY, until the run ends (A is ignored).
 // fairness: T threads looping on --key with fairnessOptions() until the
-//   window ends (A is ignored).
+//   run ends (A is ignored).
+// A run ends after S seconds, or earlier once F exists. With H, the worker
+// creates R once every one of its threads has had H holds, and goes on: the
+// parent makes F when every worker has made its R, so the run lasts until
+// there is enough to judge, however slow the machine is.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -35,7 +43,15 @@ struct Plan {
   std::int64_t attempts = 1;
   std::vector<std::string> writers;  // readers: one writer thread per key
   std::string key;                   // fairness: the key of every thread
+  std::int64_t targetHolds = 0;      // per thread; 0: no target
+  std::string reachedFile;           // made once every thread reached it
+  std::string stopFile;              // its existence ends the run
 };
+
+// Creates `path` (empty): a signal to the parent process.
+void touch(const std::string& path) {
+  std::ofstream(path).flush();
+}
 
 // Thread `t`'s loop under `plan`.
 dlm::oracle::ContendOptions optionsFor(
@@ -74,12 +90,25 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
       plan.threads +
       static_cast<int>(plan.scenario == "readers" ? plan.writers.size() : 0);
   std::vector<ContendResult> results(static_cast<std::size_t>(threads));
+  std::atomic<int> reached{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
+      auto options = optionsFor(plan, t, deadline);
+      if (!plan.stopFile.empty()) {
+        options.stopRequested = [&plan] {
+          return access(plan.stopFile.c_str(), F_OK) == 0;
+        };
+      }
+      if (plan.targetHolds > 0) {
+        options.targetHolds = plan.targetHolds;
+        options.onTarget = [&] {
+          if (++reached == threads) touch(plan.reachedFile);
+        };
+      }
       std::this_thread::sleep_until(startAt);
       results[static_cast<std::size_t>(t)] =
-          dlm::oracle::contend(*manager, optionsFor(plan, t, deadline));
+          dlm::oracle::contend(*manager, options);
     });
   }
   for (auto& th : pool) th.join();
@@ -125,10 +154,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 3600.0));
   app.add_option("--start-at-ns", startAtNs)->required();
   app.add_option("--out", out)->required();
+  app.add_option("--target-holds", plan.targetHolds)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
+  app.add_option("--reached-file", plan.reachedFile);
+  app.add_option("--stop-file", plan.stopFile);
   // A bad command line from the test: no result file to write.
   CLI11_PARSE(app, argc, argv);
   if (plan.scenario == "fairness" && plan.key.empty()) {
     std::fprintf(stderr, "dlm_contention_worker: fairness needs --key\n");
+    return 2;
+  }
+  if (plan.targetHolds > 0 && plan.reachedFile.empty()) {
+    std::fprintf(stderr, "dlm_contention_worker: --target-holds needs "
+                         "--reached-file\n");
     return 2;
   }
   if (plan.threads + static_cast<int>(plan.writers.size()) > 99) {

@@ -23,21 +23,22 @@ double FairnessRun::minShare() const {
 }
 
 FairnessRun runFairness(const std::string& url, const std::string& schema,
-                        double seconds, const std::string& dir) {
+                        RunUntil until, const std::string& dir) {
   std::vector<std::vector<std::string>> perWorker;
   for (const std::string& key : fairnessKeys()) {
     perWorker.push_back({"--scenario", "fairness", "--key", key, "--threads",
                          "1", "--attempts", "1"});
   }
   const ProcessRun processes =
-      runWorkerProcesses(url, schema, perWorker, seconds, dir);
+      runWorkerProcesses(url, schema, perWorker, until, dir);
   FairnessRun run;
   run.problems = processes.problems;
+  run.reachedTargets = processes.reachedTargets;
   std::vector<oracle::Hold> all;
   for (const auto& result : processes.results) {
     std::int64_t inside = 0;
     for (const oracle::Hold& h : result.holds) {
-      if (h.startNs < processes.deadlineNs) ++inside;
+      if (h.startNs < processes.stopNs) ++inside;
     }
     run.holds.push_back(inside);
     run.total += inside;

@@ -8,16 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "contention/worker_processes.h"
 #include "hold_log.h"
 
 namespace dlm::test::contention {
 
 struct FairnessRun {
-  // Per process (the order of fairnessKeys()): holds that began inside the
-  // run's window. A waiter that was stuck when the window closed gets the
-  // lock once the others stop; that hold proves nothing and is not counted.
+  // Per process (the order of fairnessKeys()): holds that began before the
+  // run was told to stop. A waiter that was stuck then gets the lock once
+  // the others stop; that hold proves nothing and is not counted.
   std::vector<std::int64_t> holds;
   std::int64_t total = 0;
+  // Every process reached the run's target of holds (RunUntil).
+  bool reachedTargets = false;
   // The whole log checked: no two holds overlapped, tokens grew.
   oracle::HoldReport report;
   // Worker failures (spawn, exit status, errors).
@@ -29,10 +32,11 @@ struct FairnessRun {
   double minShare() const;
 };
 
-// One run of `seconds` on the database `url` / `schema`; `dir` takes the
+// One run on the database `url` / `schema`, as long as `until` says (a
+// target of holds per process, or a fixed time with none); `dir` takes the
 // workers' result files.
 FairnessRun runFairness(const std::string& url, const std::string& schema,
-                        double seconds, const std::string& dir);
+                        RunUntil until, const std::string& dir);
 
 // "p 34.1% (1021)  p.c 32.9% (985)  p.c.d 33.0% (990)  min 32.9%  total
 // 2996": one line, easy to paste.

@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
       for (int r = 1; r <= runs; ++r) {
         dlm::oracle::TempDir dir("dlm-fairness");
         const FairnessRun run = runFairness(env->url(), env->postgresSchema(),
-                                            seconds, dir.path().string());
+                                            RunUntil{0, seconds},
+                                            dir.path().string());
         std::printf("%s run %2d: %s\n", store.c_str(), r,
                     describeShares(run).c_str());
         for (const auto& p : run.problems) {

@@ -4,10 +4,13 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
+#include <unistd.h>
 
 #include "hold_log.h"
 
@@ -40,26 +43,31 @@ int waitForExit(pid_t pid) {
 
 ProcessRun runWorkerProcesses(
     const std::string& url, const std::string& schema,
-    const std::vector<std::vector<std::string>>& perWorker, double seconds,
+    const std::vector<std::vector<std::string>>& perWorker, RunUntil until,
     const std::string& dir) {
   ProcessRun run;
+  const std::string stopFile = fmt::format("{}/stop", dir);
   // A common start, late enough for every worker to start and connect.
   run.startAtNs =
       oracle::steadyNowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::milliseconds(1500))
                                .count();
-  run.deadlineNs = run.startAtNs + static_cast<std::int64_t>(seconds * 1e9);
+  const std::int64_t deadlineNs =
+      run.startAtNs + static_cast<std::int64_t>(until.maxSeconds * 1e9);
   std::vector<pid_t> pids;
-  std::vector<std::string> outs;
+  std::vector<std::string> outs, reachedFiles;
   for (std::size_t w = 0; w < perWorker.size(); ++w) {
     outs.push_back(fmt::format("{}/worker-{}", dir, w + 1));
+    reachedFiles.push_back(outs.back() + ".reached");
     std::vector<std::string> args{"dlm_contention_worker",
                                   "--url",
                                   url,
                                   "--worker",
                                   std::to_string(w + 1),
                                   "--seconds",
-                                  fmt::format("{}", seconds),
+                                  fmt::format("{}", until.maxSeconds),
+                                  "--stop-file",
+                                  stopFile,
                                   "--start-at-ns",
                                   std::to_string(run.startAtNs),
                                   "--out",
@@ -68,10 +76,32 @@ ProcessRun runWorkerProcesses(
       args.push_back("--schema");
       args.push_back(schema);
     }
+    if (until.targetHolds > 0) {
+      args.insert(args.end(), {"--target-holds",
+                               std::to_string(until.targetHolds),
+                               "--reached-file", reachedFiles.back()});
+    }
     args.insert(args.end(), perWorker[w].begin(), perWorker[w].end());
     std::string problem;
     pids.push_back(spawnProcess(DLM_CONTENTION_WORKER, args, &problem));
     if (pids.back() <= 0) run.problems.push_back(problem);
+  }
+  run.stopNs = deadlineNs;
+  if (until.targetHolds > 0) {
+    // Until every worker says its threads reached the target, or the
+    // deadline; then every worker is told to stop at once.
+    for (;;) {
+      bool all = true;
+      for (const auto& f : reachedFiles) all = all && access(f.c_str(), F_OK) == 0;
+      if (all) {
+        run.reachedTargets = true;
+        break;
+      }
+      if (oracle::steadyNowNs() >= deadlineNs) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    run.stopNs = std::min(run.stopNs, oracle::steadyNowNs());
+    std::ofstream(stopFile).flush();
   }
   for (std::size_t w = 0; w < perWorker.size(); ++w) {
     oracle::ContendResult result;

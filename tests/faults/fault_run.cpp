@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -28,6 +29,7 @@ double toMs(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
 WorkerFleet::WorkerFleet(FleetOptions options)
     : options_(std::move(options)), dir_("dlm-faults") {
   startAtNs_ = oracle::steadyNowNs() + toNs(options_.startDelay);
+  stopFile_ = dir_.file("stop");
   for (int w = 0; w < options_.workers; ++w) {
     outs_.push_back(dir_.file("worker-" + std::to_string(w)));
     std::vector<std::string> args{
@@ -47,7 +49,9 @@ WorkerFleet::WorkerFleet(FleetOptions options)
         "--op-timeout-ms",
         std::to_string(options_.operationTimeout.count()),
         "--out",
-        outs_.back()};
+        outs_.back(),
+        "--stop-file",
+        stopFile_};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -73,13 +77,22 @@ WorkerFleet::~WorkerFleet() {
   }
 }
 
+void WorkerFleet::stop() {
+  if (stoppedAtNs_ != 0) return;
+  stoppedAtNs_ = oracle::steadyNowNs();
+  std::ofstream(stopFile_).flush();
+}
+
 std::int64_t WorkerFleet::endAtNs() const {
-  return startAtNs_ + toNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::duration<double>(options_.seconds)));
+  const std::int64_t latest =
+      startAtNs_ + toNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::duration<double>(options_.seconds)));
+  return stoppedAtNs_ != 0 ? std::min(stoppedAtNs_, latest) : latest;
 }
 
 std::vector<WorkerLog> WorkerFleet::collect(std::vector<std::string>& problems,
                                             std::chrono::seconds grace) {
+  stop();
   const std::int64_t killAt = endAtNs() + toNs(grace);
   std::vector<WorkerLog> logs;
   for (std::size_t w = 0; w < pids_.size(); ++w) {
@@ -118,14 +131,36 @@ std::vector<WorkerLog> WorkerFleet::collect(std::vector<std::string>& problems,
   return logs;
 }
 
+std::int64_t waitForStoreAcquisitions(
+    const std::function<std::unique_ptr<pqxx::connection>()>& connect,
+    const std::string& schema, std::int64_t atLeast,
+    std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  std::unique_ptr<pqxx::connection> admin;
+  std::int64_t seen = -1;
+  for (;;) {
+    try {
+      if (!admin) admin = connect();
+      seen = storeAcquisitions(*admin, schema);
+      if (seen >= atLeast) return seen;
+    } catch (const std::exception&) {
+      admin.reset();  // the server is restarting or failing over: again
+    }
+    if (std::chrono::steady_clock::now() >= until) return seen;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 RunFigures summarise(const std::vector<WorkerLog>& logs,
-                     std::chrono::milliseconds operationTimeout) {
+                     std::chrono::milliseconds operationTimeout,
+                     std::chrono::milliseconds schedulingSlack) {
   static const std::set<std::string> kAllowed = {
       "OK", "FALSE_AFTER_TTL", "LOCK_UNAVAILABLE", "CONNECTION_ERROR",
       "RETRIES_EXHAUSTED",
       // Not an error code; expectSafeAndBounded checks it on its own.
       "FALSE"};
-  const double opMs = static_cast<double>(operationTimeout.count());
+  const double opMs = static_cast<double>(operationTimeout.count() +
+                                          schedulingSlack.count());
   RunFigures f;
   f.byKind["try"].boundMs = opMs + 1000;
   f.byKind["release"].boundMs = opMs + 1000;

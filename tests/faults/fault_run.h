@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -23,7 +25,10 @@ struct FleetOptions {
   std::string schema;  // PostgreSQL schema of dlm's tables
   int workers = 4;
   int threadsPerWorker = 2;
-  double seconds = 8;  // how long each worker contends
+  // The longest a run may last: the test ends it with stop() once it has
+  // seen enough (a number of acquisitions after the fault), so this only
+  // ends a run that never gets there.
+  double seconds = 90;
   // Workers start together this long after start(): time to connect.
   std::chrono::milliseconds startDelay{1500};
   std::chrono::milliseconds operationTimeout{2000};
@@ -40,9 +45,13 @@ class WorkerFleet {
 
   // The instant (steady_clock ns) at which the workers start contending.
   std::int64_t startAtNs() const { return startAtNs_; }
+  // Tells every worker to finish its current call and end (their calls
+  // made until then are the run); idempotent.
+  void stop();
+  // When stop() was called, or the latest end of the run without it.
   std::int64_t endAtNs() const;
-  // Waits for every worker (killing those still running `grace` after the
-  // end of the run) and returns their logs; problems (a worker that failed
+  // Stops the run (stop()), waits for every worker (killing those still
+  // running `grace` after that) and returns their logs; problems (a worker that failed
   // or left no log) are added to `problems`.
   std::vector<WorkerLog> collect(
       std::vector<std::string>& problems,
@@ -52,6 +61,8 @@ class WorkerFleet {
   FleetOptions options_;
   oracle::TempDir dir_;
   std::int64_t startAtNs_ = 0;
+  std::int64_t stoppedAtNs_ = 0;
+  std::string stopFile_;
   std::vector<pid_t> pids_;
   std::vector<std::string> outs_;
 };
@@ -90,10 +101,21 @@ struct RunFigures {
 std::int64_t storeAcquisitions(pqxx::connection& admin,
                                const std::string& schema);
 
+// Polls the store's acquisitions of the workers' keys (storeAcquisitions)
+// until there are at least `atLeast`, or `limit` has passed; reconnects with
+// `connect` after an error (the server may be restarting). The count last
+// read, -1 when none could be.
+std::int64_t waitForStoreAcquisitions(
+    const std::function<std::unique_ptr<pqxx::connection>()>& connect,
+    const std::string& schema, std::int64_t atLeast,
+    std::chrono::milliseconds limit);
+
 // Bounds: tryAcquireLock and releaseLock operationTimeout + 1 s, acquireLock
-// its timeout + operationTimeout + 1 s.
+// its timeout + operationTimeout + 1 s; each plus `schedulingSlack` (what
+// this machine adds when it is busy: support/scheduling_lag.h).
 RunFigures summarise(const std::vector<WorkerLog>& logs,
-                     std::chrono::milliseconds operationTimeout);
+                     std::chrono::milliseconds operationTimeout,
+                     std::chrono::milliseconds schedulingSlack);
 
 // The end (steady ns) of the first successful acquire that ended after
 // `afterNs`; nullopt when there was none.
@@ -107,7 +129,8 @@ std::string figuresText(const RunFigures& figures);
 // The checks every contention-under-faults test makes: no overlap, fencing
 // tokens strictly increasing, only the allowed error codes, no release
 // answered false inside its TTL, every call within its bound, and enough
-// holds to prove something.
+// holds to prove something (the test runs the fleet until the store has
+// counted that many: a count, not a rate).
 void expectSafeAndBounded(const RunFigures& figures, std::int64_t minHolds);
 
 }  // namespace dlm::test::faults

@@ -5,6 +5,12 @@
 //
 //   dlm_fault_worker --url URL --schema S --worker N --threads T
 //       --seconds S --start-at-ns NS --op-timeout-ms MS --out FILE
+//       [--stop-file F]
+//
+// It contends for S seconds, or until F exists: the test ends the run once
+// it has seen what it needs, however slow the machine.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -56,10 +62,20 @@ std::string logged(WorkerLog& log, const char* kind, Fn&& fn) {
   return record.outcome;
 }
 
-// One thread's loop until `deadline`. A failed release is repeated (the lock
-// is still held, the API says so) until it answers or the run ends.
+// Whether the run is over: its deadline passed or the stop file exists.
+struct RunEnd {
+  std::chrono::steady_clock::time_point deadline;
+  std::string stopFile;
+  bool reached() const {
+    return std::chrono::steady_clock::now() >= deadline ||
+           (!stopFile.empty() && access(stopFile.c_str(), F_OK) == 0);
+  }
+};
+
+// One thread's loop until the run ends. A failed release is repeated (the
+// lock is still held, the API says so) until it answers or the run ends.
 WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
-                  std::chrono::steady_clock::time_point deadline) {
+                  const RunEnd& end) {
   namespace fs = dlm::test::faults;
   WorkerLog log;
   std::mt19937_64 rng(0x9E3779B97F4A7C15ull *
@@ -76,7 +92,7 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
   std::uniform_int_distribution<int> percent(0, 99);
   std::uniform_int_distribution<int> holdUs(0, 2000);
 
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (!end.reached()) {
     dlm::Lock& lock = locks[pickKey(rng)];
     const bool useTry = percent(rng) < 50;
     const std::int64_t callStart = dlm::oracle::steadyNowNs();
@@ -110,7 +126,7 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
       released =
           logged(log, "release", [&] { return manager.releaseLock(lock); });
       if (released == "OK" || released == "FALSE") break;
-      if (std::chrono::steady_clock::now() >= deadline) break;
+      if (end.reached()) break;
       std::this_thread::sleep_for(milliseconds(20));
     }
     hold.released = released == "OK";
@@ -135,7 +151,7 @@ WorkerLog contend(dlm::DistributedLockManager& manager, int worker,
 
 WorkerLog run(const std::string& url, const std::string& schema, int worker,
               int threads, double seconds, std::int64_t startAtNs,
-              milliseconds operationTimeout) {
+              milliseconds operationTimeout, const std::string& stopFile) {
   auto manager = dlm::DistributedLockManager::builder()
                      .clientId(dlm::test::contention::kClient)
                      .farmId(dlm::test::contention::kFarm)
@@ -146,14 +162,14 @@ WorkerLog run(const std::string& url, const std::string& schema, int worker,
   manager->initialize();
   const auto window = dlm::test::contention::runWindow(startAtNs, seconds);
   const auto startAt = window.startAt;
-  const auto deadline = window.deadline;
+  const RunEnd end{window.deadline, stopFile};
   std::vector<WorkerLog> logs(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       std::this_thread::sleep_until(startAt);
       logs[static_cast<std::size_t>(t)] =
-          contend(*manager, worker * 100 + t, deadline);
+          contend(*manager, worker * 100 + t, end);
     });
   }
   for (auto& th : pool) th.join();
@@ -172,7 +188,7 @@ WorkerLog run(const std::string& url, const std::string& schema, int worker,
 
 int main(int argc, char** argv) {
   CLI::App app{"one fault-test worker process"};
-  std::string url, schema, out;
+  std::string url, schema, out, stopFile;
   int worker = 0, threads = 1;
   double seconds = 1;
   std::int64_t startAtNs = 0, opTimeoutMs = 1;
@@ -188,12 +204,13 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{3'600'000}));
   app.add_option("--out", out)->required();
+  app.add_option("--stop-file", stopFile);
   // A bad command line from the test: no log to write.
   CLI11_PARSE(app, argc, argv);
   WorkerLog log;
   try {
     log = run(url, schema, worker, threads, seconds, startAtNs,
-              milliseconds(opTimeoutMs));
+              milliseconds(opTimeoutMs), stopFile);
   } catch (const std::exception& e) {
     // initialize() failed, or the loop threw: the test reports it.
     log.fatal = e.what();
