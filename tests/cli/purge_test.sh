@@ -42,9 +42,17 @@ fi
 demo=$!
 purged=0
 runs=0
+busy=0
 while kill -0 "$demo" 2>/dev/null; do
-  out=$("$dlmctl" "${db[@]}" purge --idle-for 1ms --batch 5 2>"$dir/purge.err") ||
-    fail "purge failed during the demo: $out $(cat "$dir/purge.err")"
+  if ! out=$("$dlmctl" "${db[@]}" purge --idle-for 1ms --batch 5 2>"$dir/purge.err"); then
+    # Four demo workers keep SQLite's write lock busy; on a loaded machine a
+    # purge may not get it within its 5 s budget: a transient failure, as
+    # documented (RETRIES_EXHAUSTED), tried again. Any other is a failure.
+    grep -q '\[RETRIES_EXHAUSTED\]' "$dir/purge.err" ||
+      fail "purge failed during the demo: $out $(cat "$dir/purge.err")"
+    busy=$((busy + 1))
+    continue
+  fi
   n=$(sed -n 's/^purged \([0-9]*\) row.*/\1/p' <<<"$out")
   [ -n "$n" ] || fail "purge printed: $out"
   purged=$((purged + n))
@@ -65,7 +73,7 @@ grep -q "$want" "$dir/demo.out" || fail "demo's database line: $(grep database "
 grep -q "^fencing tokens strictly increasing in hold order: yes$" "$dir/demo.out" ||
   fail "demo output: $(cat "$dir/demo.out")"
 ((purged > 0)) || fail "$runs purges during the demo deleted nothing"
-echo "purge during the demo: $runs purges deleted $purged rows; demo: 0 overlaps, fencing tokens increasing"
+echo "purge during the demo: $runs purges deleted $purged rows ($busy more found the database busy); demo: 0 overlaps, fencing tokens increasing"
 
 # After the run: the demo's keys are idle; their highest token, purged,
 # re-acquired: the next token is above it.

@@ -62,7 +62,7 @@ constexpr std::int64_t kMinReaderHolds = 100;
 // The fairness ctest: 3 runs, each until every process had kFairnessHolds
 // holds (dlm_fairness does the full 10 runs of 5 s).
 constexpr int kFairnessRuns = 3;
-constexpr std::int64_t kFairnessHolds = 40;
+constexpr std::int64_t kFairnessHolds = 150;
 constexpr double kFairnessMaxSeconds = 30;
 constexpr double kFairShare = 0.2;
 // Fewer acquisitions than this and the run proved nothing.

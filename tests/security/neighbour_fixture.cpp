@@ -21,8 +21,12 @@ Neighbours::~Neighbours() {
 }
 
 std::shared_ptr<PostgresStore> Neighbours::storeAs(const std::string& login) {
-  auto store = std::make_shared<PostgresStore>(
-      schema_.options(fmt::format("user={}", login)));
+  PostgresStoreOptions options = schema_.options(fmt::format("user={}", login));
+  // These tests judge what the server allows, not how fast it answers: a
+  // generous budget, so that a busy machine cannot turn an answer into a
+  // timeout (support/test_stores.h, kTestStoreBudget).
+  options.operationTimeout = kTestStoreBudget;
+  auto store = std::make_shared<PostgresStore>(options);
   store->initialize(false);
   return store;
 }

@@ -88,7 +88,9 @@ class SqliteEnvironment final : public StoreEnvironment {
 
   std::string name() const override { return "sqlite"; }
   std::shared_ptr<LockStore> newStore() override {
-    auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{path_});
+    SqliteStoreOptions options{path_};
+    options.busyTimeout = kTestStoreBudget;
+    auto store = std::make_shared<SqliteStore>(options);
     store->initialize(/*applyMigrations=*/true);
     return store;
   }
@@ -244,10 +246,13 @@ class PostgresEnvironment final : public StoreEnvironment {
 
   PostgresStoreOptions storeOptions(const std::string& user) const {
     const std::string direct = fmt::format("user={}", user);
-    if (!pooled_) return schema_.options(direct);
-    PostgresStoreOptions o = schema_.options(pgbouncerConninfo(user));
-    o.poolerSafe = true;
-    o.listenConnection = direct;
+    PostgresStoreOptions o = schema_.options(direct);
+    if (pooled_) {
+      o = schema_.options(pgbouncerConninfo(user));
+      o.poolerSafe = true;
+      o.listenConnection = direct;
+    }
+    o.operationTimeout = kTestStoreBudget;
     return o;
   }
 

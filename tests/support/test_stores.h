@@ -4,6 +4,7 @@
 // the privileges the schema grants). Destroying the environment removes it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,15 @@ class AppSession {
   virtual void rollback() = 0;
 };
 
+// The budget of the environments' stores when no deadline is set (the
+// PostgreSQL store's operationTimeout, the SQLite store's busyTimeout): tests
+// of behaviour (who may hold what, which answer comes back) must not fail
+// because a busy machine answered in six seconds instead of one. A manager's
+// own operationTimeout (LockConfiguration, 5 s by default) still bounds
+// every call made through it, and the tests of time bounds set theirs.
+inline constexpr std::chrono::milliseconds kTestStoreBudget{
+    std::chrono::seconds(30)};
+
 class StoreEnvironment {
  public:
   virtual ~StoreEnvironment() = default;
@@ -34,7 +44,7 @@ class StoreEnvironment {
   // "sqlite" or "postgres".
   virtual std::string name() const = 0;
   // A new store object on this environment's database (as another process
-  // would have), initialized.
+  // would have), initialized; its budget is kTestStoreBudget.
   virtual std::shared_ptr<LockStore> newStore() = 0;
   // A new store object on an EMPTY database of the same kind (no dlm schema),
   // not initialized. For SCHEMA_MISMATCH tests.
