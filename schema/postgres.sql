@@ -216,7 +216,9 @@ CREATE TABLE dlm_clients (
     separator text COLLATE pg_catalog."C",
     hierarchy boolean,
     CONSTRAINT dlm_clients_check CHECK ((hierarchy OR (separator IS NULL))),
-    CONSTRAINT dlm_clients_separator_check CHECK ((length(separator) = 1))
+    CONSTRAINT dlm_clients_client_id_shape_check CHECK (((client_id <> ''::text) AND (POSITION(('#'::text) IN (client_id)) = 0))),
+    CONSTRAINT dlm_clients_separator_check CHECK ((length(separator) = 1)),
+    CONSTRAINT dlm_clients_separator_shape_check CHECK (((separator <> '#'::text) AND ((ascii(separator) >= 33) AND (ascii(separator) <= 126))))
 );
 
 COMMENT ON TABLE dlm_clients IS 'dlm: which role may use each client id (key namespace), and the hierarchy setting recorded at its first use.';
@@ -468,12 +470,12 @@ $$;
 
 COMMENT ON FUNCTION dlm_check_limits(p_key text, p_keys integer, p_ttl_ms bigint) IS 'dlm (internal): refuses a call over the limits of dlm_limits (22023, naming the limit).';
 
--- dlm_check_path (internal): the tenancy check of an acquire or a wait for
--- p_key, and its hierarchy checked against the client's recorded setting
--- (recorded by this call when there is none yet): the ancestors and
--- descendant range the caller sent must be the ones the server computes.
--- 22023 otherwise, saying which setting is recorded. The key's length is
--- dlm_check_limits' (V8).
+-- dlm_check_path (internal): tenancy and recorded hierarchy of an acquire
+-- or a wait: the key's client (dlm_client_for: its shape, the login's
+-- membership, a first use), the call's descendant range and ancestors
+-- those of the key's path under the separator the client uses, which is
+-- printable ASCII other than '#'; a client's first call records its
+-- setting.
 CREATE FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -492,7 +494,11 @@ BEGIN
     v_sep := substr(p_desc_begin, length(p_key) + 1);
     IF NOT starts_with(p_desc_begin, p_key) OR length(v_sep) <> 1
        OR p_desc_end IS DISTINCT FROM p_key || chr(ascii(v_sep) + 1) THEN
-      RAISE EXCEPTION 'dlm: the descendant range sent for "%" is not one of its path', p_key
+      RAISE EXCEPTION 'dlm: the descendant range sent for "%" is not one of its path', dlm_shown_key(p_key)
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_sep = '#' OR ascii(v_sep) NOT BETWEEN 33 AND 126 THEN
+      RAISE EXCEPTION 'dlm: the hierarchy separator must be printable ASCII other than ''#''; "%" sent one of code %', dlm_shown_key(p_key), ascii(v_sep)
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
   END IF;
@@ -524,7 +530,7 @@ BEGIN
     v_expect := '{}';
   END IF;
   IF coalesce(p_ancestors, '{}') IS DISTINCT FROM v_expect THEN
-    RAISE EXCEPTION 'dlm: the ancestors sent for "%" are not those of its path', p_key
+    RAISE EXCEPTION 'dlm: the ancestors sent for "%" are not those of its path', dlm_shown_key(p_key)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
 END
@@ -533,10 +539,11 @@ $$;
 COMMENT ON FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (internal): tenancy and recorded hierarchy of an acquire or a wait.';
 
 -- dlm_client_for (internal): the binding of p_key's client, checked: the
--- login must be a member of its role (42501 otherwise, naming both). An
--- unbound client is bound to the login when p_bind (acquire, wait), else
--- answered as a row with a NULL client_id (release, extend, unregister:
--- only holds and requests made before V7 can be under an unbound client).
+-- key must be one of the two shapes (22023 otherwise), the login a member
+-- of the client's role (42501 otherwise, naming both). An unbound client is
+-- bound to the login when p_bind (acquire, wait), else answered as a row
+-- with a NULL client_id (release, extend, unregister: only holds and
+-- requests made before V7 can be under an unbound client).
 CREATE FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, OUT separator text, OUT hierarchy boolean) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -548,6 +555,11 @@ DECLARE
   v_lock_timeout text;
 BEGIN
   v_client := dlm_scope_client(dlm_key_scope(p_key));
+  IF v_client IS NULL THEN
+    RAISE EXCEPTION 'dlm: "%" is not a lock key', dlm_shown_key(coalesce(p_key, ''))
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'A key is DC#<farm>#<client>#<id> or XDC#<client>#<id>, none of farm, client and id empty, and farm and client without ''#''.';
+  END IF;
   SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
   IF NOT FOUND THEN
     IF NOT p_bind THEN
@@ -941,15 +953,21 @@ $$;
 COMMENT ON FUNCTION dlm_is_admin() IS 'dlm (internal): whether the login is a member of the admin role.';
 
 -- dlm_key_scope (internal): the part of a key before its lock id:
--- 'DC#<farm>#<client>#', 'XDC#<client>#', else the text up to and with the
--- first '#', else ''.
+-- 'DC#<farm>#<client>#' or 'XDC#<client>#', with farm, client and id
+-- non-empty; NULL for any other text. A plain SQL expression without a
+-- pinned search_path, so that the planner inlines it where it is called on
+-- a variable (V11).
 CREATE FUNCTION dlm_key_scope(p_key text) RETURNS text
     LANGUAGE sql IMMUTABLE
     AS $$
   SELECT CASE
-           WHEN p_key LIKE 'DC#%#%#%' THEN substring(p_key FROM '^DC#[^#]*#[^#]*#')
-           WHEN p_key LIKE 'XDC#%#%' THEN substring(p_key FROM '^XDC#[^#]*#')
-           ELSE coalesce(substring(p_key FROM '^[^#]*#'), '')
+           WHEN p_key LIKE 'DC#%#%#_%'
+                AND split_part(p_key, '#', 2) <> ''
+                AND split_part(p_key, '#', 3) <> ''
+             THEN 'DC#' || split_part(p_key, '#', 2) || '#'
+                  || split_part(p_key, '#', 3) || '#'
+           WHEN p_key LIKE 'XDC#%#_%' AND split_part(p_key, '#', 2) <> ''
+             THEN 'XDC#' || split_part(p_key, '#', 2) || '#'
          END
 $$;
 
@@ -1554,8 +1572,10 @@ COMMENT ON FUNCTION dlm_shown_key(p_key text) IS 'dlm (internal): a key shortene
 -- of their holder is waited for (the caller's lock_timeout), and so is an
 -- extend in progress. Then, in fresh statements, the first one
 -- that is live again (extended meanwhile) is returned and nothing changes;
--- otherwise they are taken over and NULL is returned. Runs as its caller
--- (the schema owner).
+-- otherwise they are taken over and NULL is returned. V12: only rows in
+-- the attempt's own client scope (that of its descendant range, else of
+-- its first ancestor) are locked or taken over, whatever the ranges say.
+-- Runs as its caller (the schema owner).
 CREATE FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean) RETURNS text
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1564,27 +1584,35 @@ DECLARE
   v_rows    integer;
   v_found   integer := 0;
   v_blocker text;
+  v_scope   text;
 BEGIN
+  v_scope := dlm_key_scope(coalesce(p_desc_begin, p_ancestors[1]));
+  IF v_scope IS NULL THEN
+    RETURN NULL;  -- no path: nothing of another key is in its way
+  END IF;
   -- One index probe per key condition (see dlm_try_acquire).
   PERFORM 1 FROM dlm_locks l
     WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD'
+      AND starts_with(l.resource, v_scope)
     ORDER BY l.resource FOR NO KEY UPDATE OF l;
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   v_found := v_found + v_rows;
   PERFORM 1 FROM dlm_locks l
     WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
-      AND l.status = 'HELD'
+      AND l.status = 'HELD' AND starts_with(l.resource, v_scope)
     ORDER BY l.resource FOR NO KEY UPDATE OF l;
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   v_found := v_found + v_rows;
   IF NOT p_shared THEN
     PERFORM 1 FROM dlm_shared_holds s
       WHERE s.resource = ANY (p_ancestors)
+        AND starts_with(s.resource, v_scope)
       ORDER BY s.resource, s.token FOR UPDATE OF s;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found + v_rows;
     PERFORM 1 FROM dlm_shared_holds s
       WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+        AND starts_with(s.resource, v_scope)
       ORDER BY s.resource, s.token FOR UPDATE OF s;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found + v_rows;
@@ -1595,23 +1623,25 @@ BEGIN
 
   -- Live again? (Rows are locked now: nothing changes them until we end.)
   SELECT l.resource INTO v_blocker FROM dlm_locks l
-    WHERE l.resource = ANY (p_ancestors)
+    WHERE l.resource = ANY (p_ancestors) AND starts_with(l.resource, v_scope)
       AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
     ORDER BY l.resource LIMIT 1;
   IF v_blocker IS NULL THEN
     SELECT l.resource INTO v_blocker FROM dlm_locks l
       WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
+        AND starts_with(l.resource, v_scope)
         AND l.status = 'HELD' AND l.expires_at > clock_timestamp()
       ORDER BY l.resource LIMIT 1;
   END IF;
   IF v_blocker IS NULL AND NOT p_shared THEN
     SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
-      WHERE s.resource = ANY (p_ancestors)
+      WHERE s.resource = ANY (p_ancestors) AND starts_with(s.resource, v_scope)
         AND s.expires_at > clock_timestamp()
       ORDER BY s.resource LIMIT 1;
     IF v_blocker IS NULL THEN
       SELECT s.resource INTO v_blocker FROM dlm_shared_holds s
         WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+          AND starts_with(s.resource, v_scope)
           AND s.expires_at > clock_timestamp()
         ORDER BY s.resource LIMIT 1;
     END IF;
@@ -1625,16 +1655,19 @@ BEGIN
   UPDATE dlm_locks l
      SET status = 'FREE', token = NULL,
          expires_at = least(l.expires_at, clock_timestamp())
-   WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD';
+   WHERE l.resource = ANY (p_ancestors) AND l.status = 'HELD'
+     AND starts_with(l.resource, v_scope);
   UPDATE dlm_locks l
      SET status = 'FREE', token = NULL,
          expires_at = least(l.expires_at, clock_timestamp())
    WHERE l.resource >= p_desc_begin AND l.resource < p_desc_end
-     AND l.status = 'HELD';
+     AND l.status = 'HELD' AND starts_with(l.resource, v_scope);
   IF NOT p_shared THEN
-    DELETE FROM dlm_shared_holds s WHERE s.resource = ANY (p_ancestors);
     DELETE FROM dlm_shared_holds s
-     WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end;
+     WHERE s.resource = ANY (p_ancestors) AND starts_with(s.resource, v_scope);
+    DELETE FROM dlm_shared_holds s
+     WHERE s.resource >= p_desc_begin AND s.resource < p_desc_end
+       AND starts_with(s.resource, v_scope);
   END IF;
   RETURN NULL;
 END
@@ -2421,4 +2454,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (8, 'limits and acquisition time', 4),
          (9, 'guarded writes', 4),
          (10, 'first use waited for, no deadlock through a cycle of one', 4),
-         (11, 'a cheaper uncontended acquire, release and extend', 4);
+         (11, 'a cheaper uncontended acquire, release and extend', 4),
+         (12, 'every key in one non-empty client scope', 4);
