@@ -96,7 +96,7 @@ TEST_P(Inspection, ListWaitersForgetsAWaitThatTimedOut) {
 TEST_P(Inspection, ListWaitersMatchesPrefixesAsBytesInKeyThenAgeOrder) {
   auto store = env().newStore();
   // '%' and '_' are LIKE wildcards; here they must match only themselves.
-  const std::string p = client() + "#";
+  const std::string p = "XDC#" + client() + "#";
   const std::vector<std::string> keys = {p + "ab", p + "a%", p + "a_c",
                                          p + "b"};
   for (const auto& k : keys) {

@@ -166,8 +166,10 @@ TEST_P(Waiting, ARequestOfACrashedWaiterIsIgnoredAfterItsDeadline) {
   ASSERT_TRUE(r.deadlockCycle.empty());
   asOwner("a", [&] {
     Lock wantY = m->getLockInstance("y", LockLevel::DC);
+    // Told before any sleep: a timeout that a slow first attempt cannot use
+    // up (with 50 ms a busy machine ended the wait before it registered).
     EXPECT_EQ(codeOf([&] {
-                m->acquireLock(wantY, milliseconds(1000), milliseconds(50));
+                m->acquireLock(wantY, milliseconds(1000), milliseconds(5000));
               }),
               ErrorCode::DEADLOCK_DETECTED)
         << "the live request closes the cycle";

@@ -114,12 +114,12 @@ TEST(BoundedTime, SilentServerFailsTransientlyByTheCallersDeadline) {
   const auto start = Clock::now();
   const DLMException e = errorOf([&] {
     DeadlineScope scope(deadlineAfter(300ms));
-    acquire(store, pathKey("t#", "silent"), "t1");
+    acquire(store, pathKey("XDC#t#", "silent"), "t1");
   });
   const auto took = Clock::now() - start;
   EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
   EXPECT_TRUE(e.transient());
-  EXPECT_TRUE(contains(e.what(), "t#silent")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "XDC#t#silent")) << e.what();
   EXPECT_GE(took, 290ms);
   EXPECT_LT(took, 800ms);
 }
@@ -226,7 +226,7 @@ TEST(BoundedTime, StalledBackendFailsByTheDeadlineAndTheNextCallRecovers) {
   // The stalled connection was closed, not pooled: the next call opens a
   // new one.
   DeadlineScope scope(deadlineAfter(5s));
-  EXPECT_TRUE(acquire(store, pathKey("t#", "after.stall"), "t1").acquired);
+  EXPECT_TRUE(acquire(store, pathKey("XDC#t#", "after.stall"), "t1").acquired);
 }
 
 // The parent process of `pid` (from /proc), 0 when unknown.
@@ -289,7 +289,7 @@ TEST(BoundedTime, StoppedServerFailsEveryCallByItsDeadlineAndRecovers) {
       const auto start = Clock::now();
       const DLMException e = errorOf([&] {
         DeadlineScope scope(deadlineAfter(300ms));
-        acquire(store, pathKey("t#", "stopped"), "t1");
+        acquire(store, pathKey("XDC#t#", "stopped"), "t1");
       });
       const auto took = Clock::now() - start;
       EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
@@ -298,7 +298,7 @@ TEST(BoundedTime, StoppedServerFailsEveryCallByItsDeadlineAndRecovers) {
     }
   }
   DeadlineScope scope(deadlineAfter(5s));
-  EXPECT_TRUE(acquire(store, pathKey("t#", "resumed"), "t1").acquired);
+  EXPECT_TRUE(acquire(store, pathKey("XDC#t#", "resumed"), "t1").acquired);
 }
 
 // ---------------------------------------- another session's row lock
@@ -307,7 +307,7 @@ TEST(BoundedTime, RowLockHeldElsewhereIsNotAcquiredAfterRowLockWait) {
   MigratedSchema schema;
   PostgresStore store(schema.options());  // rowLockWait 50 ms by default
   store.initialize(false);
-  const StoreKey key = pathKey("t#", "row.locked");
+  const StoreKey key = pathKey("XDC#t#", "row.locked");
   ASSERT_TRUE(acquire(store, key, "t1").acquired);
   ASSERT_TRUE(store.release(key, "t1", dlm::LockMode::EXCLUSIVE));
   auto other = adminConnection();
@@ -376,7 +376,7 @@ TEST(Recovery, FirstCallAfterTerminatingEveryDlmBackendSucceeds) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
-        const StoreKey k = pathKey("t#", fmt::format("r{}.t{}", round, t));
+        const StoreKey k = pathKey("XDC#t#", fmt::format("r{}.t{}", round, t));
         EXPECT_TRUE(acquire(store, k, "tok").acquired);
         EXPECT_TRUE(store.release(k, "tok", dlm::LockMode::EXCLUSIVE));
       });
@@ -395,7 +395,7 @@ TEST(Recovery, FirstCallAfterTerminatingEveryDlmBackendSucceeds) {
           .empty();
     }));
     // The very next call succeeds, every time.
-    const StoreKey k = pathKey("t#", fmt::format("after.{}", round));
+    const StoreKey k = pathKey("XDC#t#", fmt::format("after.{}", round));
     const auto start = Clock::now();
     EXPECT_TRUE(acquire(store, k, "first").acquired) << "round " << round;
     EXPECT_LT(Clock::now() - start, 2s);
@@ -432,7 +432,7 @@ TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
-        const StoreKey k = pathKey("t#", fmt::format("{}.t{}", mode, t));
+        const StoreKey k = pathKey("XDC#t#", fmt::format("{}.t{}", mode, t));
         EXPECT_TRUE(acquire(store, k, "tok").acquired);
         EXPECT_TRUE(store.release(k, "tok", dlm::LockMode::EXCLUSIVE));
       });
@@ -451,7 +451,7 @@ TEST(Recovery, FirstCallAfterAServerRestartSucceedsAndListenersAreWoken) {
           }
         },
         30s, 100ms));
-    const StoreKey k = pathKey("t#", fmt::format("after.{}", mode));
+    const StoreKey k = pathKey("XDC#t#", fmt::format("after.{}", mode));
     EXPECT_TRUE(acquire(store, k, "first").acquired) << mode;
     // The LISTEN connection is back and says releases went unheard.
     EXPECT_TRUE(listener.waitForMissed(++missed, 15s)) << mode;

@@ -58,7 +58,7 @@ class ReleaseWithinTest : public ::testing::Test {
 };
 
 TEST_F(ReleaseWithinTest, CommitOfTheApplicationTransactionFreesTheLock) {
-  const StoreKey key = pathKey("rw#", "orders.o1");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o1");
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   {
     pqxx::work tx(*app_conn_);
@@ -82,7 +82,7 @@ TEST_F(ReleaseWithinTest, CommitOfTheApplicationTransactionFreesTheLock) {
 }
 
 TEST_F(ReleaseWithinTest, RollbackOfTheApplicationTransactionKeepsTheLockHeld) {
-  const StoreKey key = pathKey("rw#", "orders.o2");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o2");
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   {
     pqxx::work tx(*app_conn_);
@@ -102,7 +102,7 @@ TEST_F(ReleaseWithinTest, RollbackOfTheApplicationTransactionKeepsTheLockHeld) {
 
 TEST_F(ReleaseWithinTest,
        TakenOverLockIsLockNotHeldAndTheApplicationWorkDoesNotCommit) {
-  const StoreKey key = pathKey("rw#", "orders.o3");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o3");
   const AcquireResult first =
       acquireAs(*store_, key, "owner-a", "tok-1", 200ms);
   ASSERT_TRUE(first.acquired);
@@ -137,7 +137,7 @@ TEST_F(ReleaseWithinTest,
 }
 
 TEST_F(ReleaseWithinTest, ReleasedOrForceReleasedLockIsLockNotHeld) {
-  const StoreKey key = pathKey("rw#", "orders.o4");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o4");
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   ASSERT_TRUE(stores_.newAdminStore()->forceRelease(key.key));
   pqxx::work tx(*app_conn_);
@@ -146,7 +146,7 @@ TEST_F(ReleaseWithinTest, ReleasedOrForceReleasedLockIsLockNotHeld) {
 }
 
 TEST_F(ReleaseWithinTest, ExpiredButUntakenLockIsStillReleasedWithin) {
-  const StoreKey key = pathKey("rw#", "orders.o5");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o5");
   const AcquireResult first =
       acquireAs(*store_, key, "owner-a", "tok-1", 100ms);
   ASSERT_TRUE(first.acquired);
@@ -162,7 +162,7 @@ TEST_F(ReleaseWithinTest, ExpiredButUntakenLockIsStillReleasedWithin) {
 class NotAPostgresTransaction final : public AppTransaction {};
 
 TEST_F(ReleaseWithinTest, OtherAdaptersAndAutocommitAreInvalid) {
-  const StoreKey key = pathKey("rw#", "orders.o6");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o6");
   ASSERT_TRUE(acquireAs(*store_, key, "owner-a", "tok-1").acquired);
   NotAPostgresTransaction other;
   EXPECT_EQ(codeOf([&] {
@@ -188,7 +188,7 @@ TEST_F(ReleaseWithinTest, StoreWithoutASchemaFindsTheFunctionOnItsSearchPath) {
       fmt::format("options='-c search_path={}'", stores_.schema().name()));
   PostgresStore store(options);
   store.initialize(false);
-  const StoreKey key = pathKey("rw#", "orders.o7");
+  const StoreKey key = pathKey("XDC#rw#", "orders.o7");
   ASSERT_TRUE(acquireAs(store, key, "owner-a", "tok-1").acquired);
   pqxx::work tx(*app_conn_);
   commitLockTx(store, tx, key, "tok-1");

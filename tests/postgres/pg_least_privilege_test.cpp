@@ -104,8 +104,8 @@ class LeastPrivilegeTest : public ::testing::Test {
 TEST_F(LeastPrivilegeTest, AppRoleCanUseEveryLibraryOperation) {
   const std::string who = "app (dlm_client)";
   PostgresStore& s = *app_;
-  const StoreKey key = pathKey("lp#", "jobs.nightly.import");
-  const StoreKey root = pathKey("lp#", "jobs");
+  const StoreKey key = pathKey("XDC#lp#", "jobs.nightly.import");
+  const StoreKey root = pathKey("XDC#lp#", "jobs");
   auto check = [&](const std::string& op, bool ok) {
     logCheck(who, op, ok ? "allowed" : "denied");
     EXPECT_TRUE(ok) << op;
@@ -122,10 +122,10 @@ TEST_F(LeastPrivilegeTest, AppRoleCanUseEveryLibraryOperation) {
         s.extend(key.key, "tok-a", 20s, dlm::LockMode::EXCLUSIVE).has_value());
   const auto record = s.describe(key.key);
   check("describe (dlm_describe)", record && record->held);
-  check("listHeld (dlm_list_held)", s.listHeld("lp#").size() == 1);
+  check("listHeld (dlm_list_held)", s.listHeld("XDC#lp#").size() == 1);
   check("registerWait (dlm_register_wait)",
         s.registerWait({root, "owner-b", 10s}).deadlockCycle.empty());
-  check("listWaiters (dlm_list_waiters)", s.listWaiters("lp#").size() == 1);
+  check("listWaiters (dlm_list_waiters)", s.listWaiters("XDC#lp#").size() == 1);
   check("unregisterWait (dlm_unregister_wait)",
         tryStore([&] { s.unregisterWait(root.key, "owner-b"); }) == "allowed");
   check("release (dlm_release)",
@@ -198,7 +198,7 @@ TEST_F(LeastPrivilegeTest, AppRoleCannotTouchTablesRunDdlOrAdminFunctions) {
   for (const auto& [op, result] :
        std::vector<std::pair<std::string, std::string>>{
            {"store.forceRelease()",
-            tryStore([&] { store.forceRelease("lp#x"); })},
+            tryStore([&] { store.forceRelease("XDC#lp#x"); })},
            {"store.purgeIdle()",
             tryStore([&] { store.purgeIdle(0ms, 10, false); })}}) {
     logCheck(who, op, result.substr(0, 60));
@@ -210,7 +210,7 @@ TEST_F(LeastPrivilegeTest, AppRoleCannotTouchTablesRunDdlOrAdminFunctions) {
 
 TEST_F(LeastPrivilegeTest, NoListingShowsAnotherHoldersToken) {
   const std::string secret = "tok-secret-4f1c9a";
-  const StoreKey key = pathKey("lp#", "orders.o1");
+  const StoreKey key = pathKey("XDC#lp#", "orders.o1");
   ASSERT_TRUE(acquireAs(*app_, key, "owner-a", secret).acquired);
   // Another login of the same service (a member of the login that bound
   // client "lp" at its first use): it may see the holds, never a token.
@@ -218,7 +218,7 @@ TEST_F(LeastPrivilegeTest, NoListingShowsAnotherHoldersToken) {
   execSql(stores_.admin(), fmt::format("GRANT {} TO {}",
                                        stores_.admin().quote_name(stores_.role()),
                                        stores_.admin().quote_name(attacker_.name())));
-  ASSERT_TRUE(app_->registerWait({pathKey("lp#", "orders"), "owner-w", 10s})
+  ASSERT_TRUE(app_->registerWait({pathKey("XDC#lp#", "orders"), "owner-w", 10s})
                   .deadlockCycle.empty());
   auto conn = attackerConnection();
   const std::string s = conn->quote_name(stores_.schema().name());
@@ -255,7 +255,7 @@ TEST_F(LeastPrivilegeTest, NoListingShowsAnotherHoldersToken) {
 
 TEST_F(LeastPrivilegeTest, AdminRoleCanForceReleaseAndPurge) {
   const std::string who = "admin (dlm_admin)";
-  const StoreKey key = pathKey("lp#", "forced");
+  const StoreKey key = pathKey("XDC#lp#", "forced");
   ASSERT_TRUE(acquireAs(*app_, key, "owner-a", "tok-a").acquired);
   const bool forced = admin_->forceRelease(key.key);
   logCheck(who, "store.forceRelease() (dlm_force_release)",
@@ -297,7 +297,7 @@ class PurgeTest : public LeastPrivilegeTest {
 };
 
 TEST_F(PurgeTest, SkipsRowsAnotherTransactionHasLocked) {
-  const StoreKey key = pathKey("pl#", "busy");
+  const StoreKey key = pathKey("XDC#pl#", "busy");
   cycle(key, 2);
   std::this_thread::sleep_for(60ms);
   auto other = adminConnection();
@@ -413,7 +413,7 @@ TEST(PostgresCompatibility, ANewerSchemaIsAcceptedWhileItServesThisLibrary) {
                               " WHERE version = " + future);
   auto store = stores.newStore();  // initialize(false) inside
   EXPECT_EQ(store->schemaState().compatibleFrom, latest);
-  EXPECT_TRUE(acquireAs(*store, pathKey("v4#", "x"), "o", "t").acquired);
+  EXPECT_TRUE(acquireAs(*store, pathKey("XDC#v4#", "x"), "o", "t").acquired);
   // With the opt-in too: nothing to apply to a newer schema.
   EXPECT_NO_THROW(store->initialize(true));
 }
@@ -472,7 +472,7 @@ TEST(PostgresCompatibility, RoleNamesComeFromPgoptionsAndAreRecorded) {
   {
     PostgresStore store(schema.options("user=" + login));
     store.initialize(false);
-    EXPECT_TRUE(acquireAs(store, pathKey("rn#", "x"), "o", "t").acquired);
+    EXPECT_TRUE(acquireAs(store, pathKey("XDC#rn#", "x"), "o", "t").acquired);
     store.close();
   }
   execSql(conn, "DROP SCHEMA " + conn.quote_name(schema.name()) + " CASCADE");

@@ -30,7 +30,7 @@ using Keys = std::vector<std::string>;
 class ReleaseNotifyTest : public ::testing::Test {
  protected:
   ReleaseNotifyTest()
-      : scope_(uniqueName("n") + "#"),
+      : scope_("XDC#" + uniqueName("n") + "#"),
         app_(uniqueName("dlm_listen")),
         store_(stores_.newStore("application_name=" + app_)),
         other_(stores_.newStore()) {}

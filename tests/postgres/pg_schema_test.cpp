@@ -337,7 +337,7 @@ class PrivateDatabase {
       o.connection = "dbname=" + name_;
       o.poolSize = 1;
       PostgresStore store(o);
-      const StoreKey warm{"W#warm", {}, "", ""};
+      const StoreKey warm{"XDC#W#warm", {}, "", ""};
       const Holder holder{"h", 1};
       store.now();
       store.tryAcquire({warm, "o", "warm-token", 10s, holder});
@@ -360,9 +360,9 @@ void acquireMany(LockStore& store, int n, bool release,
   const Holder holder{"h", 1};
   for (int i = 0; i < n; ++i) {
     StoreKey key;
-    key.key = fmt::format("R#{}{}.x.y", tag, i);
-    key.ancestors = {fmt::format("R#{}{}", tag, i),
-                     fmt::format("R#{}{}.x", tag, i)};
+    key.key = fmt::format("XDC#R#{}{}.x.y", tag, i);
+    key.ancestors = {fmt::format("XDC#R#{}{}", tag, i),
+                     fmt::format("XDC#R#{}{}.x", tag, i)};
     key.descendantsBegin = key.key + ".";
     key.descendantsEnd = key.key + "/";
     const std::string token = fmt::format("tok-{}", i);

@@ -83,10 +83,10 @@ TEST(PostgresErrors, ConnectingToAClosedPortIsATransientConnectionError) {
   EXPECT_EQ(e.code(), ErrorCode::CONNECTION_ERROR) << e.what();
   EXPECT_TRUE(e.transient());
   const DLMException e2 =
-      errorOf([&] { acquire(store, pathKey("t#", "x"), "t1"); });
+      errorOf([&] { acquire(store, pathKey("XDC#t#", "x"), "t1"); });
   EXPECT_EQ(e2.code(), ErrorCode::CONNECTION_ERROR) << e2.what();
   EXPECT_TRUE(e2.transient());
-  EXPECT_TRUE(contains(e2.what(), "t#x"))
+  EXPECT_TRUE(contains(e2.what(), "XDC#t#x"))
       << "the message names the lock: " << e2.what();
 }
 
@@ -132,10 +132,10 @@ TEST(PostgresErrors, CallsOnASchemaWithoutTheFunctionsAreSchemaMismatch) {
   FreshSchema schema;
   PostgresStore store(schema.options());  // not initialized on purpose
   const DLMException e =
-      errorOf([&] { acquire(store, pathKey("t#", "x"), "t1"); });
+      errorOf([&] { acquire(store, pathKey("XDC#t#", "x"), "t1"); });
   EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
   EXPECT_TRUE(contains(e.what(), "V1__create_lock_tables.sql")) << e.what();
-  const DLMException e2 = errorOf([&] { store.describe("t#x"); });
+  const DLMException e2 = errorOf([&] { store.describe("XDC#t#x"); });
   EXPECT_EQ(e2.code(), ErrorCode::SCHEMA_MISMATCH) << e2.what();
 }
 
@@ -166,7 +166,7 @@ TEST(PostgresErrors, ArgumentsAFunctionRefusesAreInvalidWithTheSqlState) {
   store.initialize(false);
   // dlm_acquire rejects a non-positive TTL (the manager validates first).
   const DLMException e =
-      errorOf([&] { acquire(store, pathKey("t#", "x"), "t1", 0ms); });
+      errorOf([&] { acquire(store, pathKey("XDC#t#", "x"), "t1", 0ms); });
   EXPECT_EQ(e.code(), ErrorCode::INVALID_ARGUMENT) << e.what();
   EXPECT_FALSE(e.transient());
   EXPECT_TRUE(contains(e.what(), "SQLSTATE 22023")) << e.what();
@@ -179,7 +179,7 @@ TEST(PostgresErrors, RowLockTimeoutIsNotAcquiredForTryAcquireElseTransient) {
   options.rowLockWait = 100ms;
   PostgresStore store(options);
   store.initialize(false);
-  const StoreKey key = pathKey("t#", "busy");
+  const StoreKey key = pathKey("XDC#t#", "busy");
   ASSERT_TRUE(acquire(store, key, "t1").acquired);
   // Another session sits on the row lock in an open transaction.
   auto other = adminConnection();
@@ -236,18 +236,18 @@ TEST(PostgresPrivileges, ClientRoleCanUseEveryStoreOperation) {
   {
     PostgresStore store(schema.options(fmt::format("user={}", role.name())));
     store.initialize(false);
-    const StoreKey key = pathKey("P#", "jobs.nightly.import");
+    const StoreKey key = pathKey("XDC#P#", "jobs.nightly.import");
     const AcquireResult a = acquire(store, key, "tok-1");
     ASSERT_TRUE(a.acquired);
     EXPECT_EQ(a.fencingToken, 1);
-    const StoreKey root = pathKey("P#", "jobs");
+    const StoreKey root = pathKey("XDC#P#", "jobs");
     EXPECT_FALSE(acquire(store, root, "tok-2").acquired);
     EXPECT_TRUE(store.extend(key.key, "tok-1", 20s, dlm::LockMode::EXCLUSIVE)
                     .has_value());
     const auto record = store.describe(key.key);
     ASSERT_TRUE(record.has_value());
     EXPECT_TRUE(record->held);
-    EXPECT_EQ(store.listHeld("P#").size(), 1u);
+    EXPECT_EQ(store.listHeld("XDC#P#").size(), 1u);
     EXPECT_TRUE(store.release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
     EXPECT_TRUE(acquire(store, root, "tok-3").acquired);
     // Force-release is the admin role's (migration V3).
@@ -288,7 +288,7 @@ TEST(PostgresPool, TerminatedBackendIsReplacedAndTheNextCallWorks) {
   // The pooled connection is dead: the store notices, opens a new one and
   // the call succeeds.
   EXPECT_GT(store.now().time_since_epoch().count(), 0);
-  const AcquireResult a = acquire(store, pathKey("t#", "after.break"), "t1");
+  const AcquireResult a = acquire(store, pathKey("XDC#t#", "after.break"), "t1");
   EXPECT_TRUE(a.acquired);
   const auto after = backendsOf(schema.admin(), app);
   ASSERT_EQ(after.size(), 1u);
@@ -398,7 +398,7 @@ TEST(PostgresPool, NeverOpensMoreThanPoolSizeUnderLoad) {
   for (int t = 0; t < 8; ++t) {
     workers.emplace_back([&, t] {
       for (int i = 0; i < 30; ++i) {
-        const StoreKey key = pathKey("t#", fmt::format("w{}.k{}", t, i % 3));
+        const StoreKey key = pathKey("XDC#t#", fmt::format("w{}.k{}", t, i % 3));
         const std::string token = fmt::format("tok-{}-{}", t, i);
         if (acquire(store, key, token).acquired) {
           ++acquired;
@@ -427,7 +427,7 @@ TEST(PostgresPool, CloseDropsTheConnectionsAndLaterCallsAreInternalErrors) {
   const DLMException e = errorOf([&] { store.now(); });
   EXPECT_EQ(e.code(), ErrorCode::INTERNAL_ERROR) << e.what();
   EXPECT_TRUE(contains(e.what(), "store closed")) << e.what();
-  EXPECT_EQ(errorOf([&] { acquire(store, pathKey("t#", "x"), "t"); }).code(),
+  EXPECT_EQ(errorOf([&] { acquire(store, pathKey("XDC#t#", "x"), "t"); }).code(),
             ErrorCode::INTERNAL_ERROR);
   EXPECT_EQ(errorOf([&] { store.initialize(false); }).code(),
             ErrorCode::INTERNAL_ERROR);
@@ -446,7 +446,7 @@ class PostgresStoreTest : public ::testing::Test {
 
 TEST_F(PostgresStoreTest,
        RetryWithTheHoldingTokenAnswersAcquiredWithTheSameValues) {
-  const StoreKey key = pathKey("t#", "a.b");
+  const StoreKey key = pathKey("XDC#t#", "a.b");
   const AcquireResult first = acquire(store_, key, "tok-1");
   ASSERT_TRUE(first.acquired);
   const AcquireResult retry = acquire(store_, key, "tok-1");
@@ -460,7 +460,7 @@ TEST_F(PostgresStoreTest,
 }
 
 TEST_F(PostgresStoreTest, ReleaseIsRepeatableByItsTokenOnly) {
-  const StoreKey key = pathKey("t#", "r");
+  const StoreKey key = pathKey("XDC#t#", "r");
   ASSERT_TRUE(acquire(store_, key, "tok-1").acquired);
   EXPECT_FALSE(store_.release(key, "tok-other", dlm::LockMode::EXCLUSIVE));
   EXPECT_TRUE(store_.release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
@@ -470,16 +470,16 @@ TEST_F(PostgresStoreTest, ReleaseIsRepeatableByItsTokenOnly) {
   ASSERT_TRUE(second.acquired);
   EXPECT_EQ(second.fencingToken, 2);
   EXPECT_FALSE(store_.release(key, "tok-1", dlm::LockMode::EXCLUSIVE));
-  EXPECT_FALSE(store_.release(StoreKey{"t#never", {}, {}, {}}, "tok-1",
+  EXPECT_FALSE(store_.release(StoreKey{"XDC#t#never", {}, {}, {}}, "tok-1",
                               dlm::LockMode::EXCLUSIVE));
 }
 
 TEST_F(PostgresStoreTest,
        AncestorRowsCreatedForIntentionLocksAreNotDescribedAsLocked) {
-  const StoreKey key = pathKey("t#", "a.b.c");
+  const StoreKey key = pathKey("XDC#t#", "a.b.c");
   ASSERT_TRUE(acquire(store_, key, "tok-1", 5s, "owner-x").acquired);
-  EXPECT_FALSE(store_.describe("t#a").has_value());
-  EXPECT_FALSE(store_.describe("t#a.b").has_value());
+  EXPECT_FALSE(store_.describe("XDC#t#a").has_value());
+  EXPECT_FALSE(store_.describe("XDC#t#a.b").has_value());
   const auto r = store_.describe(key.key);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->key, key.key);
@@ -499,64 +499,64 @@ TEST_F(PostgresStoreTest,
       "holder_ip IS NOT DISTINCT FROM inet_client_addr() "
       "FROM dlm_locks ORDER BY resource");
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0][0].as<std::string>(), "t#a");
+  EXPECT_EQ(rows[0][0].as<std::string>(), "XDC#t#a");
   EXPECT_EQ(rows[0][2].as<std::int64_t>(), 0);
-  EXPECT_EQ(rows[2][1].as<std::int64_t>(), internal::crc32("t#a.b.c"));
+  EXPECT_EQ(rows[2][1].as<std::int64_t>(), internal::crc32("XDC#t#a.b.c"));
   EXPECT_TRUE(rows[2][3].as<bool>()) << "holder_ip is the client address";
 }
 
 TEST_F(PostgresStoreTest, ListHeldMatchesPrefixesByBytesInKeyOrder) {
   for (const char* id : {"a", "ab", "b", "é1", "é2", "a~"}) {
     ASSERT_TRUE(
-        acquire(store_, pathKey("L#", id), std::string("tok-") + id).acquired)
+        acquire(store_, pathKey("XDC#L#", id), std::string("tok-") + id).acquired)
         << id;
   }
-  ASSERT_FALSE(acquire(store_, pathKey("L#", "a.b"), "tok-a.b").acquired);
+  ASSERT_FALSE(acquire(store_, pathKey("XDC#L#", "a.b"), "tok-a.b").acquired);
   auto keys = [](const std::vector<LockRecord>& records) {
     std::vector<std::string> out;
     for (const auto& r : records) out.push_back(r.key);
     return out;
   };
-  EXPECT_EQ(keys(store_.listHeld("L#a")),
-            (std::vector<std::string>{"L#a", "L#ab", "L#a~"}));
-  EXPECT_EQ(keys(store_.listHeld("L#é")),
-            (std::vector<std::string>{"L#é1", "L#é2"}));
-  EXPECT_EQ(keys(store_.listHeld("L#")).size(), 6u);
+  EXPECT_EQ(keys(store_.listHeld("XDC#L#a")),
+            (std::vector<std::string>{"XDC#L#a", "XDC#L#ab", "XDC#L#a~"}));
+  EXPECT_EQ(keys(store_.listHeld("XDC#L#é")),
+            (std::vector<std::string>{"XDC#L#é1", "XDC#L#é2"}));
+  EXPECT_EQ(keys(store_.listHeld("XDC#L#")).size(), 6u);
   EXPECT_EQ(keys(store_.listHeld("")).size(), 6u);
-  EXPECT_TRUE(store_.listHeld("L#zz").empty());
-  ASSERT_TRUE(store_.release(StoreKey{"L#b", {}, {}, {}}, "tok-b",
+  EXPECT_TRUE(store_.listHeld("XDC#L#zz").empty());
+  ASSERT_TRUE(store_.release(StoreKey{"XDC#L#b", {}, {}, {}}, "tok-b",
                              dlm::LockMode::EXCLUSIVE));
-  EXPECT_EQ(keys(store_.listHeld("L#")).size(), 5u);
+  EXPECT_EQ(keys(store_.listHeld("XDC#L#")).size(), 5u);
 }
 
 TEST_F(PostgresStoreTest, TimesComeFromTheDatabaseClock) {
   const StoreTime before = store_.now();
   const AcquireResult a =
-      acquire(store_, pathKey("t#", "clock"), "tok", 1500ms);
+      acquire(store_, pathKey("XDC#t#", "clock"), "tok", 1500ms);
   const StoreTime after = store_.now();
   ASSERT_TRUE(a.acquired);
   EXPECT_LE(before, a.acquiredAt);
   EXPECT_LE(a.acquiredAt, after);
   EXPECT_EQ(a.expiresAt - a.acquiredAt, 1500ms);
   const auto extended =
-      store_.extend("t#clock", "tok", 3s, dlm::LockMode::EXCLUSIVE);
+      store_.extend("XDC#t#clock", "tok", 3s, dlm::LockMode::EXCLUSIVE);
   ASSERT_TRUE(extended.has_value());
   EXPECT_GE(*extended, after + 3s);
 }
 
 TEST_F(PostgresStoreTest, ForceReleaseFreesAnyHolderWhoThenCannotExtend) {
-  const StoreKey key = pathKey("t#", "forced");
+  const StoreKey key = pathKey("XDC#t#", "forced");
   ASSERT_TRUE(acquire(store_, key, "tok-1").acquired);
   EXPECT_TRUE(store_.forceRelease(key.key));
   EXPECT_FALSE(store_.forceRelease(key.key));
   EXPECT_FALSE(store_.extend(key.key, "tok-1", 5s, dlm::LockMode::EXCLUSIVE)
                    .has_value());
   EXPECT_TRUE(acquire(store_, key, "tok-2").acquired);
-  EXPECT_FALSE(store_.forceRelease("t#never-locked"));
+  EXPECT_FALSE(store_.forceRelease("XDC#t#never-locked"));
 }
 
 TEST_F(PostgresStoreTest, ExpiredButUntakenLockCanBeExtendedByItsHolder) {
-  const StoreKey key = pathKey("t#", "lapsed");
+  const StoreKey key = pathKey("XDC#t#", "lapsed");
   ASSERT_TRUE(acquire(store_, key, "tok-1", 50ms).acquired);
   std::this_thread::sleep_for(120ms);
   const auto r = store_.describe(key.key);
@@ -596,7 +596,7 @@ class RowLockProtocolTest : public ::testing::Test {
     store_.initialize(false);
     // Create the rows of p, p.a and p.b (intention rows stay after release).
     for (const char* id : {"p.a", "p.b"}) {
-      const StoreKey k = pathKey("t#", id);
+      const StoreKey k = pathKey("XDC#t#", id);
       EXPECT_TRUE(acquire(store_, k, "setup").acquired);
       EXPECT_TRUE(store_.release(k, "setup", dlm::LockMode::EXCLUSIVE));
     }
@@ -619,23 +619,23 @@ class RowLockProtocolTest : public ::testing::Test {
 };
 
 TEST_F(RowLockProtocolTest, SiblingDoesNotWaitForAnInFlightSiblingOnTheParent) {
-  auto sibling = holdRow("t#p", "SHARE");  // p.a's acquirer, mid-transaction
-  const AcquireResult r = acquire(store_, pathKey("t#", "p.b"), "tok");
+  auto sibling = holdRow("XDC#t#p", "SHARE");  // p.a's acquirer, mid-transaction
+  const AcquireResult r = acquire(store_, pathKey("XDC#t#", "p.b"), "tok");
   EXPECT_TRUE(r.acquired);
 }
 
 TEST_F(RowLockProtocolTest, ParentWaitsForAnInFlightChildAcquisition) {
-  auto child = holdRow("t#p", "SHARE");
-  EXPECT_TRUE(waitedForARowLock(store_, pathKey("t#", "p")));
+  auto child = holdRow("XDC#t#p", "SHARE");
+  EXPECT_TRUE(waitedForARowLock(store_, pathKey("XDC#t#", "p")));
   child->commit();
-  EXPECT_TRUE(acquire(store_, pathKey("t#", "p"), "tok").acquired);
+  EXPECT_TRUE(acquire(store_, pathKey("XDC#t#", "p"), "tok").acquired);
 }
 
 TEST_F(RowLockProtocolTest, ChildWaitsForAnInFlightParentAcquisition) {
-  auto parent = holdRow("t#p", "UPDATE");
-  EXPECT_TRUE(waitedForARowLock(store_, pathKey("t#", "p.b")));
+  auto parent = holdRow("XDC#t#p", "UPDATE");
+  EXPECT_TRUE(waitedForARowLock(store_, pathKey("XDC#t#", "p.b")));
   parent->abort();
-  EXPECT_TRUE(acquire(store_, pathKey("t#", "p.b"), "tok").acquired);
+  EXPECT_TRUE(acquire(store_, pathKey("XDC#t#", "p.b"), "tok").acquired);
 }
 
 }  // namespace

@@ -203,11 +203,22 @@ TEST_P(WaitGraph, OppositeWaitsRegisteredAtOnceFindTheCycleExactlyOnce) {
                     const std::string& who) {
       ++ready;
       while (ready < 2) std::this_thread::yield();
-      try {
-        cycles[i] =
-            s.registerWait(WaitRequest{want, who, seconds(30)}).deadlockCycle;
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
+      // A registration that waited past rowLockWait for the other's row
+      // lock (a busy machine) failed transiently: repeated, as the manager
+      // does (storeRetries). Exactly one of the two must see the cycle.
+      for (int attempt = 0;; ++attempt) {
+        try {
+          cycles[i] =
+              s.registerWait(WaitRequest{want, who, seconds(30)}).deadlockCycle;
+          errors[i].clear();
+          return;
+        } catch (const DLMException& e) {
+          errors[i] = e.what();
+          if (e.code() != ErrorCode::RETRIES_EXHAUSTED || attempt >= 20) return;
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+          return;
+        }
       }
     };
     std::thread x(side, 0, std::ref(*first), kb, a);
