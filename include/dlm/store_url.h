@@ -82,6 +82,13 @@ DLM_API DefaultStoreUrl defaultStoreUrl();
 // contains a password. Throws like parseStoreUrl.
 DLM_API std::string describeStoreUrl(const std::string& url);
 
+// Whether `url` itself carries a password (a PostgreSQL keyword string's
+// password=, a URI's user:password@ or ?password=); false for SQLite and
+// for a password libpq would find elsewhere (PGPASSWORD, ~/.pgpass). For
+// tools that take a URL on their command line, where every local user can
+// read it. Throws like parseStoreUrl.
+DLM_API bool storeUrlHasPassword(const std::string& url);
+
 // A new, not yet initialized store for `url` (see the forms above).
 // `postgresSchema` names the schema holding dlm's tables ("" = the role's
 // search_path); it must be empty for SQLite. Opens no connection and

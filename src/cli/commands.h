@@ -44,6 +44,9 @@ GlobalOptions settleDatabase(GlobalOptions global);
 // start with --verbose, else before the first error (so that it says which
 // database failed). Nothing before settleDatabase.
 void announceDatabase(const GlobalOptions& global);
+// A warning on stderr (not with --quiet) when --db itself holds a password,
+// which every local user can read in the process list.
+void warnOfPasswordOnCommandLine(const GlobalOptions& global);
 
 // The database as people read it, once: "sqlite:/var/lib/x.sqlite
 // (SQLite)", "postgresql://app@db:5432/orders (PostgreSQL, schema NAME)"

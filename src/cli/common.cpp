@@ -40,6 +40,16 @@ GlobalOptions settleDatabase(GlobalOptions global) {
   return global;
 }
 
+void warnOfPasswordOnCommandLine(const GlobalOptions& global) {
+  if (global.dbOrigin != "--db" || global.verbosity == Verbosity::QUIET) return;
+  if (!storeUrlHasPassword(global.db)) return;
+  // Every local user can read a command line (ps, /proc/<pid>/cmdline).
+  fmt::print(stderr,
+             "dlmctl: warning: the password in --db can be read by every "
+             "user of this host (ps); put it in ~/.pgpass or PGPASSWORD, or "
+             "the whole URL in DLM_DATABASE_URL\n");
+}
+
 void announceDatabase(const GlobalOptions& global) {
   // Once: a failure after --verbose's announcement needs no second one.
   static bool announced = false;

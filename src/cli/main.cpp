@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     }
     command = parsed.run->command;
     global = dlm::cli::settleDatabase(parsed.run->global);
+    dlm::cli::warnOfPasswordOnCommandLine(global);
     if (global.verbosity == dlm::cli::Verbosity::VERBOSE) {
       dlm::cli::announceDatabase(global);
     }

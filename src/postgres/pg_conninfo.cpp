@@ -42,6 +42,10 @@ void checkConninfo(std::string_view conninfo) {
   (void)ConnParams::parse(conninfo);
 }
 
+bool conninfoHasPassword(std::string_view conninfo) {
+  return ConnParams::parse(conninfo).has("password");
+}
+
 std::string describeConninfo(std::string_view conninfo) {
   const ConnParams explicitly = ConnParams::parse(conninfo);
   auto values = libpqDefaults();

@@ -21,6 +21,10 @@ void checkConninfo(std::string_view conninfo);
 // checkConninfo.
 std::string describeConninfo(std::string_view conninfo);
 
+// Whether `conninfo` itself carries a password (password=..., or the
+// user:password@ of a URI). Throws like checkConninfo.
+bool conninfoHasPassword(std::string_view conninfo);
+
 // Throws DLMException INVALID_ARGUMENT naming `what` when a host name of
 // `conninfo` (its host list; not hostaddr, not a socket directory) is one
 // the resolver says does not exist. A resolver that cannot answer now is

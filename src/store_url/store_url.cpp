@@ -134,6 +134,16 @@ std::string describeStoreUrl(const std::string& url) {
          (ec ? parsed.location : absolute.lexically_normal().string());
 }
 
+bool storeUrlHasPassword(const std::string& url) {
+  const ParsedStoreUrl parsed = parseStoreUrl(url);
+#ifdef DLM_WITH_POSTGRES
+  if (parsed.kind == StoreKind::POSTGRES) {
+    return internal::conninfoHasPassword(parsed.location);
+  }
+#endif
+  return false;
+}
+
 std::shared_ptr<LockStore> openStore(const std::string& url,
                                      const std::string& postgresSchema) {
   const ParsedStoreUrl parsed = parseStoreUrl(url);

@@ -162,7 +162,8 @@ postgres_checks() {
   expect_status 0 "migrate with a keyword string"
   [[ $out == *"database postgresql://$user@$host:$port/$db (PostgreSQL, schema $schema): schema at version "* ]] ||
     fail "migrate printed '$out'"
-  [[ $err == "dlmctl: database: postgresql://$user@$host:$port/$db (from --db)" ]] ||
+  warning="dlmctl: warning: the password in --db can be read by every user of this host (ps); put it in ~/.pgpass or PGPASSWORD, or the whole URL in DLM_DATABASE_URL"
+  [[ $err == "$warning"$'\n'"dlmctl: database: postgresql://$user@$host:$port/$db (from --db)" ]] ||
     fail "migrate announced '$err'"
   no_secret "migrate with a keyword string"
   no_files "migrate with a keyword string"
@@ -171,11 +172,19 @@ postgres_checks() {
   run --db "$uri" --schema "$schema" list
   expect_status 0 "list with a URI"
   [[ $out == "no held locks" ]] || fail "list printed '$out'"
+  [[ $err == "$warning" ]] || fail "list with a password in --db warned '$err'"
   no_secret "list with a URI"
   run --db "$uri" --schema "$schema" release --force jobs.import
   expect_status 1 "release with a URI (nothing held)"
   [[ $out == *"was not held"* ]] || fail "release printed '$out'"
   no_secret "release with a URI"
+
+  # The password warning: only for --db, and not with --quiet.
+  run -q --db "$uri" --schema "$schema" list
+  expect_status 0 "list -q with a URI"
+  [[ -z $err ]] || fail "list -q with a password in --db said '$err'"
+  run --db "postgresql://$user@$host:$port/$db" --schema "$schema" list
+  [[ -z $err ]] || fail "list without a password in --db said '$err'"
 
   # The same through DLM_DATABASE_URL.
   status=0
@@ -184,6 +193,7 @@ postgres_checks() {
   out=$(cat "$dir/out") err=$(cat "$dir/err")
   expect_status 0 "list with DLM_DATABASE_URL"
   [[ $err == *"(from DLM_DATABASE_URL)"* ]] || fail "list announced '$err'"
+  [[ $err != *warning* ]] || fail "DLM_DATABASE_URL warned: '$err'"
   no_secret "list with DLM_DATABASE_URL"
 
   # No --db, no DLM_DATABASE_URL: the PG* variables choose PostgreSQL, and

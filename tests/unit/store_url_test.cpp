@@ -272,7 +272,22 @@ TEST(DescribeStoreUrl, NoPlacementOfAPasswordReachesAMessage) {
   EXPECT_LT(refused, 1900);
 }
 
+TEST(StoreUrlHasPassword, SaysWhetherTheUrlItselfCarriesOne) {
+  EXPECT_TRUE(storeUrlHasPassword("postgresql://app:s3cret@db/orders"));
+  EXPECT_TRUE(storeUrlHasPassword("host=db password=s3cret dbname=orders"));
+  EXPECT_TRUE(storeUrlHasPassword("postgresql://app@db/orders?password=x"));
+  EXPECT_FALSE(storeUrlHasPassword("postgresql://app@db/orders"));
+  EXPECT_FALSE(storeUrlHasPassword("host=db dbname=orders"));
+  EXPECT_FALSE(storeUrlHasPassword("postgresql://"));
+  EXPECT_EQ(test::codeOf([] { storeUrlHasPassword("mysql://a:b@h/d"); }),
+            ErrorCode::INVALID_ARGUMENT);
+}
 #endif  // DLM_WITH_POSTGRES
+
+TEST(StoreUrlHasPassword, SqliteNeverCarriesOne) {
+  EXPECT_FALSE(storeUrlHasPassword("sqlite:locks.sqlite"));
+  EXPECT_FALSE(storeUrlHasPassword("sqlite::memory:"));
+}
 
 // openStore("") names the database as dlmctl does: DLM_DATABASE_URL first.
 TEST_F(ServerVariables, DlmDatabaseUrlComesBeforeThePgVariables) {
