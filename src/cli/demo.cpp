@@ -68,6 +68,10 @@ ContendOptions workerOptions(const DemoSettings& s) {
                                  milliseconds(s.holdMs) * 20);
   o.timeout = milliseconds(250 + 5 * s.holdMs);
   o.tryPercent = 0;
+  // A server that does not answer within operationTimeout for a moment (a
+  // busy machine, a checkpoint) fails calls, not the demo: it is about
+  // exclusion. The table shows how many.
+  o.transientErrorsAllowed = 20;
   return o;
 }
 
@@ -228,7 +232,11 @@ int runDemo(const GlobalOptions& global, const DemoOptions& settings) {
     if (!o.problem.empty()) ++failedWorkers;
     fmt::print("{:>6}  {:>8}  {:>8}  {:>12}  {:>22}  {}\n", w + 1, o.pid,
                r.attempts, r.acquisitions, r.unavailable,
-               o.problem.empty() ? "ok" : "FAILED: " + o.problem);
+               !o.problem.empty()      ? "FAILED: " + o.problem
+               : r.transientErrors > 0 ? fmt::format("ok ({} transient store "
+                                                     "errors gone through)",
+                                                     r.transientErrors)
+                                       : std::string("ok"));
   }
 
   const HoldReport report = checkHolds(holds, '.');

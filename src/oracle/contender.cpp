@@ -27,12 +27,17 @@ std::int64_t wallMs(std::chrono::system_clock::time_point t) {
       .count();
 }
 
+bool isTransient(ErrorCode code) {
+  return code == ErrorCode::CONNECTION_ERROR ||
+         code == ErrorCode::RETRIES_EXHAUSTED;
+}
+
 }  // namespace
 
 void writeResult(const ContendResult& result, std::ostream& out) {
-  out << fmt::format("S\t{}\t{}\t{}\t{}\n", result.attempts,
+  out << fmt::format("S\t{}\t{}\t{}\t{}\t{}\n", result.attempts,
                      result.acquisitions, result.unavailable,
-                     result.failedReleases);
+                     result.failedReleases, result.transientErrors);
   if (!result.error.empty()) {
     std::string oneLine = result.error;
     for (char& c : oneLine) {
@@ -65,9 +70,11 @@ std::optional<ContendResult> readResult(std::istream& in,
     } else if (line.rfind("E\t", 0) == 0) {
       result.error = line.substr(2);
     } else if (line.rfind("S\t", 0) == 0) {
-      long long attempts = 0, acquisitions = 0, unavailable = 0, failed = 0;
-      if (std::sscanf(line.c_str(), "S\t%lld\t%lld\t%lld\t%lld", &attempts,
-                      &acquisitions, &unavailable, &failed) != 4) {
+      long long attempts = 0, acquisitions = 0, unavailable = 0, failed = 0,
+                transient = 0;
+      if (std::sscanf(line.c_str(), "S\t%lld\t%lld\t%lld\t%lld\t%lld",
+                      &attempts, &acquisitions, &unavailable, &failed,
+                      &transient) != 5) {
         *problem = "malformed counter line: " + line;
         return std::nullopt;
       }
@@ -75,6 +82,7 @@ std::optional<ContendResult> readResult(std::istream& in,
       result.acquisitions = acquisitions;
       result.unavailable = unavailable;
       result.failedReleases = failed;
+      result.transientErrors = transient;
       sawCounters = true;
     } else {
       *problem = "unexpected line: " + line;
@@ -141,6 +149,13 @@ ContendResult contend(DistributedLockManager& manager,
             uniform(rng, std::chrono::microseconds(0), options.pauseMax));
         continue;
       }
+      if (isTransient(e.code()) &&
+          result.transientErrors < options.transientErrorsAllowed) {
+        // A slow or restarting server: the attempt failed, the run goes on.
+        // (An acquisition whose reply was lost is resolved by the library.)
+        ++result.transientErrors;
+        continue;
+      }
       result.error = fmt::format("acquiring '{}': {}: {}", lock.id(),
                                  toString(e.code()), e.what());
       break;
@@ -158,7 +173,19 @@ ContendResult contend(DistributedLockManager& manager,
     hold.endNs = steadyNowNs();
     hold.releaseCalledMs = wallMs(std::chrono::system_clock::now());
     try {
-      hold.released = manager.releaseLock(lock);
+      for (;;) {
+        try {
+          hold.released = manager.releaseLock(lock);
+          break;
+        } catch (const DLMException& e) {
+          // Still held (the API's promise for a failed release): again.
+          if (!isTransient(e.code()) ||
+              result.transientErrors >= options.transientErrorsAllowed) {
+            throw;
+          }
+          ++result.transientErrors;
+        }
+      }
     } catch (const DLMException& e) {
       // The lock stays held until its TTL; record the hold (it happened) and
       // stop, since the store is failing.

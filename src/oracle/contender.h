@@ -40,6 +40,12 @@ struct ContendOptions {
   // contender until all of them reached their targets.
   std::int64_t targetHolds = 0;
   std::function<void()> onTarget;
+  // Transient store errors (CONNECTION_ERROR, RETRIES_EXHAUSTED: a server
+  // that was slow or restarting) the loop rides out: a failed attempt is
+  // counted and the loop goes on; a failed release is repeated, the lock
+  // being still held, as the API says. More than this many end the loop
+  // like any other error (0: the first one does).
+  int transientErrorsAllowed = 0;
   // How long each hold lasts: uniform in [holdMin, holdMax].
   std::chrono::microseconds holdMin{0};
   std::chrono::microseconds holdMax{0};
@@ -69,6 +75,8 @@ struct ContendResult {
   std::int64_t unavailable = 0;
   // releaseLock returned false (should never happen with a long TTL).
   std::int64_t failedReleases = 0;
+  // Transient store errors ridden out (ContendOptions::transientErrorsAllowed).
+  std::int64_t transientErrors = 0;
   // Any other DLMException or exception ends the loop; this is its text
   // ("CODE: message"), empty if none.
   std::string error;
