@@ -134,6 +134,12 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir/sock'
 # Test suites open a pool per store and many stores at once.
 max_connections = 200
+# What made a call wait: statements of 2 s or more, lock waits past
+# deadlock_timeout (1 s), checkpoints (server.log; scripts/test.sh keeps it
+# when a stage fails).
+log_min_duration_statement = 2000
+log_lock_waits = on
+log_checkpoints = on
 EOF
   fi
 

@@ -191,7 +191,20 @@ stop_ha() {
     ha_dir=""
   fi
 }
+# When a stage failed, the servers' logs go to build/test-logs/ before the
+# clusters are removed: what the server did while a call waited.
+keep_server_logs() {
+  ((failures > 0)) || return 0
+  local logs="$root/build/test-logs" dir
+  mkdir -p "$logs"
+  for dir in "$pg_dir" "$own_dir"; do
+    [[ -n "$dir" && -f "$dir/server.log" ]] &&
+      cp "$dir/server.log" "$logs/$(basename "$dir").log"
+  done
+  echo "test.sh: the PostgreSQL servers' logs are in $logs"
+}
 stop_pg() {
+  keep_server_logs
   stop_ha
   if [[ -n "$pgb_dir" ]]; then
     "$root/scripts/pgbouncer.sh" stop "$pgb_dir" >/dev/null 2>&1 ||
