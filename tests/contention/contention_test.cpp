@@ -55,8 +55,9 @@ constexpr int kProcesses = 4;
 constexpr int kThreadsPerProcess = 2;
 constexpr std::int64_t kAttemptsPerProcessThread = 60;
 constexpr double kMaxSeconds = 120;
-// Readers and writers: every thread (16 readers, 2 writers) runs until each
-// has had this many holds; with 16 readers that is at least kMinReaderHolds.
+// Readers and writers: every reader thread (16) runs until each has had this
+// many holds, at least kMinReaderHolds in all, and each of the 2 writers
+// until it had one.
 constexpr std::int64_t kHoldsPerReaderThread = 8;
 constexpr std::int64_t kMinReaderHolds = 100;
 // The fairness ctest: 3 runs, each until every process had kFairnessHolds
@@ -238,9 +239,12 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
   oracle::TempDir dir("dlm-readers");
   const std::vector<std::string> readers{
       "--scenario", "readers", "--threads", "4", "--attempts", "1"};
+  // Each writer must be served once while the readers keep arriving (the
+  // fairness promise); more writer holds would measure how often SQLite's
+  // write lock comes its way on a busy machine, which is not the promise.
   auto withWriter = [&](const std::string& key) {
     auto args = readers;
-    args.insert(args.end(), {"--writer", key});
+    args.insert(args.end(), {"--writer", key, "--writer-target-holds", "1"});
     return args;
   };
   // Worker N's threads are numbered N * 100 + t; the writer comes after the
@@ -256,8 +260,8 @@ TEST_P(Contention, SixteenReadersAndTwoWritersInFourProcesses) {
 
   std::vector<oracle::Hold> holds;
   EXPECT_TRUE(run.reachedTargets)
-      << "not every reader and writer had " << kHoldsPerReaderThread
-      << " holds within " << kMaxSeconds << " s";
+      << "not every reader had " << kHoldsPerReaderThread
+      << " holds and every writer one within " << kMaxSeconds << " s";
   // Begun before the readers were told to stop: while they kept arriving.
   std::map<int, std::int64_t> writerHolds;
   std::int64_t readerHolds = 0;

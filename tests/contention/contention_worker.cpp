@@ -5,7 +5,8 @@
 //   dlm_contention_worker --url URL [--schema S] --worker N --threads T
 //       --attempts A --seconds S --start-at-ns NS --out FILE
 //       [--scenario mixed|readers|fairness] [--writer KEY]... [--key KEY]
-//       [--target-holds H --reached-file R --stop-file F]
+//       [--target-holds H [--writer-target-holds W] --reached-file R
+//        --stop-file F]
 //
 // mixed (default): T threads on scenarioKeys(), A attempts each.
 // readers: T reader threads on readerKeys(), plus one writer thread per
@@ -13,7 +14,8 @@
 // fairness: T threads looping on --key with fairnessOptions() until the
 //   run ends (A is ignored).
 // A run ends after S seconds, or earlier once F exists. With H, the worker
-// creates R once every one of its threads has had H holds, and goes on: the
+// creates R once every one of its threads has had H holds (a readers run's
+// writer threads W, default H), and goes on: the
 // parent makes F when every worker has made its R, so the run lasts until
 // there is enough to judge, however slow the machine is.
 #include <unistd.h>
@@ -45,6 +47,7 @@ struct Plan {
   std::vector<std::string> writers;  // readers: one writer thread per key
   std::string key;                   // fairness: the key of every thread
   std::int64_t targetHolds = 0;      // per thread; 0: no target
+  std::int64_t writerTargetHolds = 0;  // readers' writer threads; 0: H
   std::string reachedFile;           // made once every thread reached it
   std::string stopFile;              // its existence ends the run
 };
@@ -117,7 +120,11 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
         };
       }
       if (plan.targetHolds > 0) {
-        options.targetHolds = plan.targetHolds;
+        const bool writer =
+            plan.scenario == "readers" && t >= plan.threads;
+        options.targetHolds = writer && plan.writerTargetHolds > 0
+                                  ? plan.writerTargetHolds
+                                  : plan.targetHolds;
         options.onTarget = [&] {
           if (++reached == threads) touch(plan.reachedFile);
         };
@@ -171,6 +178,8 @@ int main(int argc, char** argv) {
   app.add_option("--start-at-ns", startAtNs)->required();
   app.add_option("--out", out)->required();
   app.add_option("--target-holds", plan.targetHolds)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
+  app.add_option("--writer-target-holds", plan.writerTargetHolds)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
   app.add_option("--reached-file", plan.reachedFile);
   app.add_option("--stop-file", plan.stopFile);
