@@ -78,9 +78,9 @@ dlm::oracle::ContendOptions optionsFor(
 std::shared_ptr<dlm::LockStore> openStore(const std::string& url,
                                           const std::string& schema) {
 #ifdef DLM_WITH_SQLITE
-  const std::string prefix = "sqlite:";
-  if (url.rfind(prefix, 0) == 0) {
-    dlm::SqliteStoreOptions options{url.substr(prefix.size())};
+  const dlm::ParsedStoreUrl parsed = dlm::parseStoreUrl(url);
+  if (parsed.kind == dlm::StoreKind::SQLITE) {
+    dlm::SqliteStoreOptions options{parsed.location};
     options.busyTimeout = dlm::test::contention::kStoreBudget;
     return std::make_shared<dlm::SqliteStore>(options);
   }
