@@ -18,8 +18,6 @@
 // writer threads W, default H), and goes on: the
 // parent makes F when every worker has made its R, so the run lasts until
 // there is enough to judge, however slow the machine is.
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -31,6 +29,7 @@
 
 #include "contender.h"
 #include "contention/scenario.h"
+#include "contention/signal_file.h"
 #include "dlm/dlm.h"
 #include "dlm/sqlite_store.h"
 #include "dlm/store_url.h"
@@ -51,11 +50,6 @@ struct Plan {
   std::string reachedFile;           // made once every thread reached it
   std::string stopFile;              // its existence ends the run
 };
-
-// Creates `path` (empty): a signal to the parent process.
-void touch(const std::string& path) {
-  std::ofstream(path).flush();
-}
 
 // Thread `t`'s loop under `plan`.
 dlm::oracle::ContendOptions optionsFor(
@@ -116,7 +110,7 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
       auto options = optionsFor(plan, t, deadline);
       if (!plan.stopFile.empty()) {
         options.stopRequested = [&plan] {
-          return access(plan.stopFile.c_str(), F_OK) == 0;
+          return dlm::test::contention::signalFileRaised(plan.stopFile);
         };
       }
       if (plan.targetHolds > 0) {
@@ -126,7 +120,9 @@ ContendResult runThreads(const std::string& url, const std::string& schema,
                                   ? plan.writerTargetHolds
                                   : plan.targetHolds;
         options.onTarget = [&] {
-          if (++reached == threads) touch(plan.reachedFile);
+          if (++reached == threads) {
+            dlm::test::contention::raiseSignalFile(plan.reachedFile);
+          }
         };
       }
       std::this_thread::sleep_until(startAt);

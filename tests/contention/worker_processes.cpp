@@ -10,8 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
-#include <unistd.h>
 
+#include "contention/signal_file.h"
 #include "hold_log.h"
 
 extern char** environ;
@@ -92,7 +92,7 @@ ProcessRun runWorkerProcesses(
     // deadline; then every worker is told to stop at once.
     for (;;) {
       bool all = true;
-      for (const auto& f : reachedFiles) all = all && access(f.c_str(), F_OK) == 0;
+      for (const auto& f : reachedFiles) all = all && signalFileRaised(f);
       if (all) {
         run.reachedTargets = true;
         break;
@@ -101,7 +101,7 @@ ProcessRun runWorkerProcesses(
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     run.stopNs = std::min(run.stopNs, oracle::steadyNowNs());
-    std::ofstream(stopFile).flush();
+    raiseSignalFile(stopFile);
   }
   for (std::size_t w = 0; w < perWorker.size(); ++w) {
     oracle::ContendResult result;

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "contention/signal_file.h"
 #include "faults/fault_scenario.h"
 
 extern char** environ;
@@ -80,7 +81,7 @@ WorkerFleet::~WorkerFleet() {
 void WorkerFleet::stop() {
   if (stoppedAtNs_ != 0) return;
   stoppedAtNs_ = oracle::steadyNowNs();
-  std::ofstream(stopFile_).flush();
+  contention::raiseSignalFile(stopFile_);
 }
 
 std::int64_t WorkerFleet::endAtNs() const {

@@ -9,8 +9,6 @@
 //
 // It contends for S seconds, or until F exists: the test ends the run once
 // it has seen what it needs, however slow the machine.
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +20,7 @@
 
 #include "hold_log.h"
 #include "contention/scenario.h"
+#include "contention/signal_file.h"
 #include "dlm/dlm.h"
 #include "dlm/store_url.h"
 #include "faults/fault_log.h"
@@ -68,7 +67,8 @@ struct RunEnd {
   std::string stopFile;
   bool reached() const {
     return std::chrono::steady_clock::now() >= deadline ||
-           (!stopFile.empty() && access(stopFile.c_str(), F_OK) == 0);
+           (!stopFile.empty() &&
+            dlm::test::contention::signalFileRaised(stopFile));
   }
 };
 
