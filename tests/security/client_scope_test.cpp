@@ -159,18 +159,17 @@ TEST_F(ClientScope, TheMigrationRepairsWhatASquatterRecorded) {
           "ALTER TABLE " + clients +
               " DROP CONSTRAINT dlm_clients_client_id_shape_check, DROP "
               "CONSTRAINT dlm_clients_separator_shape_check");
-  execSql(schema_.admin(),
-          fmt::format("INSERT INTO {} (client_id, role_oid, role_name, "
-                      "first_use, bound_by, separator, hierarchy) SELECT '', "
-                      "oid, rolname, true, rolname, '#', true FROM pg_roles "
-                      "WHERE rolname = '{}'",
-                      clients, neighbour_.name()));
-  execSql(schema_.admin(),
-          fmt::format("INSERT INTO {} (client_id, role_oid, role_name, "
-                      "first_use, bound_by, separator, hierarchy) SELECT "
-                      "'squatted', oid, rolname, true, rolname, '#', true "
-                      "FROM pg_roles WHERE rolname = '{}'",
-                      clients, neighbour_.name()));
+  // `client` bound to the neighbour by first use, with the separator '#'.
+  const auto squat = [&](const std::string& client) {
+    execSql(schema_.admin(),
+            fmt::format("INSERT INTO {} (client_id, role_oid, role_name, "
+                        "first_use, bound_by, separator, hierarchy) SELECT "
+                        "'{}', oid, rolname, true, rolname, '#', true FROM "
+                        "pg_roles WHERE rolname = '{}'",
+                        clients, client, neighbour_.name()));
+  };
+  squat("");
+  squat("squatted");
   execSql(schema_.admin(),
           "INSERT INTO " + qualified("dlm_locks") +
               " (resource, resource_crc, status, owner_id, token, "
