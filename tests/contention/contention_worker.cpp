@@ -67,7 +67,7 @@ dlm::oracle::ContendOptions optionsFor(
   return scenarioOptions(id, plan.attempts, deadline);
 }
 
-// The store `url` names; a SQLite one waits up to kStoreBudget for the
+// The store `url` names; a SQLite one waits up to kTestStoreBudget for the
 // file's write lock (the runs judge exclusion, not speed).
 std::shared_ptr<dlm::LockStore> openStore(const std::string& url,
                                           const std::string& schema) {
@@ -75,7 +75,7 @@ std::shared_ptr<dlm::LockStore> openStore(const std::string& url,
   const dlm::ParsedStoreUrl parsed = dlm::parseStoreUrl(url);
   if (parsed.kind == dlm::StoreKind::SQLITE) {
     dlm::SqliteStoreOptions options{parsed.location};
-    options.busyTimeout = dlm::test::contention::kStoreBudget;
+    options.busyTimeout = dlm::test::kTestStoreBudget;
     return std::make_shared<dlm::SqliteStore>(options);
   }
 #endif

@@ -9,6 +9,7 @@
 
 #include "contender.h"
 #include "dlm/lock_configuration.h"
+#include "support/test_stores.h"
 
 namespace dlm::test::contention {
 
@@ -39,11 +40,6 @@ inline std::vector<oracle::WeightedKey> scenarioKeys() {
           {"job.a", 2}, {"job.b", 2}, {"job.a.x", 1}};
 }
 
-// The calls' budget in the runs (operationTimeout; the SQLite store's
-// busyTimeout in the worker processes).
-inline constexpr std::chrono::milliseconds kStoreBudget{
-    std::chrono::seconds(30)};
-
 inline LockConfiguration scenarioConfiguration() {
   LockConfiguration c;
   c.lockTtl = std::chrono::seconds(60);
@@ -54,8 +50,8 @@ inline LockConfiguration scenarioConfiguration() {
   c.storeRetries = 8;
   c.storeRetryBackoff = std::chrono::milliseconds(5);
   // The runs judge exclusion, not speed: under a sanitizer on a busy machine
-  // a call may wait seconds for SQLite's write lock (kStoreBudget).
-  c.operationTimeout = kStoreBudget;
+  // a call may wait seconds for SQLite's write lock (kTestStoreBudget).
+  c.operationTimeout = kTestStoreBudget;
   return c;
 }
 
