@@ -17,7 +17,7 @@ ConnectionMutex::Guard ConnectionMutex::lock(std::string_view what,
                                              Deadline callLimit) {
   std::unique_lock<std::mutex> lock(mutex_);
   // The uncontended case costs no clock read.
-  if (!held_) {
+  if (!held_ && waiters_.empty()) {
     held_ = true;
     return Guard(this);
   }
@@ -29,11 +29,7 @@ ConnectionMutex::Guard ConnectionMutex::lock(std::string_view what,
     until = *deadline;
     atDeadline = true;
   }
-  // steady_clock: a wall clock step cannot stretch the wait.
-  if (released_.wait_until(lock, until, [this] { return !held_; })) {
-    held_ = true;
-    return Guard(this);
-  }
+  if (waitTurn(lock, until)) return Guard(this);
 
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);
@@ -51,17 +47,38 @@ ConnectionMutex::Guard ConnectionMutex::lock(std::string_view what,
 
 ConnectionMutex::Guard ConnectionMutex::lockForClose() {
   std::unique_lock<std::mutex> lock(mutex_);
-  released_.wait(lock, [this] { return !held_; });
-  held_ = true;
+  if (!held_ && waiters_.empty()) {
+    held_ = true;
+    return Guard(this);
+  }
+  waitTurn(lock, std::nullopt);
   return Guard(this);
 }
 
+bool ConnectionMutex::waitTurn(std::unique_lock<std::mutex>& lock,
+                               const std::optional<Deadline>& until) {
+  const auto me = waiters_.emplace(waiters_.end());
+  const auto granted = [&] { return me->granted; };
+  // steady_clock: a wall clock step cannot stretch the wait.
+  const bool turn = until ? me->turn.wait_until(lock, *until, granted)
+                          : (me->turn.wait(lock, granted), true);
+  // Handed over (held_ stayed true for this thread), or gone from the queue
+  // without it: either way this entry is done.
+  waiters_.erase(me);
+  return turn;
+}
+
 void ConnectionMutex::unlock() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    held_ = false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The oldest waiter still queued takes over; held_ stays true, so no
+  // thread arriving meanwhile can slip in ahead of it.
+  for (Waiter& w : waiters_) {
+    if (w.granted) continue;
+    w.granted = true;
+    w.turn.notify_one();
+    return;
   }
-  released_.notify_one();
+  held_ = false;
 }
 
 }  // namespace dlm::internal::sqlite

@@ -6,11 +6,18 @@
 // (up to busyTimeout). Waiting without bound there would let one slow writer
 // elsewhere hang every thread of the store, whatever their deadlines; so the
 // wait ends with the same transient busy error as a busy wait on the file.
+//
+// Waiters are served in arrival order: a thread that releases the connection
+// and asks for it again at once (a worker cycling acquire/release) queues
+// behind the threads already waiting, instead of winning every race for a
+// plain mutex and keeping them out until their deadlines.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,12 +69,23 @@ class ConnectionMutex {
   Guard lockForClose();
 
  private:
+  // A thread waiting its turn; the releasing thread hands the connection to
+  // the oldest one by setting `granted`.
+  struct Waiter {
+    std::condition_variable turn;
+    bool granted = false;
+  };
+
+  // Queues the calling thread and waits for its turn until `until` (no bound
+  // when nullopt); true when it was handed the connection.
+  bool waitTurn(std::unique_lock<std::mutex>& lock,
+                const std::optional<Deadline>& until);
   void unlock();
 
   const std::string path_;
   const std::chrono::milliseconds busyTimeout_;
-  std::mutex mutex_;  // guards held_
-  std::condition_variable released_;
+  std::mutex mutex_;  // guards held_ and waiters_
+  std::list<Waiter> waiters_;
   bool held_ = false;
 };
 

@@ -1,8 +1,11 @@
 // Owners, request rows, deadlock detection and wake-up on release.
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "conformance/store_fixture.h"
+#include "dlm/lock_store_admin.h"
+#include "support/eventually.h"
 #include "support/joining_thread.h"
 #include "support/owners.h"
 
@@ -11,7 +14,11 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-using Waiting = StoreConformance;
+class Waiting : public StoreConformance {
+ protected:
+  void expectReleaseWakesWaiter(const std::string& heldId,
+                                const std::string& wantedId);
+};
 
 TEST_P(Waiting, HolderDetailsAreReadableForAHeldLock) {
   auto m = manager();
@@ -214,48 +221,50 @@ TEST_P(Waiting, AnotherOwnersCycleOfOneIsNoDeadlockForMe) {
   });
 }
 
-TEST_P(Waiting, AReleaseWakesAWaiterLongBeforeItsNextPoll) {
+// A holder takes `heldId`; a waiter whose retries are 30 s apart waits for
+// `wantedId` (25 s timeout). Once the waiter's request row is listed (it is in
+// its wait, listening), the holder releases: the waiter must then acquire
+// before its deadline, which only a wake-up allows. Judged by order, not by
+// milliseconds: a busy machine may make every step slow.
+void Waiting::expectReleaseWakesWaiter(const std::string& heldId,
+                                       const std::string& wantedId) {
   LockConfiguration slow = fastConfig();
   slow.sleepBetweenRetries = std::chrono::seconds(30);
   auto holder = manager();
   auto waiterManager = manager("", "farm1", slow);
-  Lock held = holder->getLockInstance("handoff", LockLevel::DC);
+  Lock held = holder->getLockInstance(heldId, LockLevel::DC);
   asOwner("holder", [&] { holder->tryAcquireLock(held); });
-  Lock wanted = waiterManager->getLockInstance("handoff", LockLevel::DC);
-  // The waiter sleeps longer than its timeout: before its deadline only a
-  // wake-up makes it try again (order, not speed, on a busy machine).
+  Lock wanted = waiterManager->getLockInstance(wantedId, LockLevel::DC);
   const auto deadline = steady_clock::now() + std::chrono::seconds(25);
+  std::string waitError;
   JoiningThread waiter([&] {
-    waiterManager->acquireLock(wanted, milliseconds(5000),
-                               std::chrono::seconds(25));
+    try {
+      waiterManager->acquireLock(wanted, milliseconds(5000),
+                                 std::chrono::seconds(25));
+    } catch (const DLMException& e) {
+      waitError = e.what();
+    }
   });
-  std::this_thread::sleep_for(milliseconds(300));
-  ASSERT_TRUE(holder->releaseLock(held));
+  LockStoreAdmin& admin = *waiterManager->store().admin();
+  ASSERT_TRUE(eventually(
+      [&] { return !admin.listWaiters(wanted.storeKey()).empty(); },
+      std::chrono::seconds(20)))
+      << "the waiter never recorded its request";
+  ASSERT_TRUE(holder->releaseLock(held))
+      << "the holder's release; the row now: "
+      << (holder->describeLock(held) ? "held" : "free");
   waiter.join();
-  EXPECT_TRUE(wanted.isAcquired());
+  EXPECT_TRUE(wanted.isAcquired()) << waitError;
   EXPECT_LT(steady_clock::now(), deadline)
       << "woken by the release, not by the attempt at its deadline";
 }
 
+TEST_P(Waiting, AReleaseWakesAWaiterLongBeforeItsNextPoll) {
+  expectReleaseWakesWaiter("handoff", "handoff");
+}
+
 TEST_P(Waiting, ReleasingADescendantWakesAWaiterForItsAncestor) {
-  LockConfiguration slow = fastConfig();
-  slow.sleepBetweenRetries = std::chrono::seconds(30);
-  auto holder = manager();
-  auto waiterManager = manager("", "farm1", slow);
-  Lock leaf = holder->getLockInstance("jobs.nightly.part1", LockLevel::DC);
-  asOwner("holder", [&] { holder->tryAcquireLock(leaf); });
-  Lock root = waiterManager->getLockInstance("jobs", LockLevel::DC);
-  const auto deadline = steady_clock::now() + std::chrono::seconds(25);
-  JoiningThread waiter([&] {
-    waiterManager->acquireLock(root, milliseconds(5000),
-                               std::chrono::seconds(25));
-  });
-  std::this_thread::sleep_for(milliseconds(300));
-  ASSERT_TRUE(holder->releaseLock(leaf));
-  waiter.join();
-  EXPECT_TRUE(root.isAcquired());
-  EXPECT_LT(steady_clock::now(), deadline)
-      << "woken by the release, not by the attempt at its deadline";
+  expectReleaseWakesWaiter("jobs.nightly.part1", "jobs");
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Waiting, ::testing::ValuesIn(conformanceStores()),
