@@ -1,5 +1,6 @@
 #include "sqlite/sqlite_acquire.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/crc32.h"
@@ -114,7 +115,8 @@ void takeOverOtherHolds(Connection& c, const PathKey& path, LockMode mode,
 
 }  // namespace
 
-AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
+AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
+                        std::int64_t tokenFloor) {
   const StoreKey& key = request.key;
   AcquireResult result;
   Transaction tx(c, Durability::kDurable);
@@ -180,8 +182,11 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request) {
   }
   takeOverOtherHolds(c, path, request.mode, now);
   // The counter read here cannot change before COMMIT: this transaction
-  // holds the file's write lock.
-  const std::int64_t fencing = nextFencingToken(c, key.key);
+  // holds the file's write lock. Above the store's floor too: in a file
+  // that replaced a lost one, the key's row may start lower than the tokens
+  // this store already returned.
+  const std::int64_t fencing =
+      std::max(nextFencingToken(c, key.key), tokenFloor + 1);
   const std::int64_t expires = expiryMs(now, request.ttl);
   if (request.mode == LockMode::SHARED) {
     grantShared(c, request, fencing, now, expires);

@@ -72,11 +72,16 @@ void throwError(sqlite3* db, std::string_view path, int rc,
   throw DLMException(ErrorCode::INTERNAL_ERROR, detail);
 }
 
-std::optional<FileId> fileIdOf(const std::string& path) {
+std::optional<FileState> fileStateOf(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileId{static_cast<unsigned long long>(st.st_dev),
-                static_cast<unsigned long long>(st.st_ino)};
+  FileState state;
+  state.id = FileId{static_cast<unsigned long long>(st.st_dev),
+                    static_cast<unsigned long long>(st.st_ino)};
+  state.size = static_cast<long long>(st.st_size);
+  state.changedNs = static_cast<long long>(st.st_ctim.tv_sec) * 1000000000LL +
+                    static_cast<long long>(st.st_ctim.tv_nsec);
+  return state;
 }
 
 std::string canonicalFile(sqlite3* db) {
@@ -259,6 +264,18 @@ Transaction::Transaction(Connection& connection, Durability durability)
   connection_.setDurability(durability);
   connection_.statement("BEGIN IMMEDIATE").run();
   open_ = true;
+  if (connection_.beginCheck_) {
+    try {
+      connection_.beginCheck_(connection_);
+    } catch (...) {
+      // A constructor that throws gets no destructor: roll back here.
+      if (sqlite3_get_autocommit(connection_.handle()) == 0) {
+        sqlite3_exec(connection_.handle(), "ROLLBACK", nullptr, nullptr,
+                     nullptr);
+      }
+      throw;
+    }
+  }
 }
 
 Transaction::~Transaction() {

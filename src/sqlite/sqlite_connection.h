@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,8 +71,16 @@ struct FileId {
   }
   bool operator!=(const FileId& o) const { return !(*this == o); }
 };
+// What stat says of the file a path names now.
+struct FileState {
+  FileId id;
+  long long size = 0;
+  // st_ctim in nanoseconds: moved by every write and truncation of the file
+  // (in WAL mode SQLite writes the file only when it checkpoints).
+  long long changedNs = 0;
+};
 // The file `path` names, or nullopt when there is none (deleted).
-std::optional<FileId> fileIdOf(const std::string& path);
+std::optional<FileState> fileStateOf(const std::string& path);
 
 // A cached prepared statement in use. Resets the statement when destroyed,
 // so a cached statement never keeps a read transaction open between calls.
@@ -165,6 +174,17 @@ class Connection {
   // (SQLite refuses to change it inside one).
   void setDurability(Durability durability);
 
+  // Run by every Transaction right after its BEGIN IMMEDIATE (the store's
+  // check that the file is still its own); what it throws rolls the
+  // transaction back and leaves the constructor.
+  void onBegin(std::function<void(Connection&)> check) {
+    beginCheck_ = std::move(check);
+  }
+
+  // Frees the connection's page cache (outside a transaction), so that the
+  // next transaction reads every page from the WAL or the file again.
+  void dropPageCache() { sqlite3_db_release_memory(db_.get()); }
+
  private:
   // PRAGMA journal_mode = WAL, retried while another connection switches
   // the same new file (see the .cpp); the journal mode it reports.
@@ -179,6 +199,9 @@ class Connection {
                      std::unique_ptr<sqlite3_stmt, StatementFinalizer>>
       statements_;
   Durability durability_ = Durability::kDurable;
+  std::function<void(Connection&)> beginCheck_;
+
+  friend class Transaction;
 };
 
 // BEGIN IMMEDIATE ... COMMIT. BEGIN IMMEDIATE takes the file's write lock at

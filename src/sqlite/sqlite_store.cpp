@@ -46,6 +46,7 @@
 #include "sqlite/conflicts.h"
 #include "sqlite/connection_mutex.h"
 #include "sqlite/cycle_sql.h"
+#include "sqlite/file_identity.h"
 #include "sqlite/release_wake_file.h"
 #include "sqlite/sqlite_acquire.h"
 #include "sqlite/sqlite_app_transaction.h"
@@ -190,35 +191,20 @@ class DLM_HIDDEN SqliteStore::Impl {
                                    : deadlineAfter(options_.busyTimeout);
     const auto guard = mutex_.lock(what, callLimit);
     throwIfClosed();
-    if (connection_ && fileId_ &&
-        internal::sqlite::fileIdOf(fileName_) != fileId_) {
-      // Deleted (or replaced) under the open connection: it would go on
-      // reading and writing the unlinked file, so a holder would keep
-      // renewing a lock that a new file no longer has, and a new file's
-      // fencing tokens would start again from 1. Every lock held through
-      // the old file is lost; the next call opens whatever is there now.
-      connection_.reset();
-      fileId_.reset();
-      fileLost_ = true;
-      throw DLMException(
-          ErrorCode::CONNECTION_ERROR,
-          fmt::format("sqlite store '{}': {}: the database file was deleted "
-                      "or replaced while in use; locks held through it are "
-                      "lost",
-                      options_.path, what));
+    if (connection_) {
+      if (auto why = identity_.beforeCall(*connection_)) loseFile(what, *why);
     }
     if (!connection_) {
       // Not kept when opening fails, so the next call tries again.
-      // After its file disappeared, never a new one in its place (not even
+      // After its file was lost, never a new one in its place (not even
       // through initialize(true)): that file would hand fencing tokens out
       // from 1 again. Someone who means it makes the file (dlmctl migrate).
       connection_ = std::make_unique<Connection>(
           options_.path, options_.busyTimeout, callLimit,
           fileLost_ ? internal::sqlite::OpenMode::kReadWriteExisting
                     : internal::sqlite::OpenMode::kReadWrite);
-      fileName_ = internal::sqlite::canonicalFile(connection_->handle());
-      fileId_ = fileName_.empty() ? std::nullopt
-                                  : internal::sqlite::fileIdOf(fileName_);
+      identity_.opened(internal::sqlite::canonicalFile(connection_->handle()));
+      connection_->onBegin([this](Connection& c) { identity_.checkMarker(c); });
       std::lock_guard<std::mutex> channelGuard(channelMutex_);
       if (channel_.empty()) {
         // Named once, by the first connection: every store object on the
@@ -234,7 +220,21 @@ class DLM_HIDDEN SqliteStore::Impl {
       }
     }
     connection_->limitCall(callLimit);
-    return fn(*connection_);
+    try {
+      return fn(*connection_);
+    } catch (const DLMException&) {
+      // The marker check of a write transaction found another file.
+      if (const auto& why = identity_.lost()) loseFile(what, *why);
+      throw;
+    }
+  }
+
+  // The fencing floor of this store's acquisitions (see loseFile), and
+  // each token one of them returned. Under the connection mutex (inside
+  // withConnection).
+  std::int64_t tokenFloor() const { return tokenFloor_; }
+  void sawToken(std::int64_t token) {
+    highestToken_ = std::max(highestToken_, token);
   }
 
   // schemaState: reads the file without creating it or anything in it.
@@ -280,7 +280,7 @@ class DLM_HIDDEN SqliteStore::Impl {
     {
       const auto guard = mutex_.lockForClose();
       connection_.reset();
-      fileId_.reset();
+      identity_.forget();
     }
     std::error_code error;
     const auto size = std::filesystem::file_size(options_.path, error);
@@ -366,6 +366,30 @@ class DLM_HIDDEN SqliteStore::Impl {
   }
 
  private:
+  // The file connection_ opened is gone or no longer that file (`why`):
+  // going on would renew locks that the file there now does not have, and
+  // hand out again the fencing tokens its rows start from. Every lock held
+  // through the old file is lost. Closes the connection (the next call
+  // opens whatever is there now, never a new file) and raises the floor.
+  //
+  // The floor is one number for all keys, the highest token this store ever
+  // returned: from now on each acquisition's token is above it (and above
+  // the key's row), so no key's token goes back while this store lives.
+  // Tokens skip numbers after a loss, which fencing allows; a mark per key
+  // would grow with every key the store ever touched.
+  [[noreturn]] void loseFile(std::string_view what, std::string why) {
+    connection_.reset();
+    identity_.forget();
+    fileLost_ = true;
+    tokenFloor_ = highestToken_;
+    throw DLMException(
+        ErrorCode::CONNECTION_ERROR,
+        fmt::format("sqlite store '{}': {}: the database file was deleted "
+                    "or replaced while in use ({}); locks held through it "
+                    "are lost",
+                    options_.path, what, why));
+  }
+
   const SqliteStoreOptions options_;
   // Kept so the process-wide bus outlives this store.
   const std::shared_ptr<SqliteReleaseChannel> bus_;
@@ -375,12 +399,17 @@ class DLM_HIDDEN SqliteStore::Impl {
   // mutex, and close() can refuse new calls before it waits for that mutex.
   std::atomic<bool> closed_{false};
   std::unique_ptr<Connection> connection_;
-  // The file connection_ opened (device and inode; none for in-memory and
-  // temporary databases), checked before every call, and whether a file was
-  // lost (deleted, replaced or moved) under it. Guarded by mutex_.
-  std::string fileName_;
-  std::optional<internal::sqlite::FileId> fileId_;
+  // Whether the file connection_ opened is still there and still that file
+  // (checked before every call and in every write transaction), and
+  // whether a file was lost (deleted, replaced, truncated, rewritten) under
+  // it. Guarded by mutex_.
+  internal::sqlite::FileIdentity identity_;
   bool fileLost_ = false;
+  // The highest fencing token this store's acquisitions returned, and the
+  // floor its acquisitions stay above: 0 until a file is lost, then that
+  // highest token (see loseFile). Guarded by mutex_.
+  std::int64_t highestToken_ = 0;
+  std::int64_t tokenFloor_ = 0;
   // Set once, when the first connection opens; guarded apart from mutex_ so
   // unsubscribing and announcing never wait for a transaction.
   // channel_ and wakePath_ are written once, under channelMutex_, before
@@ -551,7 +580,10 @@ void SqliteStore::close() { impl_->close(); }
 
 AcquireResult SqliteStore::tryAcquire(const AcquireRequest& request) {
   return impl_->withConnection("acquiring", [&](Connection& c) {
-    return internal::sqlite::acquireIn(c, request);
+    AcquireResult result =
+        internal::sqlite::acquireIn(c, request, impl_->tokenFloor());
+    if (result.acquired) impl_->sawToken(result.fencingToken);
+    return result;
   });
 }
 
