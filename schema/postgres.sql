@@ -730,9 +730,11 @@ COMMENT ON FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint)
 -- p_owner, starting with p_key, and the other owners on it; or '{}' and
 -- '{}'. Breadth first, each owner once; a request of another owner that
 -- its own hold blocks is not followed (that owner's wait ends at once).
--- At most 1,000 owners are visited: past that the walk stops and answers
--- '{}' (the wait goes on and ends at its timeout), so its work is bounded
--- whatever the graph. Runs as its caller (the schema owner).
+-- Bounded whatever the graph: at most 1,000 owners, 10,000 edges and about
+-- 100 ms (V13); past any of them the walk stops and answers '{}' (the wait
+-- goes on and ends at its timeout). One snapshot (STABLE): the bound cuts
+-- the walk short, it never mixes two states of the graph. Runs as its
+-- caller (the schema owner).
 CREATE FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -745,7 +747,11 @@ DECLARE
   v_at     integer;
   v_cycle  text[];
   v_hop    record;
+  v_edges  integer := 0;
+  v_stop   timestamptz := clock_timestamp() + interval '100 milliseconds';
 BEGIN
+  cycle := '{}';
+  owners := '{}';
   FOR v_hop IN
     SELECT DISTINCT b.owner_id
       FROM dlm_wait_blockers(p_key, p_ancestors, p_desc_begin, p_desc_end,
@@ -756,7 +762,6 @@ BEGIN
     -- The caller holds what blocks its own request: a cycle of one.
     IF v_hop.owner_id = p_owner THEN
       cycle := ARRAY[p_key];
-      owners := '{}';
       RETURN;
     END IF;
     v_owners := v_owners || v_hop.owner_id;
@@ -765,6 +770,13 @@ BEGIN
   END LOOP;
 
   WHILE v_next <= cardinality(v_owners) AND v_next <= 1000 LOOP
+    IF clock_timestamp() > v_stop THEN
+      RETURN;
+    END IF;
+    -- The next owner's live requests and, for each, the owners it waits
+    -- for. The owner is looked up in the column's collation (COLLATE
+    -- "default"), so the owner index serves it whatever collation the
+    -- caller's arguments gave this function's variables (V13).
     FOR v_hop IN
       SELECT e.resource, e.owner_id
         FROM (SELECT r.resource, b.owner_id,
@@ -774,7 +786,7 @@ BEGIN
                 CROSS JOIN LATERAL dlm_wait_blockers(
                   r.resource, r.ancestors, r.desc_begin, r.desc_end,
                   r.mode = 'SHARED', r.requested_at, r.owner_id, p_now) b
-               WHERE r.owner_id = v_owners[v_next]
+               WHERE r.owner_id = v_owners[v_next] COLLATE "default"
                  AND r.expires_at > p_now) e
        WHERE NOT e.self_blocked
        ORDER BY e.resource, e.owner_id
@@ -782,13 +794,16 @@ BEGIN
       IF v_hop.owner_id = p_owner THEN
         v_cycle := ARRAY[v_hop.resource];
         v_at := v_next;
-        owners := '{}';
         WHILE v_at > 0 LOOP
           v_cycle := v_via[v_at] || v_cycle;
           owners := owners || v_owners[v_at];
           v_at := v_parent[v_at];
         END LOOP;
         cycle := v_cycle;
+        RETURN;
+      END IF;
+      v_edges := v_edges + 1;
+      IF v_edges > 10000 OR clock_timestamp() > v_stop THEN
         RETURN;
       END IF;
       IF cardinality(v_owners) < 1000
@@ -800,12 +815,10 @@ BEGIN
     END LOOP;
     v_next := v_next + 1;
   END LOOP;
-  cycle := '{}';
-  owners := '{}';
 END
 $$;
 
-COMMENT ON FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) IS 'dlm (internal): the wait-for graph walk, at most 1,000 owners.';
+COMMENT ON FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) IS 'dlm (internal): the wait-for graph walk, at most 1,000 owners, 10,000 edges and about 100 ms.';
 
 -- dlm_force_release: operator override (admin role only), frees the row
 -- whoever holds it (EXCLUSIVE, and every SHARED hold of the key). True if
@@ -2295,28 +2308,36 @@ COMMENT ON FUNCTION dlm_wait_blockers(p_key text, p_ancestors text[], p_desc_beg
 -- request for p_key, in a transaction of its own after dlm_register_wait
 -- committed (so it sees every registration that committed before it): the
 -- cycle (the request is then deleted), or '{}' (also when there is no such
--- request).
+-- request). The row is copied into variables first (V13): passed straight
+-- from the row, its columns of collation "C" set the walk's collation and
+-- the walk lost the owner index.
 CREATE FUNCTION dlm_wait_cycle(p_key text, p_owner text) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  v_owner text;
-  v_now   timestamptz;
-  v_req   record;
+  v_owner      text;
+  v_now        timestamptz;
+  v_ancestors  text[];
+  v_desc_begin text;
+  v_desc_end   text;
+  v_shared     boolean;
+  v_my_at      timestamptz;
 BEGIN
   PERFORM dlm_client_for(p_key, false);
   v_owner := dlm_owner_digest(p_owner);
   v_now := clock_timestamp();
-  SELECT * INTO v_req FROM dlm_lock_requests r
+  SELECT r.ancestors, r.desc_begin, r.desc_end, r.mode = 'SHARED',
+         r.requested_at
+    INTO v_ancestors, v_desc_begin, v_desc_end, v_shared, v_my_at
+    FROM dlm_lock_requests r
    WHERE r.resource = p_key AND r.owner_id = v_owner
      AND r.expires_at > v_now;
   IF NOT FOUND THEN
     RETURN '{}'::text[];
   END IF;
-  RETURN dlm_confirmed_cycle(p_key, v_req.ancestors, v_req.desc_begin,
-                             v_req.desc_end, v_req.mode = 'SHARED',
-                             v_req.requested_at, v_owner);
+  RETURN dlm_confirmed_cycle(p_key, v_ancestors, v_desc_begin, v_desc_end,
+                             v_shared, v_my_at, v_owner);
 END
 $$;
 
@@ -2455,4 +2476,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (9, 'guarded writes', 4),
          (10, 'first use waited for, no deadlock through a cycle of one', 4),
          (11, 'a cheaper uncontended acquire, release and extend', 4),
-         (12, 'every key in one non-empty client scope', 4);
+         (12, 'every key in one non-empty client scope', 4),
+         (13, 'cycle walk bounded in time', 4);
