@@ -3,6 +3,7 @@
 // 'XDC#orders') belonged to the client '', which first use bound with
 // whatever separator came first, '#' included: one call then named other
 // tenants' keys, row-locked their holds and took over their expired ones.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <optional>
@@ -186,7 +187,12 @@ TEST_F(ClientScope, TheMigrationRepairsWhatASquatterRecorded) {
     pqxx::connection& admin = schema_.admin();
     pqxx::work tx(admin);
     tx.exec("SET LOCAL search_path = " + admin.quote_name(schema_.name()));
-    tx.exec(std::string(internal::postgresMigrations().back().sql));
+    const auto& migrations = internal::postgresMigrations();
+    const auto v12 = std::find_if(
+        migrations.begin(), migrations.end(),
+        [](const internal::Migration& m) { return m.version == 12; });
+    ASSERT_NE(v12, migrations.end());
+    tx.exec(std::string(v12->sql));
     tx.commit();
   }
   EXPECT_EQ(count("SELECT count(*) FROM " + clients + " WHERE client_id = ''"),
