@@ -268,6 +268,20 @@ COMMENT ON COLUMN dlm_limits.max_requests_per_owner IS 'Most live requests (wait
 
 COMMENT ON COLUMN dlm_limits.max_shared_holders_per_key IS 'Most live SHARED holders of one key at once (default 1000).';
 
+-- ---------------------------------------------------------------- secret
+CREATE TABLE dlm_release_secret (
+    only_row boolean DEFAULT true NOT NULL,
+    secret text NOT NULL,
+    CONSTRAINT dlm_release_secret_only_row_check CHECK (only_row),
+    CONSTRAINT dlm_release_secret_secret_check CHECK ((length(secret) = 64))
+);
+
+COMMENT ON TABLE dlm_release_secret IS 'dlm: the secret of release hints (NOTIFY dlm_release payloads); readable by the schema owner only.';
+
+COMMENT ON COLUMN dlm_release_secret.only_row IS 'dlm: true; the table has one row.';
+
+COMMENT ON COLUMN dlm_release_secret.secret IS 'dlm: 64 hex digits; a hint is the first 16 hex digits of SHA-256 of this followed by the key.';
+
 -- ------------------------------------------------- keys and indexes
 
 ALTER TABLE ONLY dlm_schema_version
@@ -296,11 +310,20 @@ ALTER TABLE ONLY dlm_clients
 ALTER TABLE ONLY dlm_limits
     ADD CONSTRAINT dlm_limits_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY dlm_release_secret
+    ADD CONSTRAINT dlm_release_secret_pkey PRIMARY KEY (only_row);
+
 -- ------------------------------------------------ settings and roles
 
 INSERT INTO dlm_fencing_floor (id, floor_token) VALUES (true, 0);
 
 INSERT INTO dlm_limits (id) VALUES (true);
+
+-- The secret of release hints: drawn where the schema is applied, never
+-- shipped (256 bits from the server's strong random source).
+INSERT INTO dlm_release_secret (secret)
+  SELECT encode(sha256(convert_to(gen_random_uuid()::text
+                                  || gen_random_uuid()::text, 'UTF8')), 'hex');
 
 INSERT INTO dlm_config (name, value)
   VALUES ('client_role', coalesce(nullif(current_setting('dlm.client_role', true), ''), 'dlm_client')),
@@ -820,11 +843,8 @@ $$;
 
 COMMENT ON FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) IS 'dlm (internal): the wait-for graph walk, at most 1,000 owners, 10,000 edges and about 100 ms.';
 
--- dlm_force_release: operator override (admin role only), frees the row
--- whoever holds it (EXCLUSIVE, and every SHARED hold of the key). True if
--- something was held. Announces the release on the channel whenever it
--- freed something (V8): a wake-up is a hint, and finding the key's waiters
--- without the hierarchy the caller knows took a scan of dlm_lock_requests.
+-- The functions that NOTIFY: the same bodies as before, with the hints as
+-- the payload.
 CREATE FUNCTION dlm_force_release(p_key text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -838,7 +858,7 @@ BEGIN
   DELETE FROM dlm_shared_holds WHERE resource = p_key;
   v_freed := v_freed OR FOUND;
   IF v_freed THEN
-    PERFORM pg_notify('dlm_release', p_key);
+    PERFORM pg_notify('dlm_release', dlm_release_payload(p_key));
   END IF;
   RETURN v_freed;
 END
@@ -1106,15 +1126,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live request rows under a key prefix.';
 
--- dlm_notify_waiters: NOTIFY dlm_release, payload p_key, when an unexpired
--- request row waits for p_key, one of its ancestors (p_ancestors) or a key in
--- its descendant range: exactly the waiters whose acquire the freed row may
--- have blocked. Nobody waiting, no NOTIFY: a NOTIFY makes the commit take a
--- database-wide lock on the notification queue, which would serialise every
--- release. Each test is a lookup or range scan on the primary key of
--- dlm_lock_requests. The notification is sent when the calling transaction
--- commits, and not at all if it rolls back. Internal: called by the release
--- functions (as the schema owner); no role has EXECUTE on it.
 CREATE FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1128,7 +1139,7 @@ BEGIN
      OR EXISTS (SELECT 1 FROM dlm_lock_requests r
                  WHERE r.resource >= p_desc_begin AND r.resource < p_desc_end
                    AND r.expires_at > clock_timestamp()) THEN
-    PERFORM pg_notify('dlm_release', p_key);
+    PERFORM pg_notify('dlm_release', dlm_release_payload(p_key));
   END IF;
 END
 $$;
@@ -1387,9 +1398,6 @@ $$;
 
 COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client): records or renews a waiter''s request (a lease of at most 10 s) unless waiting would close a cycle (returned).';
 
--- dlm_release: token-conditional release, lazily committed; wakes waiters
--- of the key, its ancestors and its descendants. V11: one probe over
--- [key, end of the descendant range) at depth 1.
 CREATE FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1423,7 +1431,7 @@ BEGIN
   END IF;
   IF FOUND THEN
     IF v_wake THEN
-      PERFORM pg_notify('dlm_release', p_key);
+      PERFORM pg_notify('dlm_release', dlm_release_payload(p_key));
     END IF;
     RETURN true;
   END IF;
@@ -1435,6 +1443,53 @@ END
 $$;
 
 COMMENT ON FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release, lazily committed; wakes waiters.';
+
+-- dlm_release_hints (client): the hints of p_key and of its ancestors, as
+-- dlm_release_payload sends them, for a waiter to match payloads with.
+-- Checked as a wait is (and binds an unbound client at first use, as a
+-- wait does): 22023 for a non-key, 42501 for a non-member.
+CREATE FUNCTION dlm_release_hints(p_key text) RETURNS text[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM dlm_client_for(p_key, true);
+  RETURN string_to_array(substr(dlm_release_payload(p_key), 3), ' ');
+END
+$$;
+
+COMMENT ON FUNCTION dlm_release_hints(p_key text) IS 'dlm (client): the release hints a waiter for a key matches NOTIFY dlm_release payloads with.';
+
+-- dlm_release_payload (internal): what NOTIFY dlm_release carries when p_key
+-- is freed: '1 ', the key's hint, then its ancestors' hints (root first, at
+-- most 256; the client's recorded separator), space-separated.
+CREATE FUNCTION dlm_release_payload(p_key text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_secret text;
+  v_scope  text;
+  v_sep    text;
+  v_keys   text[] := ARRAY[p_key];
+BEGIN
+  SELECT s.secret INTO v_secret FROM dlm_release_secret s;
+  v_scope := dlm_key_scope(p_key);
+  IF v_scope IS NOT NULL THEN
+    SELECT c.separator INTO v_sep FROM dlm_clients c
+     WHERE c.client_id = dlm_scope_client(v_scope) AND c.hierarchy;
+    IF v_sep IS NOT NULL THEN
+      v_keys := v_keys || (dlm_path_ancestors(p_key, v_scope, v_sep))[1:256];
+    END IF;
+  END IF;
+  RETURN '1 ' || (SELECT string_agg(left(encode(sha256(convert_to(
+                                      v_secret || u.k, 'UTF8')), 'hex'), 16),
+                                    ' ' ORDER BY u.i)
+                    FROM unnest(v_keys) WITH ORDINALITY AS u (k, i));
+END
+$$;
+
+COMMENT ON FUNCTION dlm_release_payload(p_key text) IS 'dlm (internal): the NOTIFY dlm_release payload for a freed key: hints, no key.';
 
 CREATE FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1460,7 +1515,7 @@ BEGIN
     RETURN false;
   END IF;
   IF v_wake THEN
-    PERFORM pg_notify('dlm_release', p_key);
+    PERFORM pg_notify('dlm_release', dlm_release_payload(p_key));
   END IF;
   RETURN true;
 END
@@ -1491,7 +1546,7 @@ BEGIN
       USING ERRCODE = 'DLM01';
   END IF;
   IF v_wake THEN
-    PERFORM pg_notify('dlm_release', p_key);
+    PERFORM pg_notify('dlm_release', dlm_release_payload(p_key));
   END IF;
 END
 $$;
@@ -1523,7 +1578,7 @@ BEGIN
       USING ERRCODE = 'DLM01';
   END IF;
   IF v_wake THEN
-    PERFORM pg_notify('dlm_release', p_key);
+    PERFORM pg_notify('dlm_release', dlm_release_payload(p_key));
   END IF;
 END
 $$;
@@ -2444,6 +2499,7 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release(text,text,text[],text,text) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_hints(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_shared(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_shared_within(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_within(text,text,text[],text,text) TO %2$I', v_schema, v_client);
@@ -2477,4 +2533,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (10, 'first use waited for, no deadlock through a cycle of one', 4),
          (11, 'a cheaper uncontended acquire, release and extend', 4),
          (12, 'every key in one non-empty client scope', 4),
-         (13, 'cycle walk bounded in time', 4);
+         (13, 'cycle walk bounded in time', 4),
+         (14, 'release notifications carry hints, not keys', 4);

@@ -96,6 +96,12 @@ INSERT INTO dlm_fencing_floor (id, floor_token) VALUES (true, 0);
 
 INSERT INTO dlm_limits (id) VALUES (true);
 
+-- The secret of release hints: drawn where the schema is applied, never
+-- shipped (256 bits from the server's strong random source).
+INSERT INTO dlm_release_secret (secret)
+  SELECT encode(sha256(convert_to(gen_random_uuid()::text
+                                  || gen_random_uuid()::text, 'UTF8')), 'hex');
+
 INSERT INTO dlm_config (name, value)
   VALUES ('client_role', coalesce(nullif(current_setting('dlm.client_role', true), ''), 'dlm_client')),
          ('admin_role', coalesce(nullif(current_setting('dlm.admin_role', true), ''), 'dlm_admin'))

@@ -124,7 +124,10 @@ struct DLM_API WaitRegistration {
 class DLM_API ReleaseListener {
  public:
   virtual ~ReleaseListener() = default;
-  // `key` was freed (a release, or a commitLock that committed). Called on the
+  // `key` may have been unblocked by a release (or a commitLock that
+  // committed): the freed key itself, or (PostgreSQL, whose notifications
+  // carry no key) a key that a wait registered through this store waits
+  // for and that the freed key is, is above or is below. Called on the
   // store's thread; must return quickly and must not call the store.
   virtual void released(std::string_view key) = 0;
   // Releases may have gone unseen (the store's listening connection was

@@ -127,8 +127,10 @@ class PgReleaseChannel::Worker {
     // False: the backend went away (terminated, restart, keepalive expired).
     const bool ok = listening_->consumeInput();
     std::vector<std::string> keys;
-    while (auto key = listening_->nextNotification()) {
-      keys.push_back(std::move(*key));
+    while (auto payload = listening_->nextNotification()) {
+      for (std::string& key : channel_.hints_.keysFreedBy(*payload)) {
+        keys.push_back(std::move(key));
+      }
     }
     if (!keys.empty()) {
       std::lock_guard<std::mutex> lock(channel_.listenersMu_);

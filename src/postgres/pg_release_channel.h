@@ -15,12 +15,14 @@
 #include "dlm/deadline.h"
 #include "dlm/lock_store.h"
 #include "postgres/pg_conn.h"
+#include "postgres/release_hints.h"
 
 namespace dlm::internal {
 
-// The channel the dlm_* functions NOTIFY on; the payload is the freed key.
-// Channels are per database, not per schema: a store also hears releases
-// from other dlm schemas in the same database (a spurious wake-up at worst).
+// The channel the dlm_* functions NOTIFY on; the payload is hints, not the
+// freed key (release_hints.h). Channels are per database, not per schema: a
+// store also hears releases from other dlm schemas in the same database
+// (their hints match none of its keys).
 inline constexpr const char* kReleaseChannel = "dlm_release";
 
 // One listening connection and one thread, both started by the first
@@ -28,7 +30,8 @@ inline constexpr const char* kReleaseChannel = "dlm_release";
 //
 // The thread sleeps in poll() on the connection's socket and on a self-pipe
 // (so stopping is prompt), and dispatches each notification's payload to
-// every listener, holding the listener mutex: once unsubscribe() returns, no
+// every listener as the waited keys it may unblock (hints()), holding the
+// listener mutex: once unsubscribe() returns, no
 // callback on that listener is running or will run. When the connection
 // breaks, the thread opens a new one (with growing pauses, up to
 // kMaxReconnectPause), LISTENs again and then calls missedReleases() on
@@ -76,6 +79,10 @@ class PgReleaseChannel {
   // subscribes throw. Idempotent.
   void close() noexcept;
 
+  // The waited keys notifications are matched against; the store adds a
+  // key's hints before its waiter's next attempt.
+  ReleaseHints& hints() { return hints_; }
+
   // Whether the listening thread runs (tests).
   bool running() const;
 
@@ -90,6 +97,7 @@ class PgReleaseChannel {
   void stopWorker() noexcept;  // needs lifecycleMu_
 
   const Connect connect_;
+  ReleaseHints hints_;
   std::atomic<std::uint64_t> reconnections_{0};
   const std::chrono::milliseconds connectTimeout_;
 

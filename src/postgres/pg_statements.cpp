@@ -41,6 +41,11 @@ const PgStatements& pgStatements() {
       {"dlm_wait_cycle",
        "SELECT u.k FROM unnest(dlm_wait_cycle($1, $2)) WITH ORDINALITY AS u "
        "(k, i) ORDER BY u.i"},
+      // The hints of a waited key and its ancestors, to match release
+      // notifications with (schema 14 on), one row each, the key's first.
+      {"dlm_release_hints",
+       "SELECT u.h FROM unnest(dlm_release_hints($1)) WITH ORDINALITY AS u "
+       "(h, i) ORDER BY u.i"},
       // Where dlm_release_within lives, for calling it schema-qualified on
       // the application's connection when no schema was configured.
       {"dlm_function_schema",

@@ -14,6 +14,7 @@ struct PgStatements {
   PreparedStatement registerWait;
   PreparedStatement unregisterWait;
   PreparedStatement waitCycle;
+  PreparedStatement releaseHints;
   PreparedStatement functionSchema;
   PreparedStatement extend;
   PreparedStatement extendShared;

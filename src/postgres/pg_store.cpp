@@ -358,7 +358,33 @@ class DLM_HIDDEN PostgresStore::Impl {
         });
     // A cycle found there leaves nothing recorded: dlm_wait_cycle deleted
     // the request row in the transaction that found it.
+    if (registration.deadlockCycle.empty()) expectReleases(request.key.key);
     return registration;
+  }
+
+  // Makes release notifications that may unblock `key` reach its waiters:
+  // they carry hints, not keys, and the server tells a waiter its key's
+  // hints (once per key while remembered). Before the waiter's next attempt,
+  // so a release after that attempt wakes it. A failure costs only the
+  // wake-ups: the waiter polls.
+  void expectReleases(const std::string& key) {
+    if (!releases_.running() || releases_.hints().knows(key)) return;
+    try {
+      const Params params{key.c_str()};
+      std::vector<std::string> hints =
+          run("registerWait", key, [&](PgConn& c, Deadline d) {
+            const PgResult r =
+                c.execPrepared(internal::pgStatements().releaseHints, params, d);
+            std::vector<std::string> out;
+            for (int row = 0; row < r.rows(); ++row) {
+              out.push_back(r.text(row, 0));
+            }
+            return out;
+          });
+      releases_.hints().expect(key, hints);
+    } catch (const DLMException&) {
+      // Polling (sleepBetweenRetries) finds the release instead.
+    }
   }
 
   void unregisterWait(std::string_view key, std::string_view owner) {

@@ -145,14 +145,23 @@ class RawListener {
  public:
   RawListener() : conn_(adminConnection()), receiver_(*conn_, payloads_) {}
 
-  // Waits (up to `limit`) for a notification carrying `key`; returns the
-  // payloads received before it, or throws when it never came.
+  // What the server sends when `key` is freed (schema 14 on: hints, not
+  // the key).
+  std::string payloadOf(const std::string& key) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec_params1("SELECT dlm_release_payload($1)", key)[0]
+        .as<std::string>();
+  }
+
+  // Waits (up to `limit`) for the notification of `key`'s release; returns
+  // the payloads received before it, or throws when it never came.
   std::vector<std::string> until(const std::string& key,
                                  std::chrono::milliseconds limit = 2s) {
+    const std::string payload = payloadOf(key);
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (;;) {
       for (std::size_t i = 0; i < payloads_.size(); ++i) {
-        if (payloads_[i] == key) {
+        if (payloads_[i] == payload) {
           std::vector<std::string> before(payloads_.begin(),
                                           payloads_.begin() + i);
           payloads_.erase(payloads_.begin(), payloads_.begin() + i + 1);
