@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -143,13 +144,19 @@ class RecordingListener final : public ReleaseListener {
 // the server sends.
 class RawListener {
  public:
-  RawListener() : conn_(adminConnection()), receiver_(*conn_, payloads_) {}
+  // `schema`: where dlm lives (for payloadOf).
+  explicit RawListener(std::string schema)
+      : schema_(std::move(schema)),
+        conn_(adminConnection()),
+        receiver_(*conn_, payloads_) {}
 
   // What the server sends when `key` is freed (schema 14 on: hints, not
   // the key).
   std::string payloadOf(const std::string& key) {
     pqxx::nontransaction tx(*conn_);
-    return tx.exec_params1("SELECT dlm_release_payload($1)", key)[0]
+    return tx.exec_params1("SELECT " + conn_->quote_name(schema_) +
+                               ".dlm_release_payload($1)",
+                           key)[0]
         .as<std::string>();
   }
 
@@ -189,6 +196,7 @@ class RawListener {
     std::vector<std::string>& sink_;
   };
 
+  const std::string schema_;
   std::unique_ptr<pqxx::connection> conn_;
   std::vector<std::string> payloads_;
   Receiver receiver_;

@@ -79,7 +79,7 @@ TEST_F(ReleaseNotifyTest, ReleaseByAnotherStoreReachesASubscribedListener) {
 
 TEST_F(ReleaseNotifyTest, WaitersOnAncestorsAndDescendantsAreWokenSiblingsNot) {
   ASSERT_TRUE(store_->subscribeReleases(&listener_));
-  RawListener raw;
+  RawListener raw(stores_.schema().name());
   // Held first: a waiter's request would hold back a newer acquisition
   // (fair queueing).
   for (const char* id : {"a.b", "s.y"}) {
@@ -103,7 +103,7 @@ TEST_F(ReleaseNotifyTest, WaitersOnAncestorsAndDescendantsAreWokenSiblingsNot) {
 }
 
 TEST_F(ReleaseNotifyTest, NoNotifyWhenNobodyWaits) {
-  RawListener raw;
+  RawListener raw(stores_.schema().name());
   const StoreKey k = key("quiet");
   ASSERT_TRUE(acquireAs(*other_, k, "H", "t1").acquired);
   ASSERT_TRUE(other_->release(k, "t1", dlm::LockMode::EXCLUSIVE));
@@ -200,7 +200,7 @@ TEST_F(ReleaseNotifyTest, LastUnsubscribeStopsTheThreadAndClosesTheConnection) {
   EXPECT_TRUE(eventually([&] { return listeningBackends().empty(); }));
   // Nothing is delivered after unsubscribe returned, although the server
   // announced the release.
-  RawListener raw;
+  RawListener raw(stores_.schema().name());
   const StoreKey k = key("after");
   releaseWithWaiter(k);
   EXPECT_EQ(raw.until(releaseMarker(*other_, scope_)),
