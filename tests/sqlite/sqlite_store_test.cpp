@@ -395,7 +395,9 @@ TEST_F(SqliteStoreTest, ProcessesSharingTheFileGetDistinctFencingTokens) {
       // Child: no gtest assertions; report through a file and the exit code.
       int status = 0;
       try {
-        auto store = openStore(path_);
+        // Four processes cycling on one key: on a busy machine one may wait
+        // seconds for the write lock. Distinct tokens are the point here.
+        auto store = openStore(path_, std::chrono::seconds(30));
         std::ofstream out(dir_.file("tokens-" + std::to_string(p)));
         for (int i = 0; i < kCycles; ++i) {
           std::string token;
