@@ -150,11 +150,11 @@ CREATE TABLE dlm_config (
     value text NOT NULL
 );
 
-COMMENT ON TABLE dlm_config IS 'dlm: settings recorded when migration V3 was first applied.';
+COMMENT ON TABLE dlm_config IS 'dlm: settings: the role names recorded when migration V3 was first applied; first_use_binding (V16).';
 
-COMMENT ON COLUMN dlm_config.name IS 'client_role or admin_role.';
+COMMENT ON COLUMN dlm_config.name IS 'client_role, admin_role, or first_use_binding (''off'': an unbound clientId is refused instead of bound to its first user).';
 
-COMMENT ON COLUMN dlm_config.value IS 'The role name later migrations grant to.';
+COMMENT ON COLUMN dlm_config.value IS 'The role name later migrations grant to; for first_use_binding, on or off.';
 
 -- The fencing high-water mark: one row.
 CREATE TABLE dlm_fencing_floor (
@@ -246,11 +246,17 @@ CREATE TABLE dlm_limits (
     max_keys_per_call integer DEFAULT 64 NOT NULL,
     max_requests_per_owner integer DEFAULT 100 NOT NULL,
     max_shared_holders_per_key integer DEFAULT 1000 NOT NULL,
+    max_owner_bytes integer DEFAULT 128 NOT NULL,
+    max_token_bytes integer DEFAULT 128 NOT NULL,
+    max_host_bytes integer DEFAULT 255 NOT NULL,
     CONSTRAINT dlm_limits_id_check CHECK (id),
+    CONSTRAINT dlm_limits_max_host_bytes_check CHECK ((max_host_bytes > 0)),
     CONSTRAINT dlm_limits_max_key_bytes_check CHECK ((max_key_bytes > 0)),
     CONSTRAINT dlm_limits_max_keys_per_call_check CHECK ((max_keys_per_call > 0)),
+    CONSTRAINT dlm_limits_max_owner_bytes_check CHECK ((max_owner_bytes > 0)),
     CONSTRAINT dlm_limits_max_requests_per_owner_check CHECK ((max_requests_per_owner > 0)),
     CONSTRAINT dlm_limits_max_shared_holders_per_key_check CHECK ((max_shared_holders_per_key > 0)),
+    CONSTRAINT dlm_limits_max_token_bytes_check CHECK ((max_token_bytes > 0)),
     CONSTRAINT dlm_limits_max_ttl_ms_check CHECK ((max_ttl_ms > 0))
 );
 
@@ -267,6 +273,12 @@ COMMENT ON COLUMN dlm_limits.max_keys_per_call IS 'Most keys one acquire or wait
 COMMENT ON COLUMN dlm_limits.max_requests_per_owner IS 'Most live requests (waits) of one owner at once (default 100).';
 
 COMMENT ON COLUMN dlm_limits.max_shared_holders_per_key IS 'Most live SHARED holders of one key at once (default 1000).';
+
+COMMENT ON COLUMN dlm_limits.max_owner_bytes IS 'Longest owner an acquire or a wait may send, in bytes (default 128).';
+
+COMMENT ON COLUMN dlm_limits.max_token_bytes IS 'Longest acquisition token an acquire may send, in bytes (default 128).';
+
+COMMENT ON COLUMN dlm_limits.max_host_bytes IS 'Longest holder host an acquire may record, in bytes (default 255).';
 
 -- ---------------------------------------------------------------- secret
 CREATE TABLE dlm_release_secret (
@@ -561,10 +573,46 @@ $$;
 
 COMMENT ON FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (internal): tenancy and recorded hierarchy of an acquire or a wait.';
 
+-- dlm_check_strings (internal): refuses (22023, naming the limit) an owner,
+-- token or host longer than dlm_limits allows. A NULL argument is not
+-- checked. Without the row, the defaults apply.
+CREATE FUNCTION dlm_check_strings(p_owner text, p_token text, p_host text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_max record;
+BEGIN
+  SELECT coalesce(m.max_owner_bytes, 128) AS owner,
+         coalesce(m.max_token_bytes, 128) AS token,
+         coalesce(m.max_host_bytes, 255) AS host
+    INTO v_max
+    FROM (SELECT 1) AS one LEFT JOIN dlm_limits m ON m.id;
+  IF octet_length(p_owner) > v_max.owner THEN
+    RAISE EXCEPTION 'dlm: an owner of % bytes (limit max_owner_bytes = %)',
+      octet_length(p_owner), v_max.owner
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF octet_length(p_token) > v_max.token THEN
+    RAISE EXCEPTION 'dlm: a token of % bytes (limit max_token_bytes = %)',
+      octet_length(p_token), v_max.token
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF octet_length(p_host) > v_max.host THEN
+    RAISE EXCEPTION 'dlm: a holder host of % bytes (limit max_host_bytes = %)',
+      octet_length(p_host), v_max.host
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_check_strings(p_owner text, p_token text, p_host text) IS 'dlm (internal): refuses an owner, token or host over the limits of dlm_limits (22023, naming the limit).';
+
 -- dlm_client_for (internal): the binding of p_key's client, checked: the
 -- key must be one of the two shapes (22023 otherwise), the login a member
 -- of the client's role (42501 otherwise, naming both). An unbound client is
--- bound to the login when p_bind (acquire, wait), else answered as a row
+-- bound to the login when p_bind (acquire, wait) unless first-use binding
+-- is off (42501, naming dlmctl clients bind: V16), else answered as a row
 -- with a NULL client_id (release, extend, unregister: only holds and
 -- requests made before V7 can be under an unbound client).
 CREATE FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, OUT separator text, OUT hierarchy boolean) RETURNS record
@@ -587,6 +635,14 @@ BEGIN
   IF NOT FOUND THEN
     IF NOT p_bind THEN
       RETURN;
+    END IF;
+    -- Strict tenancy (V16): the DBA switched first-use binding off.
+    IF (SELECT c.value FROM dlm_config c WHERE c.name = 'first_use_binding')
+       = 'off' THEN
+      RAISE EXCEPTION 'dlm: client "%" is bound to no role and first-use binding is off: an admin binds it first (dlmctl clients bind % ROLE)',
+        v_client, v_client
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = format('SELECT dlm_bind_client(%L, <the service''s role>) as the admin role.', v_client);
     END IF;
     -- First use. A concurrent first use of the same client waits here for
     -- the other's transaction, then finds its row. Not bounded by the
@@ -1333,8 +1389,8 @@ COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_beg
 -- Returns '{}', or the cycle that waiting would close (then the row is
 -- not kept). No table lock (V7): the row is written first, and the caller
 -- walks the graph again with dlm_wait_cycle after this commits (see the
--- header). Limits (dlm_check_limits, and requests per owner: V8), tenancy
--- and hierarchy (dlm_check_path) checked. Lazy commit.
+-- header). Limits (dlm_check_limits, requests per owner: V8, the owner's
+-- size: V15), tenancy and hierarchy (dlm_check_path) checked. Lazy commit.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1353,6 +1409,7 @@ BEGIN
   END IF;
   PERFORM dlm_check_limits(p_key, coalesce(cardinality(p_ancestors), 0) + 1,
                            NULL);
+  PERFORM dlm_check_strings(p_owner, NULL, NULL);
   PERFORM dlm_check_path(p_key, p_ancestors, p_desc_begin, p_desc_end);
   PERFORM set_config('synchronous_commit', 'off', true);
   v_owner := dlm_owner_digest(p_owner);
@@ -1745,7 +1802,8 @@ COMMENT ON FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text,
 
 -- dlm_try_acquire: one attempt to take a lock in either mode (p_shared),
 -- the whole protocol in one transaction; the 10-argument dlm_acquire's
--- arguments and answer, as one row of OUT parameters. V11: see the header.
+-- arguments and answer, as one row of OUT parameters. V11: see its header;
+-- V15: the owner, token and host sizes are among the limits it checks.
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1814,6 +1872,9 @@ BEGIN
      WHERE l.resource = v_target
        AND m.id AND p_ttl_ms <= m.max_ttl_ms AND m.max_keys_per_call >= 1
        AND octet_length(v_target) <= m.max_key_bytes
+       AND octet_length(p_owner) <= m.max_owner_bytes
+       AND octet_length(p_token) <= m.max_token_bytes
+       AND octet_length(coalesce(p_host, '')) <= m.max_host_bytes
        AND c.client_id = dlm_scope_client(v_scope)
        AND c.hierarchy = (p_desc_begin IS NOT NULL)
        AND (c.separator IS NULL
@@ -1842,6 +1903,9 @@ BEGIN
                AND m.id AND p_ttl_ms <= m.max_ttl_ms
                AND v_depth <= m.max_keys_per_call
                AND octet_length(v_target) <= m.max_key_bytes
+               AND octet_length(p_owner) <= m.max_owner_bytes
+               AND octet_length(p_token) <= m.max_token_bytes
+               AND octet_length(coalesce(p_host, '')) <= m.max_host_bytes
                AND c.hierarchy
                AND p_desc_begin = v_target || c.separator
                AND p_desc_end = v_target || chr(ascii(c.separator) + 1)
@@ -1874,6 +1938,9 @@ BEGIN
            coalesce(p_ttl_ms <= m.max_ttl_ms
              AND v_depth <= m.max_keys_per_call
              AND octet_length(v_target) <= m.max_key_bytes
+             AND octet_length(p_owner) <= m.max_owner_bytes
+             AND octet_length(p_token) <= m.max_token_bytes
+             AND octet_length(coalesce(p_host, '')) <= m.max_host_bytes
              AND c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
              AND pg_has_role(session_user, c.role_oid, 'MEMBER')
              AND CASE
@@ -1893,6 +1960,7 @@ BEGIN
       LEFT JOIN dlm_clients c ON c.client_id = dlm_scope_client(v_scope);
     IF NOT v_client.fine THEN
       PERFORM dlm_check_limits(v_target, v_depth, p_ttl_ms);
+      PERFORM dlm_check_strings(p_owner, p_token, p_host);
       PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
                              p_desc_end);
     END IF;
@@ -2534,4 +2602,6 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (11, 'a cheaper uncontended acquire, release and extend', 4),
          (12, 'every key in one non-empty client scope', 4),
          (13, 'cycle walk bounded in time', 4),
-         (14, 'release notifications carry hints, not keys', 4);
+         (14, 'release notifications carry hints, not keys', 4),
+         (15, 'limits on owner, token and host sizes', 4),
+         (16, 'first-use binding can be switched off', 4);
