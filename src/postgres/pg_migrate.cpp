@@ -13,6 +13,7 @@
 #include "postgres/pg_conn.h"
 #include "postgres/pg_errors.h"
 #include "postgres/pg_session.h"
+#include "postgres/schema_locator.h"
 #include "schema/schema_compat.h"
 
 namespace dlm::internal {
@@ -78,25 +79,32 @@ DLMException newerThanLibrary(int version, int latest) {
 
 // A named schema that does not exist would otherwise fail the first CREATE
 // with the puzzling "no schema has been selected to create in" (3F000).
+// Where the database has dlm schemas elsewhere, they are named instead of
+// advising to create this one: a name mistyped would start a second,
+// independent set of locks.
 void requireSchema(PgConn& conn, const std::string& schema, Deadline deadline) {
   bool exists = false;
-  std::string quoted;
+  SchemaSearch search;
   try {
-    exists = conn.execParams(
-                     "SELECT EXISTS (SELECT 1 FROM pg_catalog."
-                     "pg_namespace WHERE nspname = $1)",
-                     {schema.c_str()}, deadline)
-                 .boolean(0, 0);
-    quoted = conn.quoteIdentifier(schema);
+    const PgResult r = conn.execParams(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace "
+        "WHERE nspname = $1), current_database()",
+        {schema.c_str()}, deadline);
+    exists = r.boolean(0, 0);
+    search.database = r.text(0, 1);
+    search.asked = schema;
+    if (!exists) {
+      search.found = dlmSchemasIn(conn, deadline);
+      search.looked = true;
+    }
   } catch (...) {
     throw translatePgError("PostgreSQL migrate: looking up the schema");
   }
   if (!exists) {
     throw DLMException(
         ErrorCode::TABLE_CREATION_ERROR,
-        fmt::format("PostgreSQL migrate: schema \"{}\" does not exist; "
-                    "create it first (CREATE SCHEMA {})",
-                    schema, quoted));
+        fmt::format("PostgreSQL migrate: schema \"{}\" does not exist; {}",
+                    schema, schemaAdvice(search)));
   }
 }
 

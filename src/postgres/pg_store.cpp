@@ -38,6 +38,7 @@
 #include "postgres/pg_replication.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
+#include "postgres/schema_locator.h"
 #include "postgres/warning_listeners.h"
 #include "schema/migration.h"
 #include "schema/schema_compat.h"
@@ -113,29 +114,6 @@ struct Hierarchy {
   const char* descEnd;
 };
 
-// `name` as an SQL identifier inside a single-quoted shell argument:
-// double-quoted unless it is a plain lower-case one.
-std::string quoteIdentifierForShell(const std::string& name) {
-  const bool plain =
-      !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) ||
-                        name[0] == '_') &&
-      std::all_of(name.begin(), name.end(), [](char c) {
-        return std::islower(static_cast<unsigned char>(c)) ||
-               std::isdigit(static_cast<unsigned char>(c)) || c == '_';
-      });
-  if (plain) return name;
-  std::string quoted = "\"";
-  for (char c : name) {
-    if (c == '"') quoted += '"';
-    if (c == '\'') {
-      quoted += "'\\''";  // ends the shell quote, an escaped ', reopens it
-      continue;
-    }
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
 // SQLSTATE lock_not_available: lock_timeout (rowLockWait) expired.
 constexpr const char* kLockNotAvailable = "55P03";
 
@@ -206,8 +184,8 @@ class DLM_HIDDEN PostgresStore::Impl {
                                 : fmt::format("schema \"{}\"", options_.schema);
     if (!state.present) {
       throw DLMException(ErrorCode::SCHEMA_MISMATCH,
-                         fmt::format("PostgreSQL database has no dlm schema "
-                                     "(no table dlm_schema_version in {}); {}",
+                         fmt::format("no dlm schema in {} (no table "
+                                     "dlm_schema_version there); {}",
                                      where, howToApplySchema()));
     }
     // The rolling-upgrade rule: this schema version, or a newer one that
@@ -545,34 +523,25 @@ class DLM_HIDDEN PostgresStore::Impl {
   // a second statement reads the table as the previous release did. No
   // version table at all (42P01): not present. In autocommit a failed
   // statement leaves the connection usable.
-  // The commands that give a database without dlm's schema one, as its
-  // owner (docs/dba.md): the database and the schema named as this store
-  // sees them.
+  // What to do when no dlm schema is where this store looks: the dlm
+  // schemas this database has, named, or (only when it has none) how to
+  // create one (schema_locator.h).
   std::string howToApplySchema() {
-    std::string database = "DATABASE";
-    std::string schema = options_.schema;
+    internal::SchemaSearch search;
+    search.database = "DATABASE";
+    search.asked = options_.schema;
     try {
       run("initialize", "", [&](PgConn& c, Deadline d) {
-        PgResult r = c.exec("SELECT current_database(), current_schema()", d);
-        database = r.text(0, 0);
-        if (schema.empty() && !r.isNull(0, 1)) schema = r.text(0, 1);
+        PgResult r = c.exec("SELECT current_database()", d);
+        search.database = r.text(0, 0);
+        search.found = internal::dlmSchemasIn(c, d);
+        search.looked = true;
         return 0;
       });
     } catch (const DLMException&) {
-      // The placeholders stand.
+      // Said in the advice: it could not look.
     }
-    if (schema.empty()) schema = "dlm";
-    const std::string quoted = quoteIdentifierForShell(schema);
-    return fmt::format(
-        "as the database's owner, run  psql -v ON_ERROR_STOP=1 -1 -d {} "
-        "-c 'CREATE SCHEMA IF NOT EXISTS {}' -c 'SET search_path = {}' -f "
-        "/usr/share/dlm/schema/postgres.sql  (package dlm-schema; "
-        "schema/postgres.sql in the sources), or  dlmctl --db URL --schema "
-        "{} migrate; then give the application's login the dlm_client role "
-        "and this schema (PostgresStoreOptions::schema, or ALTER ROLE ... "
-        "SET search_path): docs/dba.md",
-        database, quoted, quoted,
-        quoted == schema ? schema : "'" + schema + "'");
+    return internal::schemaAdvice(search);
   }
 
   SchemaState readSchemaState(std::string_view op) {

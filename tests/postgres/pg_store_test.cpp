@@ -111,23 +111,6 @@ TEST(PostgresErrors, AKeyOrPrefixThatIsNotUtf8IsInvalidArgument) {
   EXPECT_TRUE(admin.listHeld("").empty());
 }
 
-// The message is the command to run, with this database and schema filled
-// in (the schema is a fresh one: its name is quoted when it needs it).
-TEST(PostgresErrors, InitializeOnAnEmptySchemaIsSchemaMismatchSayingWhatToRun) {
-  FreshSchema schema;
-  PostgresStore store(schema.options());
-  const DLMException e = errorOf([&] { store.initialize(false); });
-  EXPECT_EQ(e.code(), ErrorCode::SCHEMA_MISMATCH) << e.what();
-  EXPECT_FALSE(e.transient());
-  EXPECT_TRUE(contains(e.what(), "psql -v ON_ERROR_STOP=1 -1 -d ")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "CREATE SCHEMA IF NOT EXISTS ")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "/usr/share/dlm/schema/postgres.sql"))
-      << e.what();
-  EXPECT_TRUE(contains(e.what(), "--schema ")) << e.what();
-  EXPECT_TRUE(contains(e.what(), " migrate")) << e.what();
-  EXPECT_TRUE(contains(e.what(), schema.name())) << e.what();
-}
-
 TEST(PostgresErrors, CallsOnASchemaWithoutTheFunctionsAreSchemaMismatch) {
   FreshSchema schema;
   PostgresStore store(schema.options());  // not initialized on purpose
