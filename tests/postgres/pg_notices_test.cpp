@@ -82,8 +82,8 @@ TEST(PgNotices, ANoticeOfACallThatFailedIsDropped) {
 TEST(PgNotices, PipelinedCallsKeepAndDropAlike) {
   // Pooler-safe mode: settings and statement in one implicit transaction.
   auto conn = keeping(internal::kFirstUseBindingState);
-  conn->sendSettingsWithEachCall(
-      "SELECT set_config('lock_timeout', $1, true)", {"1000"});
+  conn->sendSettingsWithEachCall("SELECT set_config('lock_timeout', $1, true)",
+                                 {"1000"});
   const internal::PreparedStatement ok{"ok", raising("DL001", "pipelined")};
   const internal::PreparedStatement failing{
       "failing", raising("DL001", "pipelined, rolled back", /*fail=*/true)};
