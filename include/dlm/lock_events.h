@@ -34,7 +34,9 @@ enum class LockEventKind {
                       // lock is released by token later or expires
   STORE_WARNING,      // the store warns of a condition that fails nothing
                       // (PostgreSQL: acquires not waiting for a standby
-                      // under SynchronousReplication::WARN)
+                      // under SynchronousReplication::WARN; a clientId
+                      // bound at first use to the login's role, once, by
+                      // the acquire or wait that bound it, schema 17)
 };
 
 // "ACQUIRED", "WAITING", ...

@@ -138,14 +138,16 @@ class DLM_API ReleaseListener {
 // Receives what a store has to tell the managers using it outside any call's
 // result: conditions that fail nothing but that an operator should hear of
 // (PostgreSQL: acquires that do not wait for a standby, under
-// SynchronousReplication::WARN). Managers report each one as a
-// STORE_WARNING event.
+// SynchronousReplication::WARN; the server's notice that the call bound a
+// clientId at first use to the login's role, SQLSTATE DL001, schema 17).
+// Managers report each one as a STORE_WARNING event.
 class DLM_API StoreWarningListener {
  public:
   virtual ~StoreWarningListener() = default;
-  // Called on the thread of the store call that noticed (e.g. initialize),
-  // never while the store holds a lock of its own; must return quickly and
-  // must not call the store.
+  // Called on the thread of the store call that noticed (e.g. initialize,
+  // the tryAcquire that bound a clientId), at the end of that call, never
+  // while the store holds a lock or a connection of its own; must return
+  // quickly and must not call the store.
   virtual void storeWarning(std::string_view message) = 0;
 };
 

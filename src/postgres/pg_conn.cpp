@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
+#include <utility>
 
 #include "dlm/error.h"
 #include "postgres/conninfo_text.h"
@@ -147,12 +149,14 @@ std::unique_ptr<PgConn> PgConn::open(const ConnParams& params,
     throw DLMException(ErrorCode::INTERNAL_ERROR,
                        "PostgreSQL: out of memory while connecting");
   }
-  // libpq's default prints server notices (a WARNING before an immediate
-  // shutdown, a FATAL on an idle connection) to stderr: a library must not.
-  PQsetNoticeProcessor(
-      raw.get(), [](void*, const char*) {}, nullptr);
   auto conn = std::make_unique<PgConn>(Key{}, std::move(raw), wakeFd);
   PGconn* c = conn->conn_.get();
+  // libpq's default prints server notices (a WARNING before an immediate
+  // shutdown, a FATAL on an idle connection) to stderr: a library must not.
+  // Set before anything is read from the server (PQconnectStartParams only
+  // starts the connect); the PgConn owns `c`, so it outlives the receiver's
+  // calls.
+  PQsetNoticeReceiver(c, &PgConn::receiveNotice, conn.get());
   if (PQstatus(c) == CONNECTION_BAD) conn->fail("connect");
   // libpq's protocol: act as if PGRES_POLLING_WRITING came first.
   PostgresPollingStatusType state = PGRES_POLLING_WRITING;
@@ -236,9 +240,16 @@ PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
   }
   const auto budget = deadline - std::chrono::steady_clock::now();
   PGconn* c = conn_.get();
-  if (!send(c)) fail("sending");
-  flushAll(deadline, budget);
-  return readAnswer(deadline, budget, 0);
+  const std::size_t kept = notices_.size();
+  try {
+    if (!send(c)) fail("sending");
+    flushAll(deadline, budget);
+    return readAnswer(deadline, budget, 0);
+  } catch (...) {
+    // Rolled back, or its outcome unknown: its notices may not be true.
+    dropNoticesAfter(kept);
+    throw;
+  }
 }
 
 PgResult PgConn::exec(const std::string& sql, Deadline deadline) {
@@ -275,17 +286,24 @@ PgResult PgConn::pipelined(const std::string& sql,
   std::vector<const char*> values;
   values.reserve(settingValues_.size());
   for (const auto& v : settingValues_) values.push_back(v.c_str());
-  if (PQenterPipelineMode(c) != 1 ||
-      PQsendQueryParams(c, settingsSql_.c_str(),
-                        static_cast<int>(values.size()), nullptr, values.data(),
-                        nullptr, nullptr, 0) != 1 ||
-      PQsendQueryParams(c, sql.c_str(), static_cast<int>(params.size()),
-                        nullptr, params.data(), nullptr, nullptr, 0) != 1 ||
-      PQpipelineSync(c) != 1) {
-    fail("sending");
+  const std::size_t kept = notices_.size();
+  try {
+    if (PQenterPipelineMode(c) != 1 ||
+        PQsendQueryParams(c, settingsSql_.c_str(),
+                          static_cast<int>(values.size()), nullptr,
+                          values.data(), nullptr, nullptr, 0) != 1 ||
+        PQsendQueryParams(c, sql.c_str(), static_cast<int>(params.size()),
+                          nullptr, params.data(), nullptr, nullptr, 0) != 1 ||
+        PQpipelineSync(c) != 1) {
+      fail("sending");
+    }
+    flushAll(deadline, budget);
+    return readAnswer(deadline, budget, 2);
+  } catch (...) {
+    // One implicit transaction, rolled back (or unknown) as a whole.
+    dropNoticesAfter(kept);
+    throw;
   }
-  flushAll(deadline, budget);
-  return readAnswer(deadline, budget, 2);
 }
 
 PgResult PgConn::readAnswer(Deadline deadline, Deadline::duration budget,
@@ -381,6 +399,38 @@ std::optional<std::string> PgConn::nextNotification() {
   std::string payload = n->extra ? n->extra : "";
   PQfreemem(n);
   return payload;
+}
+
+void PgConn::keepNotices(std::string sqlstate) {
+  keptSqlstate_ = std::move(sqlstate);
+}
+
+std::vector<PgNotice> PgConn::takeNotices() noexcept {
+  return std::exchange(notices_, {});
+}
+
+void PgConn::dropNoticesAfter(std::size_t kept) noexcept {
+  if (notices_.size() > kept) {
+    notices_.erase(notices_.begin() + static_cast<std::ptrdiff_t>(kept),
+                   notices_.end());
+  }
+}
+
+void PgConn::receiveNotice(void* self, const PGresult* notice) noexcept {
+  auto& conn = *static_cast<PgConn*>(self);
+  if (conn.keptSqlstate_.empty()) return;
+  const char* state = PQresultErrorField(notice, PG_DIAG_SQLSTATE);
+  if (state == nullptr || conn.keptSqlstate_ != state) return;
+  if (conn.notices_.size() >= kMaxKeptNotices) return;
+  try {
+    const char* primary = PQresultErrorField(notice, PG_DIAG_MESSAGE_PRIMARY);
+    const char* hint = PQresultErrorField(notice, PG_DIAG_MESSAGE_HINT);
+    conn.notices_.push_back(
+        PgNotice{state, oneLine(primary), hint ? oneLine(hint) : ""});
+  } catch (...) {
+    // Out of memory: this notice is lost; nothing else is, and an exception
+    // must not unwind through libpq.
+  }
 }
 
 int PgConn::socket() const { return conn_ ? PQsocket(conn_.get()) : -1; }

@@ -88,6 +88,13 @@ class PgResult {
   std::unique_ptr<PGresult, Clear> r_;
 };
 
+// A notice the server sent (RAISE NOTICE and the like), as PgConn keeps it.
+struct PgNotice {
+  std::string sqlstate;
+  std::string message;  // the primary message, on one line
+  std::string hint;     // on one line; "" when none
+};
+
 // A statement prepared lazily, once per connection, under `name`.
 struct PreparedStatement {
   const char* name;
@@ -148,6 +155,16 @@ class PgConn {
   // The payload of the next received NOTIFY, if any.
   std::optional<std::string> nextNotification();
 
+  // From now on keeps the notices whose SQLSTATE is `sqlstate` for
+  // takeNotices() (at most kMaxKeptNotices until taken; later ones are
+  // lost). Every other notice is dropped, as all are by default: a library
+  // must not print. A notice of a call that then failed is dropped too: in
+  // autocommit its transaction rolled back what the notice said was done.
+  void keepNotices(std::string sqlstate);
+  // The notices kept so far, oldest first; they are no longer kept.
+  std::vector<PgNotice> takeNotices() noexcept;
+  static constexpr std::size_t kMaxKeptNotices = 16;
+
   // The socket to poll(), -1 when closed.
   int socket() const;
   // False once the connection broke, timed out or was closed.
@@ -186,12 +203,20 @@ class PgConn {
   void waitFor(short events, Deadline deadline, Deadline::duration budget,
                const char* what);
   [[noreturn]] void fail(const char* what);
+  // libpq's notice receiver, `self` the PgConn (which owns the PGconn, so
+  // outlives every call of it). Runs inside libpq calls on the calling
+  // thread; never throws.
+  static void receiveNotice(void* self, const PGresult* notice) noexcept;
+  // Drops the notices kept after the first `kept` (a failed call's).
+  void dropNoticesAfter(std::size_t kept) noexcept;
 
   Handle conn_;
   int wakeFd_;
   std::set<std::string> prepared_;
   std::string settingsSql_;  // empty: named prepared statements
   std::vector<std::string> settingValues_;
+  std::string keptSqlstate_;  // empty: every notice is dropped
+  std::vector<PgNotice> notices_;
 };
 
 }  // namespace dlm::internal

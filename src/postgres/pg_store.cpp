@@ -39,6 +39,7 @@
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
 #include "postgres/schema_locator.h"
+#include "postgres/store_notices.h"
 #include "postgres/warning_listeners.h"
 #include "schema/migration.h"
 #include "schema/schema_compat.h"
@@ -137,6 +138,8 @@ class DLM_HIDDEN PostgresStore::Impl {
         pool_(options_.poolSize, options_.poolWait,
               [this](Deadline d) {
                 auto conn = sessions_.openForStore(d);
+                // First-use bindings become the listeners' warnings (run).
+                conn->keepNotices(internal::kFirstUseBindingState);
                 // The first connection that works after one died.
                 if (connectionLost_.exchange(false)) {
                   reconnections_.fetch_add(1, std::memory_order_relaxed);
@@ -636,11 +639,13 @@ class DLM_HIDDEN PostgresStore::Impl {
                             op, internal::printableBytes(key)),
           true);
     }
+    // Told when the call is over, after its lease went back to the pool.
+    internal::CallNotices notices(warnings_);
     for (int attempt = 0;; ++attempt) {
       std::optional<ConnectionPool::Lease> lease;
       try {
         lease.emplace(pool_.lease(deadline));
-        return fn(**lease, deadline);
+        return notices.around(**lease, [&] { return fn(**lease, deadline); });
       } catch (...) {
         const bool lost = lease && !(*lease)->usable();
         if (lost) {

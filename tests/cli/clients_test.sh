@@ -11,8 +11,10 @@
 # role (`clients bind`), `clients` and `clients --json` show it (how, by
 # whom, and the hierarchy its first acquire records); a login outside the
 # role gets PERMISSION_DENIED (77) under it; an unbound clientId is bound to
-# the first login that uses it; `clients unbind` (0, then 1) lets the next
-# login have it; binding a missing role or a clientId with '#' is 1
+# the first login that uses it, and the exec that bound it prints one line
+# on stderr saying so (`dlmctl: warning: dlm: client "C" was bound at first
+# use ...`; no later exec, nor one under an admin's binding, prints it);
+# `clients unbind` (0, then 1) lets the next login have it; binding a missing role or a clientId with '#' is 1
 # (INVALID_ARGUMENT); an application login may list but not bind, unbind or
 # cancel (77); dlmctl's own clientId "dlmctl", bound by its first use to
 # the first login that used it, is shared by two operators once bound to
@@ -163,6 +165,7 @@ jq -e --arg r "$svc" --arg by "$ops" '.role == $r and .first_use == false and .b
   fail "clients --json after bind: $b"
 as "$svc" exec -n --client "$orders" --lock jobs.a -- true
 expect_status 0 "exec as the bound role"
+[[ $err != *"bound at first use"* ]] || fail "exec under an admin's binding warned: $err"
 b=$(binding "$orders")
 jq -e '.hierarchy == true and .separator == "."' <<<"$b" >/dev/null || fail "the first acquire recorded no hierarchy: $b"
 as "$other" exec -n --client "$orders" --lock jobs.b -- true
@@ -174,9 +177,21 @@ grep -q "^$orders  *$svc  *admin  *$ops  *[0-9-]*T[0-9:.]*Z  *on, separator '.'$
   fail "clients did not show the admin binding on one row: $out"
 echo "clients bind: the role's login locks, another login gets 77; clients shows how, by whom, the hierarchy"
 
-# First use binds an unbound clientId to the login that uses it.
+# first_use_line LOGIN: the line of the exec that bound $fresh for LOGIN.
+first_use_line() {
+  echo "dlmctl: warning: dlm: client \"$fresh\" was bound at first use to role \"$1\" (login $1); "
+}
+# once LINE: $err holds LINE (a line's start) exactly once, naming the fix.
+once() {
+  [ "$(grep -cF -- "$1" <<<"$err")" = 1 ] && grep -F -- "$1" <<<"$err" | grep -qF "dlmctl clients bind"
+}
+# First use binds an unbound clientId to the login that uses it, and says so.
 as "$other" exec -n --client "$fresh" --lock x -- true
 expect_status 0 "exec under an unbound clientId"
+once "$(first_use_line "$other")" || fail "the exec that bound $fresh did not say so once: $err"
+as "$other" exec -n --client "$fresh" --lock y -- true
+expect_status 0 "a second exec under the clientId it bound"
+[[ $err != *"bound at first use"* ]] || fail "a later exec warned again: $err"
 b=$(binding "$fresh")
 jq -e --arg r "$other" '.role == $r and .first_use == true and .bound_by == $r' <<<"$b" >/dev/null ||
   fail "clients --json after a first use: $b"
@@ -190,9 +205,10 @@ expect_status 1 "clients unbind of an unbound clientId"
 [ "$(binding "$fresh")" = null ] || fail "still listed after unbind: $(binding "$fresh")"
 as "$svc" exec -n --client "$fresh" --lock x -- true
 expect_status 0 "exec under an unbound clientId after unbind"
+once "$(first_use_line "$svc")" || fail "the exec that bound $fresh again did not say so once: $err"
 jq -e --arg r "$svc" '.role == $r and .first_use == true' <<<"$(binding "$fresh")" >/dev/null ||
   fail "not bound again by first use: $(binding "$fresh")"
-echo "first use binds; clients unbind 0 then 1, and the next login's first use binds it again"
+echo "first use binds (its exec prints one warning line, later ones none); clients unbind 0 then 1, and the next login's first use binds it again"
 
 as "$ops" clients bind "nobody$$" "no_such_role_$$"
 expect_status 1 "clients bind to a role that does not exist"
