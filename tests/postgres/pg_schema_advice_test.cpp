@@ -18,7 +18,7 @@
 namespace dlm::test {
 namespace {
 
-bool says(const std::string& text, const std::string& part) {
+bool adviceSays(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -74,10 +74,10 @@ std::string initializeError(const PostgresStoreOptions& options) {
 TEST(SchemaAdvice, WithoutSchemaOptionTheDatabasesDlmSchemaIsNamedNotCreated) {
   LocksDatabase db;
   const std::string message = initializeError(db.options());
-  EXPECT_TRUE(says(message, "found dlm schema \"locks\"")) << message;
-  EXPECT_TRUE(says(message, "--schema locks")) << message;
-  EXPECT_FALSE(says(message, "CREATE SCHEMA")) << message;
-  EXPECT_FALSE(says(message, "public")) << message;
+  EXPECT_TRUE(adviceSays(message, "found dlm schema \"locks\"")) << message;
+  EXPECT_TRUE(adviceSays(message, "--schema locks")) << message;
+  EXPECT_FALSE(adviceSays(message, "CREATE SCHEMA")) << message;
+  EXPECT_FALSE(adviceSays(message, "public")) << message;
   // The advice followed literally works.
   PostgresStore store(db.options("locks"));
   EXPECT_NO_THROW(store.initialize(false));
@@ -86,40 +86,40 @@ TEST(SchemaAdvice, WithoutSchemaOptionTheDatabasesDlmSchemaIsNamedNotCreated) {
 TEST(SchemaAdvice, AMistypedSchemaNamesTheOneThatExists) {
   LocksDatabase db;
   const std::string message = initializeError(db.options("lock"));
-  EXPECT_TRUE(says(message, "found dlm schema \"locks\"")) << message;
-  EXPECT_FALSE(says(message, "CREATE SCHEMA")) << message;
+  EXPECT_TRUE(adviceSays(message, "found dlm schema \"locks\"")) << message;
+  EXPECT_FALSE(adviceSays(message, "CREATE SCHEMA")) << message;
   // dlmctl --schema lock migrate: refused the same way, nothing created.
   const DLMException e = errorOf(
       [&] { internal::applyPostgresMigrations(db.options("lock")); });
   EXPECT_EQ(e.code(), ErrorCode::TABLE_CREATION_ERROR) << e.what();
-  EXPECT_TRUE(says(e.what(), "found dlm schema \"locks\"")) << e.what();
-  EXPECT_FALSE(says(e.what(), "CREATE SCHEMA")) << e.what();
+  EXPECT_TRUE(adviceSays(e.what(), "found dlm schema \"locks\"")) << e.what();
+  EXPECT_FALSE(adviceSays(e.what(), "CREATE SCHEMA")) << e.what();
 }
 
 TEST(SchemaAdvice, AnExistingSchemaWithoutDlmNamesTheOneThatHasIt) {
   LocksDatabase db;
   db.exec("CREATE SCHEMA app");
   const std::string message = initializeError(db.options("app"));
-  EXPECT_TRUE(says(message, "schema \"app\" has none")) << message;
-  EXPECT_TRUE(says(message, "found dlm schema \"locks\"")) << message;
-  EXPECT_FALSE(says(message, "CREATE SCHEMA")) << message;
+  EXPECT_TRUE(adviceSays(message, "schema \"app\" has none")) << message;
+  EXPECT_TRUE(adviceSays(message, "found dlm schema \"locks\"")) << message;
+  EXPECT_FALSE(adviceSays(message, "CREATE SCHEMA")) << message;
 }
 
 TEST(SchemaAdvice, ADatabaseWithoutAnyIsToldHowToCreateOneNotInPublic) {
   EmptyDatabase db;
   const std::string message = initializeError(db.options());
-  EXPECT_TRUE(says(message, "has no dlm schema at all")) << message;
-  EXPECT_TRUE(says(message, "psql -q -v ON_ERROR_STOP=1 -1 -d " + db.name()))
+  EXPECT_TRUE(adviceSays(message, "has no dlm schema at all")) << message;
+  EXPECT_TRUE(adviceSays(message, "psql -q -v ON_ERROR_STOP=1 -1 -d " + db.name()))
       << message;
-  EXPECT_TRUE(says(message, "-c 'CREATE SCHEMA dlm' -c 'SET search_path = dlm'"))
+  EXPECT_TRUE(adviceSays(message, "-c 'CREATE SCHEMA dlm' -c 'SET search_path = dlm'"))
       << message;
-  EXPECT_TRUE(says(message, "/usr/share/dlm/schema/postgres.sql"))
+  EXPECT_TRUE(adviceSays(message, "/usr/share/dlm/schema/postgres.sql"))
       << message;
-  EXPECT_TRUE(says(message, "--schema dlm migrate")) << message;
-  EXPECT_FALSE(says(message, "public")) << message;
+  EXPECT_TRUE(adviceSays(message, "--schema dlm migrate")) << message;
+  EXPECT_FALSE(adviceSays(message, "public")) << message;
   // A schema asked for by name is the one to create.
   const std::string named = initializeError(db.options("Orders Locks"));
-  EXPECT_TRUE(says(named, "CREATE SCHEMA \"Orders Locks\"")) << named;
+  EXPECT_TRUE(adviceSays(named, "CREATE SCHEMA \"Orders Locks\"")) << named;
 }
 
 TEST(SchemaAdvice, SeveralDlmSchemasAreAllNamed) {
@@ -127,8 +127,8 @@ TEST(SchemaAdvice, SeveralDlmSchemasAreAllNamed) {
   db.exec("CREATE SCHEMA billing_locks");
   internal::applyPostgresMigrations(db.options("billing_locks"));
   const std::string message = initializeError(db.options());
-  EXPECT_TRUE(says(message, "\"billing_locks\" and \"locks\"")) << message;
-  EXPECT_FALSE(says(message, "CREATE SCHEMA")) << message;
+  EXPECT_TRUE(adviceSays(message, "\"billing_locks\" and \"locks\"")) << message;
+  EXPECT_FALSE(adviceSays(message, "CREATE SCHEMA")) << message;
 }
 
 }  // namespace
