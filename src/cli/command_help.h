@@ -113,7 +113,7 @@ taken) for at least DURATION and that no live request waits for, in
 batches of --batch rows, each its own short transaction. A key's fencing
 tokens never go back: before deleting, the store raises a high-water mark
 that every row created later starts above. DURATION: 500ms, 90s, 15m, 12h,
-7d, 1.5h or seconds. On PostgreSQL it needs the admin role (dlm_admin). Exit
+7d, 1.5h or seconds. On PostgreSQL it needs the schema's admin role (the refusal names it). Exit
 status 0; 77 when the database refuses the login (the application role may
 not purge: PERMISSION_DENIED); 1 on another library error.)";
 

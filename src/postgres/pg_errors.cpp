@@ -24,11 +24,6 @@ std::string trimmed(std::string_view s) {
   return out;
 }
 
-// The functions only the admin role may call.
-constexpr const char* kAdminFunctions[] = {
-    "dlm_force_release", "dlm_purge", "dlm_bind_client", "dlm_unbind_client",
-    "dlm_cancel_requests"};
-
 std::string firstMigrationFile() {
   const auto& migrations = postgresMigrations();
   return migrations.empty() ? std::string("V1__create_lock_tables.sql")
@@ -75,23 +70,9 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
     if (text.find("dlm: client ") != std::string::npos) {
       return DLMException(ErrorCode::PERMISSION_DENIED, text);
     }
-    const bool adminCall =
-        std::any_of(std::begin(kAdminFunctions), std::end(kAdminFunctions),
-                    [&](const char* f) {
-                      return text.find(f) != std::string::npos;
-                    });
-    return DLMException(
-        ErrorCode::PERMISSION_DENIED,
-        adminCall
-            ? fmt::format("{}; this is an operator's call: the login needs "
-                          "the role dlm_admin (GRANT dlm_admin TO <login>; "
-                          "docs/dba.md)",
-                          text)
-            : fmt::format("{}; the login needs the role dlm_client (GRANT "
-                          "dlm_client TO <login>; docs/dba.md) and the dlm "
-                          "schema on its search_path or in "
-                          "PostgresStoreOptions::schema",
-                          text));
+    // The store adds the roles that hold the privilege in this database
+    // (privilege_hint.h): role names differ per service (docs/dba.md).
+    return DLMException(ErrorCode::PERMISSION_DENIED, text);
   }
   if (state == "42P05" || state == "26000") {
     // A named prepared statement met on a server connection other than the

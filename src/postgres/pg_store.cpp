@@ -38,6 +38,7 @@
 #include "postgres/pg_replication.h"
 #include "postgres/pg_session.h"
 #include "postgres/pg_statements.h"
+#include "postgres/privilege_hint.h"
 #include "postgres/schema_locator.h"
 #include "postgres/store_notices.h"
 #include "postgres/warning_listeners.h"
@@ -657,10 +658,27 @@ class DLM_HIDDEN PostgresStore::Impl {
           pool_.dropIdle(lease->generation());
           continue;
         }
+        // A refused privilege: the roles that hold it here, while the
+        // connection is at hand.
+        std::string hint;
+        try {
+          throw;
+        } catch (const internal::PgError& e) {
+          if (e.sqlstate() == "42501" && lease && !lost) {
+            hint = internal::privilegeHint(**lease, e.what(), deadline);
+          }
+        } catch (...) {
+          // Not a server's refusal: no hint.
+        }
         DLMException error = internal::translatePgError(
             key.empty() ? fmt::format("PostgreSQL store: {}", op)
                         : fmt::format("PostgreSQL store: {} {}", op,
                                       internal::printableBytes(key)));
+        if (!hint.empty()) {
+          error = DLMException(error.code(),
+                               fmt::format("{}; {}", error.what(), hint),
+                               error.transient());
+        }
         if (lease && error.code() == ErrorCode::CONNECTION_ERROR) {
           lease->discard();
         }

@@ -473,6 +473,29 @@ TEST(PostgresCompatibility, RoleNamesComeFromPgoptionsAndAreRecorded) {
     PostgresStore store(schema.options("user=" + login));
     store.initialize(false);
     EXPECT_TRUE(acquireAs(store, pathKey("XDC#rn#", "x"), "o", "t").acquired);
+    // Refused an operator's call, it is told the admin role this schema
+    // has, read from the catalog (before: "GRANT dlm_admin TO <login>",
+    // a role a schema with named roles does not use).
+    const DLMException e = errorOf([&] { store.forceRelease("XDC#rn#x"); });
+    EXPECT_EQ(e.code(), ErrorCode::PERMISSION_DENIED) << e.what();
+    const std::string said = e.what();
+    EXPECT_NE(said.find("roles with EXECUTE on function dlm_force_release in "
+                        "this database: " +
+                        admin + " "),
+              std::string::npos)
+        << said;
+    EXPECT_EQ(said.find("dlm_admin"), std::string::npos) << said;
+    // With the grant revoked, it says none has it.
+    execSql(conn, fmt::format("REVOKE EXECUTE ON FUNCTION {}.dlm_force_release"
+                              "(text) FROM {}",
+                              conn.quote_name(schema.name()),
+                              conn.quote_name(admin)));
+    const std::string none =
+        errorOf([&] { store.forceRelease("XDC#rn#x"); }).what();
+    EXPECT_NE(none.find("no role of this database holds EXECUTE on function "
+                        "dlm_force_release but its owner"),
+              std::string::npos)
+        << none;
     store.close();
   }
   execSql(conn, "DROP SCHEMA " + conn.quote_name(schema.name()) + " CASCADE");
