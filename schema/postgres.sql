@@ -80,7 +80,8 @@ CREATE TABLE dlm_locks (
     expires_at timestamp with time zone,
     holder_host text,
     holder_pid bigint,
-    holder_ip inet
+    holder_ip inet,
+    holder_login text
 )
 WITH (fillfactor='80', vacuum_truncate=off, toast.vacuum_truncate=off);
 
@@ -110,6 +111,8 @@ COMMENT ON COLUMN dlm_locks.holder_pid IS 'Process id the holder reported (not c
 
 COMMENT ON COLUMN dlm_locks.holder_ip IS 'Holder''s address as the server saw it (NULL over a unix socket).';
 
+COMMENT ON COLUMN dlm_locks.holder_login IS 'Login (session_user) of the call that made the current (or last) hold; NULL for holds made before V17. Shown to admins only.';
+
 -- Waiters: one row per owner waiting in acquireLock for a key, removed when
 -- the wait ends. Read to follow the wait-for graph (owner waits for key, key
 -- is held by owner, ...) for deadlock detection.
@@ -122,6 +125,7 @@ CREATE TABLE dlm_lock_requests (
     desc_begin text COLLATE pg_catalog."C",
     desc_end text COLLATE pg_catalog."C",
     mode text DEFAULT 'EXCLUSIVE'::text NOT NULL,
+    login text,
     CONSTRAINT dlm_lock_requests_mode_check CHECK ((mode = ANY (ARRAY['EXCLUSIVE'::text, 'SHARED'::text])))
 )
 WITH (fillfactor='80', vacuum_truncate=off, toast.vacuum_truncate=off);
@@ -143,6 +147,8 @@ COMMENT ON COLUMN dlm_lock_requests.desc_begin IS 'Start of the waited key''s de
 COMMENT ON COLUMN dlm_lock_requests.desc_end IS 'End (exclusive) of the waited key''s descendant range.';
 
 COMMENT ON COLUMN dlm_lock_requests.mode IS 'EXCLUSIVE or SHARED: the mode waited for (which holds and requests conflict).';
+
+COMMENT ON COLUMN dlm_lock_requests.login IS 'Login (session_user) of the call that made or last renewed the request; NULL before V17. Shown to admins only.';
 
 -- Settings recorded when V3 was first applied (the role names).
 CREATE TABLE dlm_config (
@@ -180,7 +186,8 @@ CREATE TABLE dlm_shared_holds (
     expires_at timestamp with time zone NOT NULL,
     holder_host text,
     holder_pid bigint,
-    holder_ip inet
+    holder_ip inet,
+    holder_login text
 )
 WITH (fillfactor='80', vacuum_truncate=off, toast.vacuum_truncate=off);
 
@@ -205,6 +212,8 @@ COMMENT ON COLUMN dlm_shared_holds.holder_host IS 'Host name the holder reported
 COMMENT ON COLUMN dlm_shared_holds.holder_pid IS 'Process id the holder reported (not checked by the server).';
 
 COMMENT ON COLUMN dlm_shared_holds.holder_ip IS 'Holder''s address as the server saw it (NULL over a unix socket).';
+
+COMMENT ON COLUMN dlm_shared_holds.holder_login IS 'Login (session_user) of the call that made the hold; NULL for holds made before V17. Shown to admins only.';
 
 CREATE TABLE dlm_clients (
     client_id text NOT NULL COLLATE pg_catalog."C",
@@ -249,11 +258,15 @@ CREATE TABLE dlm_limits (
     max_owner_bytes integer DEFAULT 128 NOT NULL,
     max_token_bytes integer DEFAULT 128 NOT NULL,
     max_host_bytes integer DEFAULT 255 NOT NULL,
+    max_holds_per_login integer DEFAULT 10000 NOT NULL,
+    max_requests_per_login integer DEFAULT 1000 NOT NULL,
     CONSTRAINT dlm_limits_id_check CHECK (id),
+    CONSTRAINT dlm_limits_max_holds_per_login_check CHECK ((max_holds_per_login > 0)),
     CONSTRAINT dlm_limits_max_host_bytes_check CHECK ((max_host_bytes > 0)),
     CONSTRAINT dlm_limits_max_key_bytes_check CHECK ((max_key_bytes > 0)),
     CONSTRAINT dlm_limits_max_keys_per_call_check CHECK ((max_keys_per_call > 0)),
     CONSTRAINT dlm_limits_max_owner_bytes_check CHECK ((max_owner_bytes > 0)),
+    CONSTRAINT dlm_limits_max_requests_per_login_check CHECK ((max_requests_per_login > 0)),
     CONSTRAINT dlm_limits_max_requests_per_owner_check CHECK ((max_requests_per_owner > 0)),
     CONSTRAINT dlm_limits_max_shared_holders_per_key_check CHECK ((max_shared_holders_per_key > 0)),
     CONSTRAINT dlm_limits_max_token_bytes_check CHECK ((max_token_bytes > 0)),
@@ -279,6 +292,10 @@ COMMENT ON COLUMN dlm_limits.max_owner_bytes IS 'Longest owner an acquire or a w
 COMMENT ON COLUMN dlm_limits.max_token_bytes IS 'Longest acquisition token an acquire may send, in bytes (default 128).';
 
 COMMENT ON COLUMN dlm_limits.max_host_bytes IS 'Longest holder host an acquire may record, in bytes (default 255).';
+
+COMMENT ON COLUMN dlm_limits.max_holds_per_login IS 'Most live EXCLUSIVE holds of one login at once, and most live SHARED holds (default 10000; concurrent calls of the login may pass it by their number).';
+
+COMMENT ON COLUMN dlm_limits.max_requests_per_login IS 'Most live requests (waits) of one login at once, whatever owners it uses (default 1000).';
 
 -- ---------------------------------------------------------------- secret
 CREATE TABLE dlm_release_secret (
@@ -324,6 +341,12 @@ ALTER TABLE ONLY dlm_limits
 
 ALTER TABLE ONLY dlm_release_secret
     ADD CONSTRAINT dlm_release_secret_pkey PRIMARY KEY (only_row);
+
+CREATE INDEX dlm_locks_login_held_idx ON dlm_locks USING btree (holder_login) WHERE (status = 'HELD'::text);
+
+CREATE INDEX dlm_shared_holds_login_idx ON dlm_shared_holds USING btree (holder_login);
+
+CREATE INDEX dlm_lock_requests_login_idx ON dlm_lock_requests USING btree (login);
 
 -- ------------------------------------------------ settings and roles
 
@@ -468,6 +491,23 @@ $$;
 
 COMMENT ON FUNCTION dlm_cancel_requests(p_key text, p_owner text) IS 'dlm (admin): deletes the requests of a key (or of one owner on it).';
 
+-- dlm_check_key (internal): refuses (22023) text that is not a key of one
+-- client: DC#<farm>#<client>#<id> or XDC#<client>#<id>, none of them empty.
+CREATE FUNCTION dlm_check_key(p_key text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF dlm_scope_client(dlm_key_scope(p_key)) IS NULL THEN
+    RAISE EXCEPTION 'dlm: "%" is not a lock key', dlm_shown_key(coalesce(p_key, ''))
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'A key is DC#<farm>#<client>#<id> or XDC#<client>#<id>, none of farm, client and id empty, and farm and client without ''#''.';
+  END IF;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_check_key(p_key text) IS 'dlm (internal): refuses (22023) text that is not a key of one client.';
+
 -- dlm_check_limits (internal): refuses (22023, naming the limit) an
 -- acquire, a wait or an extension over the limits of dlm_limits: p_key
 -- longer than max_key_bytes, p_keys keys (the key and its ancestors) more
@@ -504,6 +544,54 @@ END
 $$;
 
 COMMENT ON FUNCTION dlm_check_limits(p_key text, p_keys integer, p_ttl_ms bigint) IS 'dlm (internal): refuses a call over the limits of dlm_limits (22023, naming the limit).';
+
+-- dlm_check_login_holds (internal): refuses (22023, naming the limit) a
+-- new hold in the mode p_shared names once the login has
+-- max_holds_per_login live ones; a retry of p_token's own hold of p_key
+-- is not a new one.
+CREATE FUNCTION dlm_check_login_holds(p_shared boolean, p_key text, p_token text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_max   integer;
+  v_count integer;
+BEGIN
+  v_max := coalesce((SELECT m.max_holds_per_login FROM dlm_limits m
+                      WHERE m.id), 10000);
+  IF p_shared THEN
+    IF EXISTS (SELECT 1 FROM dlm_shared_holds s
+                WHERE s.resource = p_key AND s.token = p_token) THEN
+      RETURN;
+    END IF;
+    SELECT count(*) INTO v_count FROM (
+        SELECT 1 FROM dlm_shared_holds s
+         WHERE s.holder_login = session_user::text
+           AND s.expires_at > clock_timestamp()
+         LIMIT v_max) q;
+  ELSE
+    IF EXISTS (SELECT 1 FROM dlm_locks l
+                WHERE l.resource = p_key AND l.token = p_token
+                  AND l.status = 'HELD') THEN
+      RETURN;
+    END IF;
+    SELECT count(*) INTO v_count FROM (
+        SELECT 1 FROM dlm_locks l
+         WHERE l.holder_login = session_user::text AND l.status = 'HELD'
+           AND l.expires_at > clock_timestamp()
+         LIMIT v_max) q;
+  END IF;
+  IF v_count >= v_max THEN
+    RAISE EXCEPTION 'dlm: login "%" has % live % holds (limit max_holds_per_login = %)',
+      session_user, v_count, CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END,
+      v_max
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Release what the service no longer needs; an admin can raise the limit (UPDATE dlm_limits SET max_holds_per_login = ...).';
+  END IF;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_check_login_holds(p_shared boolean, p_key text, p_token text) IS 'dlm (internal): refuses a new hold beyond max_holds_per_login (22023, naming the limit).';
 
 -- dlm_check_path (internal): tenancy and recorded hierarchy of an acquire
 -- or a wait: the key's client (dlm_client_for: its shape, the login's
@@ -615,6 +703,9 @@ COMMENT ON FUNCTION dlm_check_strings(p_owner text, p_token text, p_host text) I
 -- is off (42501, naming dlmctl clients bind: V16), else answered as a row
 -- with a NULL client_id (release, extend, unregister: only holds and
 -- requests made before V7 can be under an unbound client).
+-- V17: the call that binds a client at first use sends a NOTICE, SQLSTATE
+-- DL001: 'dlm: client "<client>" was bound at first use to role
+-- "<role>" (login <login>)'; the library reports it as a warning.
 CREATE FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, OUT separator text, OUT hierarchy boolean) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -624,6 +715,7 @@ DECLARE
   v_client       text;
   v_row          record;
   v_lock_timeout text;
+  v_bound        integer;
 BEGIN
   v_client := dlm_scope_client(dlm_key_scope(p_key));
   IF v_client IS NULL THEN
@@ -655,7 +747,15 @@ BEGIN
       SELECT v_client, r.oid, r.rolname, true, session_user
         FROM pg_roles r WHERE r.rolname = session_user
       ON CONFLICT (client_id) DO NOTHING;
+    GET DIAGNOSTICS v_bound = ROW_COUNT;
     PERFORM set_config('lock_timeout', v_lock_timeout, true);
+    -- Never silent (V17): the call that bound it says so, once.
+    IF v_bound > 0 THEN
+      RAISE NOTICE USING ERRCODE = 'DL001',
+        MESSAGE = format('dlm: client "%s" was bound at first use to role "%s" (login %s)',
+                         v_client, session_user, session_user),
+        HINT = 'An admin binds a service''s clients to its role (dlmctl clients bind CLIENT ROLE) and can switch first-use binding off.';
+    END IF;
     SELECT * INTO v_row FROM dlm_clients c WHERE c.client_id = v_client;
   END IF;
   IF NOT coalesce(pg_has_role(session_user, v_row.role_oid, 'MEMBER'), false) THEN
@@ -710,37 +810,46 @@ $$;
 
 COMMENT ON FUNCTION dlm_confirmed_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text) IS 'dlm (internal): a cycle found, confirmed under row locks so that one waiter of it is told.';
 
-CREATE FUNCTION dlm_describe(p_key text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text)
+-- dlm_describe (client): one acquired row of a key, without its token;
+-- V17: text that is not a key is refused (22023), and the last column,
+-- login, is the holder's login for admins (NULL for anyone else).
+CREATE FUNCTION dlm_describe(p_key text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_all boolean := dlm_is_admin();
 BEGIN
+  PERFORM dlm_check_key(p_key);
   RETURN QUERY
     SELECT l.resource::text, l.status = 'HELD',
            l.status = 'HELD' AND l.expires_at > clock_timestamp(), l.owner_id,
            l.fencing_token,
            floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
            floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
-           l.holder_host, l.holder_pid, host(l.holder_ip)
+           l.holder_host, l.holder_pid, host(l.holder_ip),
+           CASE WHEN v_all THEN l.holder_login END
       FROM dlm_locks l
      WHERE l.resource = p_key AND l.fencing_token > 0
        AND (v_all OR dlm_visible(l.resource));
 END
 $$;
 
-COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock row, without its token.';
+COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock row, without its token; login for admins (V17).';
 
 -- dlm_extend: token-conditional lease extension, durable; NULL when the
 -- lock was lost. V11: the TTL limit is a condition of the UPDATE; a TTL
 -- out of range is refused as before.
+-- V17: refused (42501) once the login is no longer a member of the role
+-- the key's client is bound to (a condition of the UPDATE: one role
+-- lookup); a key of no client is refused (22023).
 CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_expires_ms bigint;
+  v_scope      text := dlm_key_scope(p_key);
 BEGIN
   -- Durable like an acquire, whatever the default (see dlm_acquire).
   IF current_setting('synchronous_commit') = 'off' THEN
@@ -753,11 +862,17 @@ BEGIN
      AND p_ttl_ms > 0
      AND p_ttl_ms <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
                                 WHERE m.id), 31536000000)
+     AND NOT EXISTS (SELECT 1 FROM dlm_clients c
+                      WHERE c.client_id = dlm_scope_client(v_scope)
+                        AND NOT pg_has_role(session_user, c.role_oid, 'MEMBER'))
   RETURNING floor(extract(epoch FROM l.expires_at) * 1000)::bigint
     INTO v_expires_ms;
   IF FOUND THEN
     RETURN v_expires_ms;
   END IF;
+  -- A key of no client (22023), a login no longer a member of the client's
+  -- role (42501, V17).
+  PERFORM dlm_client_for(p_key, false);
   IF p_ttl_ms IS NULL OR p_ttl_ms <= 0
      OR p_ttl_ms > coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
                               WHERE m.id), 31536000000) THEN
@@ -774,12 +889,15 @@ COMMENT ON FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) IS 'dl
 -- dlm_extend_shared: as in V8, after FOR KEY SHARE on the key's row, so an
 -- EXCLUSIVE takeover of the key (FOR UPDATE on that row) and the extension
 -- come one after the other (V9).
+-- V17: as dlm_extend, refused for a login no longer a member of the
+-- client's role and for a key of no client.
 CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_expires timestamptz;
+  v_scope   text := dlm_key_scope(p_key);
 BEGIN
   IF p_ttl_ms IS NULL OR p_ttl_ms <= 0
      OR p_ttl_ms > coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
@@ -796,7 +914,14 @@ BEGIN
      SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
          ttl_ms = p_ttl_ms
    WHERE resource = p_key AND token = p_token
+     AND NOT EXISTS (SELECT 1 FROM dlm_clients c
+                      WHERE c.client_id = dlm_scope_client(v_scope)
+                        AND NOT pg_has_role(session_user, c.role_oid, 'MEMBER'))
   RETURNING expires_at INTO v_expires;
+  IF v_expires IS NULL THEN
+    -- As dlm_extend (V17).
+    PERFORM dlm_client_for(p_key, false);
+  END IF;
   RETURN floor(extract(epoch FROM v_expires) * 1000)::bigint;
 END
 $$;
@@ -934,6 +1059,8 @@ COMMENT ON FUNCTION dlm_force_release(p_key text) IS 'dlm (admin): frees a lock 
 -- hold is gone or its lease has ended; the caller's transaction is then
 -- aborted, so the work it did cannot commit. Changes no row: the row lock
 -- is one WAL record in the caller's transaction, flushed with its commit.
+-- V17: text that is not a key of one client is refused (22023) rather
+-- than answered DLM01.
 CREATE FUNCTION dlm_guard_within(p_key text, p_token text, p_shared boolean) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -953,6 +1080,7 @@ BEGIN
        FOR SHARE OF l;
   END IF;
   IF v_fencing IS NULL THEN
+    PERFORM dlm_check_key(p_key);
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (its lease ended, or it was released or taken over)', p_key
       USING ERRCODE = 'DLM01';
   END IF;
@@ -962,7 +1090,11 @@ $$;
 
 COMMENT ON FUNCTION dlm_guard_within(p_key text, p_token text, p_shared boolean) IS 'dlm (client): inside the caller''s transaction, requires a live hold by the token and keeps it from being taken over until that transaction ends (FOR KEY SHARE); DLM01 when gone.';
 
-CREATE FUNCTION dlm_holders(p_key text, p_exact boolean) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, shared boolean)
+-- dlm_holders (client): the holds of both modes of a key (p_exact) or
+-- under a prefix, without tokens; V17: an exact key must be a key (22023),
+-- and the last column, login, is the holder's login for admins (NULL for
+-- anyone else).
+CREATE FUNCTION dlm_holders(p_key text, p_exact boolean) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, shared boolean, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -972,12 +1104,16 @@ DECLARE
   v_end  text := dlm_prefix_end(coalesce(p_key, ''));
   v_now  timestamptz := clock_timestamp();
 BEGIN
+  IF coalesce(p_exact, false) THEN
+    PERFORM dlm_check_key(p_key);
+  END IF;
   -- Exactly p_key (primary-key lookups: the branches whose p_exact test
   -- is false are not run), or a primary-key range scan on each table.
   RETURN QUERY
     SELECT h.resource, h.status_held, h.held, h.owner_id, h.fencing_token,
            h.acquired_at_ms, h.expires_at_ms, h.ttl_ms, h.holder_host,
-           h.holder_pid, h.holder_ip, h.shared
+           h.holder_pid, h.holder_ip, h.shared,
+           CASE WHEN v_all THEN h.login END
       FROM (
         SELECT l.resource::text AS resource, true AS status_held,
                l.expires_at > v_now AS held, l.owner_id, l.fencing_token,
@@ -985,7 +1121,8 @@ BEGIN
                floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS expires_at_ms,
                l.ttl_ms, l.holder_host, l.holder_pid,
                host(l.holder_ip) AS holder_ip, false AS shared,
-               l.acquired_at AS since, ''::text AS token_order
+               l.acquired_at AS since, ''::text AS token_order,
+               l.holder_login AS login
           FROM dlm_locks l
          WHERE l.status = 'HELD' AND l.resource = v_from
            AND coalesce(p_exact, false)
@@ -995,7 +1132,7 @@ BEGIN
                floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
                floor(extract(epoch FROM l.expires_at) * 1000)::bigint,
                l.ttl_ms, l.holder_host, l.holder_pid, host(l.holder_ip),
-               false, l.acquired_at, ''::text
+               false, l.acquired_at, ''::text, l.holder_login
           FROM dlm_locks l
          WHERE l.status = 'HELD' AND NOT coalesce(p_exact, false)
            AND l.resource >= v_from AND (v_end IS NULL OR l.resource < v_end)
@@ -1006,7 +1143,7 @@ BEGIN
                floor(extract(epoch FROM s.acquired_at) * 1000)::bigint,
                floor(extract(epoch FROM s.expires_at) * 1000)::bigint,
                s.ttl_ms, s.holder_host, s.holder_pid, host(s.holder_ip),
-               true, s.acquired_at, s.token
+               true, s.acquired_at, s.token, s.holder_login
           FROM dlm_shared_holds s
          WHERE s.resource = v_from AND coalesce(p_exact, false)
         UNION ALL
@@ -1015,7 +1152,7 @@ BEGIN
                floor(extract(epoch FROM s.acquired_at) * 1000)::bigint,
                floor(extract(epoch FROM s.expires_at) * 1000)::bigint,
                s.ttl_ms, s.holder_host, s.holder_pid, host(s.holder_ip),
-               true, s.acquired_at, s.token
+               true, s.acquired_at, s.token, s.holder_login
           FROM dlm_shared_holds s
          WHERE NOT coalesce(p_exact, false)
            AND s.resource >= v_from AND (v_end IS NULL OR s.resource < v_end)
@@ -1025,7 +1162,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_holders(p_key text, p_exact boolean) IS 'dlm (client): holds of both modes of a key or under a prefix, without tokens.';
+COMMENT ON FUNCTION dlm_holders(p_key text, p_exact boolean) IS 'dlm (client): holds of both modes of a key or under a prefix, without tokens; login for admins (V17).';
 
 -- dlm_is_admin (internal): whether the login is a member of the admin role.
 CREATE FUNCTION dlm_is_admin() RETURNS boolean
@@ -1081,7 +1218,9 @@ $$;
 
 COMMENT ON FUNCTION dlm_list_clients() IS 'dlm (client): the client bindings.';
 
-CREATE FUNCTION dlm_list_held(p_prefix text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text)
+-- dlm_list_held (client): HELD rows under a key prefix, without tokens;
+-- V17: the last column, login, for admins.
+CREATE FUNCTION dlm_list_held(p_prefix text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1098,7 +1237,8 @@ BEGIN
              l.owner_id, l.fencing_token,
              floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
              floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
-             l.holder_host, l.holder_pid, host(l.holder_ip)
+             l.holder_host, l.holder_pid, host(l.holder_ip),
+             CASE WHEN v_all THEN l.holder_login END
         FROM dlm_locks l
        WHERE l.status = 'HELD' AND l.resource >= v_prefix
          AND (v_all OR dlm_visible(l.resource))
@@ -1110,7 +1250,8 @@ BEGIN
              l.owner_id, l.fencing_token,
              floor(extract(epoch FROM l.acquired_at) * 1000)::bigint,
              floor(extract(epoch FROM l.expires_at) * 1000)::bigint, l.ttl_ms,
-             l.holder_host, l.holder_pid, host(l.holder_ip)
+             l.holder_host, l.holder_pid, host(l.holder_ip),
+             CASE WHEN v_all THEN l.holder_login END
         FROM dlm_locks l
        WHERE l.status = 'HELD' AND l.resource >= v_prefix
          AND (v_all OR dlm_visible(l.resource))
@@ -1120,9 +1261,11 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_list_held(p_prefix text) IS 'dlm (client): HELD rows under a key prefix, without tokens.';
+COMMENT ON FUNCTION dlm_list_held(p_prefix text) IS 'dlm (client): HELD rows under a key prefix, without tokens; login for admins (V17).';
 
-CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean)
+-- dlm_list_requests (client): live requests under a key prefix, with
+-- their mode; V17: the last column, login, for admins.
+CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1135,7 +1278,7 @@ BEGIN
     SELECT r.resource::text, r.owner_id,
            floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
            floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
-           r.mode = 'SHARED'
+           r.mode = 'SHARED', CASE WHEN v_all THEN r.login END
       FROM dlm_lock_requests r
      WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
        AND (v_all OR dlm_visible(r.resource))
@@ -1145,9 +1288,11 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live request rows under a key prefix, with their mode.';
+COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live request rows under a key prefix, with their mode; login for admins (V17).';
 
-CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint)
+-- dlm_list_waiters (client): live requests under a key prefix; V17: the
+-- last column, login, for admins.
+CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1160,7 +1305,8 @@ BEGIN
     RETURN QUERY
       SELECT r.resource::text, r.owner_id,
              floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
-             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
+             floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
+             CASE WHEN v_all THEN r.login END
         FROM dlm_lock_requests r
        WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
        AND (v_all OR dlm_visible(r.resource))
@@ -1170,7 +1316,8 @@ BEGIN
     RETURN QUERY
       SELECT r.resource::text, r.owner_id,
              floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
-             floor(extract(epoch FROM r.expires_at) * 1000)::bigint
+             floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
+             CASE WHEN v_all THEN r.login END
         FROM dlm_lock_requests r
        WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
        AND (v_all OR dlm_visible(r.resource))
@@ -1180,7 +1327,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live request rows under a key prefix.';
+COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live request rows under a key prefix; login for admins (V17).';
 
 CREATE FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1368,6 +1515,67 @@ $$;
 
 COMMENT ON FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) IS 'dlm (admin): deletes a batch of ended requests and idle rows after raising the fencing floor.';
 
+-- dlm_purge_client (admin): everything under p_client's keys
+-- (XDC#<client>#... and DC#<farm>#<client>#... of every farm) ends: its
+-- EXCLUSIVE holds are force-released (FREE; fencing tokens kept), its
+-- SHARED holds and its requests deleted, and the client's recorded
+-- separator and hierarchy forgotten (its binding stays: bind or unbind it
+-- after). The holders find out at their next extend or release, the
+-- waiters at their next renewal. Wakes the waiters of the first 1,000
+-- keys freed (others retry within their sleepBetweenRetries). Returns how
+-- many of each. A scan of the client's XDC keys and of every DC key: an
+-- admin's remedy, not a call for a hot path.
+CREATE FUNCTION dlm_purge_client(p_client text) RETURNS TABLE(holds bigint, shared_holds bigint, requests bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+  v_xdc_from text := 'XDC#' || p_client || '#';
+  v_xdc_to   text := 'XDC#' || p_client || '$';
+  v_keys     text[];
+  v_key      text;
+BEGIN
+  IF p_client IS NULL OR p_client = '' OR position('#' IN p_client) > 0 THEN
+    RAISE EXCEPTION 'dlm_purge_client: a client id is not empty and has no "#"'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  WITH freed AS (
+    UPDATE dlm_locks l
+       SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+     WHERE l.status = 'HELD'
+       AND ((l.resource >= v_xdc_from AND l.resource < v_xdc_to)
+            OR (l.resource >= 'DC#' AND l.resource < 'DC$'
+                AND dlm_scope_client(dlm_key_scope(l.resource)) = p_client))
+    RETURNING l.resource)
+  SELECT coalesce(array_agg(f.resource ORDER BY f.resource), '{}')
+    INTO v_keys FROM freed f;
+  holds := cardinality(v_keys);
+  WITH gone AS (
+    DELETE FROM dlm_shared_holds s
+     WHERE (s.resource >= v_xdc_from AND s.resource < v_xdc_to)
+        OR (s.resource >= 'DC#' AND s.resource < 'DC$'
+            AND dlm_scope_client(dlm_key_scope(s.resource)) = p_client)
+    RETURNING s.resource)
+  SELECT count(*), v_keys || coalesce(array_agg(DISTINCT g.resource), '{}')
+    INTO shared_holds, v_keys FROM gone g;
+  DELETE FROM dlm_lock_requests r
+   WHERE (r.resource >= v_xdc_from AND r.resource < v_xdc_to)
+      OR (r.resource >= 'DC#' AND r.resource < 'DC$'
+          AND dlm_scope_client(dlm_key_scope(r.resource)) = p_client);
+  GET DIAGNOSTICS requests = ROW_COUNT;
+  -- The hints use the separator recorded until now.
+  FOREACH v_key IN ARRAY v_keys[1:1000] LOOP
+    PERFORM pg_notify('dlm_release', dlm_release_payload(v_key));
+  END LOOP;
+  UPDATE dlm_clients c SET separator = NULL, hierarchy = NULL
+   WHERE c.client_id = p_client;
+  RETURN NEXT;
+END
+$_$;
+
+COMMENT ON FUNCTION dlm_purge_client(p_client text) IS 'dlm (admin): force-releases every hold and deletes every request under a client''s keys, and forgets its recorded hierarchy setting.';
+
 -- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1391,6 +1599,8 @@ COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_beg
 -- walks the graph again with dlm_wait_cycle after this commits (see the
 -- header). Limits (dlm_check_limits, requests per owner: V8, the owner's
 -- size: V15), tenancy and hierarchy (dlm_check_path) checked. Lazy commit.
+-- V17: records the login, and refuses a new request beyond
+-- max_requests_per_login.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1401,6 +1611,7 @@ DECLARE
   v_my_at timestamptz;
   v_max   integer;
   v_count integer;
+  v_login integer;
 BEGIN
   IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
      OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
@@ -1432,20 +1643,33 @@ BEGIN
         v_count, v_max
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- And beyond the login's (V17), whatever owners it uses.
+    v_login := coalesce((SELECT m.max_requests_per_login FROM dlm_limits m
+                          WHERE m.id), 1000);
+    SELECT count(*) INTO v_count FROM (
+        SELECT 1 FROM dlm_lock_requests r
+         WHERE r.login = session_user::text AND r.expires_at > v_now
+         LIMIT v_login) q;
+    IF v_count >= v_login THEN
+      RAISE EXCEPTION 'dlm: login "%" has % live requests (limit max_requests_per_login = %)',
+        session_user, v_count, v_login
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
   END IF;
 
   INSERT INTO dlm_lock_requests AS r
       (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
-       desc_end, mode)
+       desc_end, mode, login)
     VALUES (p_key, v_owner, coalesce(v_my_at, v_now),
             v_now + least(p_max_wait_ms, 10000) * interval '1 millisecond',
             coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end,
-            CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END)
+            CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END,
+            session_user)
     ON CONFLICT (resource, owner_id) DO UPDATE
       SET requested_at = excluded.requested_at,
           expires_at = excluded.expires_at, ancestors = excluded.ancestors,
           desc_begin = excluded.desc_begin, desc_end = excluded.desc_end,
-          mode = excluded.mode;
+          mode = excluded.mode, login = excluded.login;
 
   RETURN dlm_confirmed_cycle(p_key, coalesce(p_ancestors, '{}'),
                              p_desc_begin, p_desc_end, p_shared,
@@ -1455,6 +1679,8 @@ $$;
 
 COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client): records or renews a waiter''s request (a lease of at most 10 s) unless waiting would close a cycle (returned).';
 
+-- V17: text that is not a key of one client is refused (22023) where
+-- nothing was released; the release itself is unchanged.
 CREATE FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1492,8 +1718,10 @@ BEGIN
     END IF;
     RETURN true;
   END IF;
-  -- Not HELD by this token: a retried release (the token is still on the
-  -- FREE row) answers true without writing anything.
+  -- Not HELD by this token: a key of no client is refused (V17); a retried
+  -- release (the token is still on the FREE row) answers true without
+  -- writing anything.
+  PERFORM dlm_check_key(p_key);
   RETURN EXISTS (SELECT 1 FROM dlm_locks l
                   WHERE l.resource = p_key AND l.token = p_token);
 END
@@ -1548,6 +1776,7 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_payload(p_key text) IS 'dlm (internal): the NOTIFY dlm_release payload for a freed key: hints, no key.';
 
+-- V17: text that is not a key of one client is refused (22023).
 CREATE FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1569,6 +1798,7 @@ BEGIN
                        AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF NOT FOUND THEN
+    PERFORM dlm_check_key(p_key);
     RETURN false;
   END IF;
   IF v_wake THEN
@@ -1580,6 +1810,7 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release of a SHARED hold, lazily committed; wakes waiters.';
 
+-- V17: text that is not a key of one client is refused (22023).
 CREATE FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1599,6 +1830,7 @@ BEGIN
                        AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF NOT FOUND THEN
+    PERFORM dlm_check_key(p_key);
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
       USING ERRCODE = 'DLM01';
   END IF;
@@ -1610,6 +1842,7 @@ $$;
 
 COMMENT ON FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): SHARED release inside the caller''s transaction (commitLock); DLM01 when lost.';
 
+-- V17: text that is not a key of one client is refused (22023).
 CREATE FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1631,6 +1864,7 @@ BEGIN
                        AND r.expires_at > clock_timestamp())
     INTO v_wake;
   IF NOT FOUND THEN
+    PERFORM dlm_check_key(p_key);
     RAISE EXCEPTION 'lock % is no longer held by this acquisition (released, or expired and taken over)', p_key
       USING ERRCODE = 'DLM01';
   END IF;
@@ -1804,6 +2038,10 @@ COMMENT ON FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text,
 -- the whole protocol in one transaction; the 10-argument dlm_acquire's
 -- arguments and answer, as one row of OUT parameters. V11: see its header;
 -- V15: the owner, token and host sizes are among the limits it checks.
+-- V17: records the login (holder_login) of each hold and refuses a hold
+-- beyond max_holds_per_login: an EXCLUSIVE attempt counts the login's live
+-- holds in its first statement (the tenancy row), a SHARED one before its
+-- grant; the refusal comes from dlm_check_login_holds.
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1883,6 +2121,12 @@ BEGIN
                 AND position(c.separator IN
                              substr(v_target, length(v_scope) + 1)) = 0))
        AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+       AND (p_shared OR (SELECT count(*) FROM (
+              SELECT 1 FROM dlm_locks h
+               WHERE h.holder_login = session_user::text AND h.status = 'HELD'
+                 AND h.expires_at > clock_timestamp()
+               LIMIT (SELECT n.max_holds_per_login FROM dlm_limits n
+                       WHERE n.id)) AS q) < m.max_holds_per_login)
      FOR UPDATE OF l;
     IF FOUND THEN
       v_owner := v_row.owner;
@@ -1912,7 +2156,13 @@ BEGIN
                AND length(substr(v_target, length(v_scope) + 1))
                    - length(replace(substr(v_target, length(v_scope) + 1),
                                     c.separator, '')) = v_depth - 1
-               AND pg_has_role(session_user, c.role_oid, 'MEMBER')) AS t,
+               AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+               AND (p_shared OR (SELECT count(*) FROM (
+                      SELECT 1 FROM dlm_locks h
+                       WHERE h.holder_login = session_user::text AND h.status = 'HELD'
+                         AND h.expires_at > clock_timestamp()
+                       LIMIT (SELECT n.max_holds_per_login FROM dlm_limits n
+                               WHERE n.id)) AS q) < m.max_holds_per_login)) AS t,
            LATERAL (SELECT l.status FROM dlm_locks l
                      WHERE l.resource = ANY (p_keys[1:v_depth - 1])
                        AND length(l.resource) > length(v_scope)
@@ -1943,6 +2193,12 @@ BEGIN
              AND octet_length(coalesce(p_host, '')) <= m.max_host_bytes
              AND c.hierarchy IS NOT DISTINCT FROM (p_desc_begin IS NOT NULL)
              AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+             AND (p_shared OR (SELECT count(*) FROM (
+                SELECT 1 FROM dlm_locks h
+                 WHERE h.holder_login = session_user::text AND h.status = 'HELD'
+                   AND h.expires_at > clock_timestamp()
+                 LIMIT (SELECT n.max_holds_per_login FROM dlm_limits n
+                         WHERE n.id)) AS q) < m.max_holds_per_login)
              AND CASE
                    WHEN c.separator IS NULL THEN v_depth = 1
                    WHEN p_desc_begin IS DISTINCT FROM v_target || c.separator
@@ -1963,6 +2219,9 @@ BEGIN
       PERFORM dlm_check_strings(p_owner, p_token, p_host);
       PERFORM dlm_check_path(v_target, p_keys[1:v_depth - 1], p_desc_begin,
                              p_desc_end);
+      IF NOT p_shared THEN
+        PERFORM dlm_check_login_holds(false, v_target, p_token);
+      END IF;
     END IF;
     v_owner := v_client.owner;
     v_max_shared := v_client.max_shared;
@@ -2053,7 +2312,7 @@ BEGIN
                   FROM (SELECT clock_timestamp() AS at) AS g),
              ttl_ms = p_ttl_ms,
              holder_host = p_host, holder_pid = p_pid,
-             holder_ip = inet_client_addr()
+             holder_ip = inet_client_addr(), holder_login = session_user
        WHERE l.resource = v_target
          AND NOT EXISTS (
                SELECT 1 FROM dlm_locks a
@@ -2087,7 +2346,7 @@ BEGIN
                   FROM (SELECT clock_timestamp() AS at) AS g),
              ttl_ms = p_ttl_ms,
              holder_host = p_host, holder_pid = p_pid,
-             holder_ip = inet_client_addr()
+             holder_ip = inet_client_addr(), holder_login = session_user
        WHERE l.resource = v_target
          AND NOT EXISTS (
                SELECT 1 FROM dlm_locks a
@@ -2285,7 +2544,7 @@ BEGIN
              ttl_ms = p_ttl_ms,
              expires_at = v_now + p_ttl_ms * interval '1 millisecond',
              holder_host = p_host, holder_pid = p_pid,
-             holder_ip = inet_client_addr()
+             holder_ip = inet_client_addr(), holder_login = session_user
        WHERE l.resource = v_target
       RETURNING l.fencing_token INTO fencing_token;
       -- Expired SHARED holders of the key are taken over (their extend and
@@ -2294,6 +2553,9 @@ BEGIN
       DELETE FROM dlm_shared_holds s WHERE s.resource = v_target;
       RETURN;
     END IF;
+
+    -- A SHARED hold beyond the login's limit (V17) is refused.
+    PERFORM dlm_check_login_holds(true, v_target, p_token);
 
     -- SHARED: the key's row gives the fencing token; an expired EXCLUSIVE
     -- holder is taken over (FREE, its token gone, so its extend finds
@@ -2311,10 +2573,10 @@ BEGIN
     RETURNING l.fencing_token INTO fencing_token;
     INSERT INTO dlm_shared_holds AS s
         (resource, token, owner_id, fencing_token, acquired_at, ttl_ms,
-         expires_at, holder_host, holder_pid, holder_ip)
+         expires_at, holder_host, holder_pid, holder_ip, holder_login)
       VALUES (v_target, p_token, v_owner, fencing_token, v_now, p_ttl_ms,
               v_now + p_ttl_ms * interval '1 millisecond', p_host, p_pid,
-              inet_client_addr());
+              inet_client_addr(), session_user);
   END;
 END
 $$;
@@ -2564,6 +2826,7 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_requests(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_waiters(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_purge(bigint,integer,boolean) TO %2$I', v_schema, v_admin);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_purge_client(text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release(text,text,text[],text,text) TO %2$I', v_schema, v_client);
@@ -2604,4 +2867,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (13, 'cycle walk bounded in time', 4),
          (14, 'release notifications carry hints, not keys', 4),
          (15, 'limits on owner, token and host sizes', 4),
-         (16, 'first-use binding can be switched off', 4);
+         (16, 'first-use binding can be switched off', 4),
+         (17, 'logins recorded, limits per login, client purge', 4);

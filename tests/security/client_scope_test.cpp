@@ -93,6 +93,36 @@ TEST_F(ClientScope, KeysOfNoClientAreRefusedBeforeAnythingIsRead) {
   EXPECT_TRUE(billing_m_->releaseLock(*invoice_));
 }
 
+TEST_F(ClientScope, EveryFunctionTakingOneKeyRefusesTextOfNoClient) {
+  // Was (until V16): release false, extend NULL, guard DLM01, describe and
+  // an exact dlm_holders no row: "not held" instead of "not a key".
+  for (const char* key : {"DC", "DC#farm1", "DC#farm1#orders", "XDC#billing",
+                          "DC##orders#x", "XDC##x", "XDC#billing#"}) {
+    SCOPED_TRACE(key);
+    const std::string k = std::string("'") + key + "'";
+    for (const std::string& sql : {
+             fmt::format("SELECT dlm_release({}, 't', '{{}}', NULL, NULL)", k),
+             fmt::format("SELECT dlm_release_shared({}, 't', '{{}}', NULL, "
+                         "NULL)",
+                         k),
+             fmt::format("SELECT dlm_extend({}, 't', 1000)", k),
+             fmt::format("SELECT dlm_extend_shared({}, 't', 1000)", k),
+             fmt::format("SELECT dlm_describe({})", k),
+             fmt::format("SELECT count(*) FROM dlm_holders({}, true)", k),
+             fmt::format("BEGIN; SELECT dlm_guard_within({}, 't', false)", k),
+             fmt::format("BEGIN; SELECT dlm_release_within({}, 't', '{{}}', "
+                         "NULL, NULL)",
+                         k),
+         }) {
+      EXPECT_EQ(stateOf(neighbour_.name(), sql), "22023") << sql;
+    }
+  }
+  // A prefix listing is not a key: it stays a prefix.
+  EXPECT_EQ(stateOf(neighbour_.name(),
+                    "SELECT count(*) FROM dlm_holders('DC#farm1#', false)"),
+            "");
+}
+
 TEST_F(ClientScope, AHashSeparatorIsRefusedAndNothingIsRecorded) {
   auto n = sqlAs(neighbour_.name());
   const std::string key = keyOf("nb", "x");
