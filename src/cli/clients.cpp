@@ -2,6 +2,7 @@
 // namespace) is bound to which database role, and the DBA's changes to it.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -71,7 +72,11 @@ std::optional<ClientPurge> purgeIfAsked(LockStoreAdmin& admin,
                                         const ClientsOptions& options) {
   if (!options.purge) return std::nullopt;
   const ClientPurge p = admin.purgeClient(options.clientId);
-  if (!options.json) fmt::print("{}", purgeText(options.clientId, p));
+  if (!options.json) {
+    fmt::print("{}", purgeText(options.clientId, p));
+    // Before an error of the bind or unbind on stderr.
+    std::fflush(stdout);
+  }
   return p;
 }
 
