@@ -40,6 +40,11 @@ struct DLM_API LockRecord {
   // over a unix socket and on SQLite).
   std::string holderIp;
   LockMode mode = LockMode::EXCLUSIVE;
+  // The database login (session_user) whose call made the hold, for
+  // operators: filled on PostgreSQL (schema version 17 on) when the caller
+  // is in the admin role; empty for everyone else, for holds made before
+  // schema 17, and on SQLite (no logins).
+  std::string login;
 };
 
 }  // namespace dlm

@@ -235,7 +235,9 @@ class DLM_API LockStore {
   // Sets the hold's expiry to now + ttl if `token` still holds the key in
   // `mode` (even if expired but not taken over). The new expiry, or nullopt
   // when the lock was lost. INVALID_ARGUMENT when ttl is over the store's
-  // cap (dlm_limits.max_ttl_ms).
+  // cap (dlm_limits.max_ttl_ms). PERMISSION_DENIED (PostgreSQL, schema
+  // version 17 on) when the key's clientId is bound to a role the store's
+  // login is not a member of (an admin rebound it, e.g. after purgeClient).
   virtual std::optional<StoreTime> extend(std::string_view key,
                                           std::string_view token,
                                           std::chrono::milliseconds ttl,

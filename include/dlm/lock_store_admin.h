@@ -10,9 +10,9 @@
 // LockStore and answering `this` from LockStore::admin(); callers reach it
 // with adminOf(store). Same concurrency, time and error contract as
 // LockStore. None of these calls is needed to take, keep or free a lock.
-// The calls added after the first release (cancelRequests and the client
-// bindings) have default implementations (the evolution rule of
-// dlm/lock_store.h).
+// The calls added after the first release (cancelRequests, the client
+// bindings, purgeClient) have default implementations (the evolution rule
+// of dlm/lock_store.h).
 #pragma once
 
 #include <chrono>
@@ -40,6 +40,9 @@ struct DLM_API WaitRecord {
   // longer counts.
   StoreTime expiresAt;
   LockMode mode = LockMode::EXCLUSIVE;
+  // The database login whose call recorded the request: as
+  // LockRecord::login (PostgreSQL, admin role only; empty otherwise).
+  std::string login;
 };
 
 // One row of the schema-version table: a migration applied to the database.
@@ -100,6 +103,16 @@ struct DLM_API PurgeBatch {
   // The fencing high-water mark after the batch: every row created from now
   // on starts its tokens above it, so a purged key's tokens never go back.
   std::int64_t fencingFloor = 0;
+};
+
+// What purgeClient ended under one clientId.
+struct DLM_API ClientPurge {
+  // EXCLUSIVE holds force-released, live or expired.
+  std::int64_t holds = 0;
+  // SHARED holds deleted, live or expired.
+  std::int64_t sharedHolds = 0;
+  // Request rows (waiters) deleted.
+  std::int64_t requests = 0;
 };
 
 class DLM_API LockStoreAdmin {
@@ -196,6 +209,24 @@ class DLM_API LockStoreAdmin {
   virtual bool unbindClient(std::string_view clientId) {
     static_cast<void>(clientId);
     throw noClientBindings("unbindClient");
+  }
+
+  // Admin: ends everything made under `clientId` and forgets its recorded
+  // hierarchy setting, keeping its binding: force-releases every EXCLUSIVE
+  // hold (live or expired) of its keys (XDC#<clientId>#..., and
+  // DC#<farm>#<clientId>#... of every farm), deletes its SHARED holds and
+  // its request rows, and wakes the waiters that may now go on. One
+  // transaction. The holders and waiters are not told: a holder's next
+  // extend or release finds its lock lost (or, once the clientId is bound
+  // to a role the holder's login is not a member of, PERMISSION_DENIED).
+  // The remedy for a squatted clientId: purgeClient, then bindClient to the
+  // service's role (dlmctl clients bind CLIENT ROLE --purge). A login that
+  // may still use the clientId can take new holds right after the purge.
+  // INVALID_ARGUMENT for an empty clientId or one containing '#'.
+  // PostgreSQL (schema version 17 on): needs the admin role.
+  virtual ClientPurge purgeClient(std::string_view clientId) {
+    static_cast<void>(clientId);
+    throw noClientBindings("purgeClient");
   }
 
  protected:

@@ -125,6 +125,9 @@ class DLM_API LockStoreWrapper : public LockStore, public LockStoreAdmin {
   bool unbindClient(std::string_view clientId) override {
     return adminOf(*target_).unbindClient(clientId);
   }
+  ClientPurge purgeClient(std::string_view clientId) override {
+    return adminOf(*target_).purgeClient(clientId);
+  }
 
  protected:
   std::shared_ptr<LockStore> target_;

@@ -176,6 +176,8 @@ class DLM_API PostgresStore final : public LockStore, public LockStoreAdmin {
   std::vector<ClientBinding> listClients() override;
   void bindClient(std::string_view clientId, std::string_view role) override;
   bool unbindClient(std::string_view clientId) override;
+  // dlm_purge_client (schema version 17 on; admin role).
+  ClientPurge purgeClient(std::string_view clientId) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
   void unregisterWait(std::string_view key, std::string_view owner) override;

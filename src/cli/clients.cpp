@@ -2,7 +2,9 @@
 // namespace) is bound to which database role, and the DBA's changes to it.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "lock_json.h"
@@ -43,6 +45,41 @@ nlohmann::json clientJson(const ClientBinding& b) {
   return out;
 }
 
+// "N things" / "1 thing".
+std::string count(std::int64_t n, const char* thing) {
+  return fmt::format("{} {}{}", n, thing, n == 1 ? "" : "s");
+}
+
+// The purge's line: what it ended under the client.
+std::string purgeText(const std::string& client, const ClientPurge& p) {
+  return fmt::format(
+      "{}: purged: released {} ({} EXCLUSIVE, {} SHARED), cancelled {}, "
+      "forgot its hierarchy setting\n",
+      printable(client), count(p.holds + p.sharedHolds, "hold"), p.holds,
+      p.sharedHolds, count(p.requests, "waiting request"));
+}
+
+// {"holds", "shared_holds", "requests"}.
+nlohmann::json purgeJson(const ClientPurge& p) {
+  return {{"holds", p.holds},
+          {"shared_holds", p.sharedHolds},
+          {"requests", p.requests}};
+}
+
+// With --purge: purgeClient, its line printed at once in text (so that it
+// shows even when the bind or unbind after it fails); nullopt without.
+std::optional<ClientPurge> purgeIfAsked(LockStoreAdmin& admin,
+                                        const ClientsOptions& options) {
+  if (!options.purge) return std::nullopt;
+  const ClientPurge p = admin.purgeClient(options.clientId);
+  if (!options.json) {
+    fmt::print("{}", purgeText(options.clientId, p));
+    // Before an error of the bind or unbind on stderr.
+    std::fflush(stdout);
+  }
+  return p;
+}
+
 }  // namespace
 
 int runClients(const GlobalOptions& global, const ClientsOptions& options) {
@@ -72,11 +109,23 @@ int runClients(const GlobalOptions& global, const ClientsOptions& options) {
   return 0;
 }
 
+// With --purge the purge comes first: a login that holds or waits under the
+// clientId could otherwise keep what it has after the new binding.
 int runClientsBind(const GlobalOptions& global, const ClientsOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
+  const std::optional<ClientPurge> purged =
+      purgeIfAsked(adminOf(*store), options);
   adminOf(*store).bindClient(options.clientId, options.role);
   store->close();
+  if (options.json) {
+    // --json comes with --purge only (command_set.cpp).
+    const nlohmann::json out = {{"client_id", options.clientId},
+                                {"role", options.role},
+                                {"purged", purgeJson(*purged)}};
+    fmt::print("{}", renderJson(out));
+    return 0;
+  }
   fmt::print("{}: bound to role {}\n", printable(options.clientId),
              printable(options.role));
   return 0;
@@ -86,11 +135,20 @@ int runClientsUnbind(const GlobalOptions& global,
                      const ClientsOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
+  const std::optional<ClientPurge> purged =
+      purgeIfAsked(adminOf(*store), options);
   const bool wasBound = adminOf(*store).unbindClient(options.clientId);
   store->close();
+  if (options.json) {
+    const nlohmann::json out = {{"client_id", options.clientId},
+                                {"was_bound", wasBound},
+                                {"purged", purgeJson(*purged)}};
+    fmt::print("{}", renderJson(out));
+    return wasBound ? 0 : 1;
+  }
   if (!wasBound) {
-    fmt::print("{}: was not bound; nothing changed\n",
-               printable(options.clientId));
+    fmt::print("{}: was not bound{}\n", printable(options.clientId),
+               purged ? "" : "; nothing changed");
     return 1;
   }
   fmt::print("{}: unbound (the next login that uses it is bound to it)\n",

@@ -287,6 +287,13 @@ void Cli::addClients() {
   unbind->footer(kClientsUnbindFooter);
   unbind->add_option("CLIENT", line.clients.clientId, "the clientId")
       ->required();
+  for (CLI::App* sub : {bind, unbind}) {
+    sub->add_flag("--purge", line.clients.purge,
+                  "first release CLIENT's holds, cancel its waiting requests "
+                  "and forget its hierarchy setting");
+    sub->add_flag("--json", line.clients.json,
+                  "with --purge: what it ended, as a JSON object");
+  }
 }
 
 void Cli::addAdmin() {
@@ -394,9 +401,11 @@ void finishCommand(Cli& cli, CLI::App* sub) {
   if (sub == cli.waitersCancel) finishCancelWait(cli);
   if (sub->get_parent() != nullptr &&
       sub->get_parent()->get_name() == "clients" &&
-      sub->get_parent()->count("--json") > 0) {
-    throw UsageError("--json is for listing clients, not for " +
-                     sub->get_name());
+      (sub->get_parent()->count("--json") > 0 || sub->count("--json") > 0) &&
+      !cli.line.clients.purge) {
+    throw UsageError(
+        "--json is for listing clients, or with --purge for what " +
+        sub->get_name() + " --purge ended");
   }
   if (sub->get_name() == "purge") {
     const auto idle = parseDuration(cli.purgeIdleFor);

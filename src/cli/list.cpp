@@ -40,13 +40,16 @@ const std::vector<WaitRecord>& waitersOf(
 
 std::string waitersTable(const std::vector<WaitRecord>& waiters,
                          StoreTime now) {
-  Table table(keyHeader(
-      {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"}));
+  const bool logins = anyLogin(waiters);
+  Table table(keyHeader(withLogin(
+      {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"}, logins,
+      "LOGIN")));
   for (const WaitRecord& w : waiters) {
-    table.add(keyRow(
-        w.key,
-        {lockModeName(w.mode), printable(w.owner), formatUtc(w.requestedAt),
-         formatElapsed(w.requestedAt, now), formatUtc(w.expiresAt)}));
+    table.add(keyRow(w.key, withLogin({lockModeName(w.mode), printable(w.owner),
+                                       formatUtc(w.requestedAt),
+                                       formatElapsed(w.requestedAt, now),
+                                       formatUtc(w.expiresAt)},
+                                      logins, loginText(w.login))));
   }
   return table.render();
 }
@@ -69,14 +72,18 @@ std::size_t blockedBy(const LockRecord& r,
 // One row per hold of one key, for show.
 std::string holdersTable(const std::vector<LockRecord>& holders,
                          StoreTime now) {
-  Table table({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
-               "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING"});
+  const bool logins = anyLogin(holders);
+  Table table(withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
+                         "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING"},
+                        logins, "LOGIN"));
   for (const LockRecord& r : holders) {
-    table.add({lockModeName(r.mode), printable(r.owner),
-               printable(r.holder.host), std::to_string(r.holder.pid),
-               r.holderIp.empty() ? "-" : printable(r.holderIp),
-               std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-               formatUtc(r.expiresAt), formatRemaining(r, now)});
+    table.add(
+        withLogin({lockModeName(r.mode), printable(r.owner),
+                   printable(r.holder.host), std::to_string(r.holder.pid),
+                   r.holderIp.empty() ? "-" : printable(r.holderIp),
+                   std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+                   formatUtc(r.expiresAt), formatRemaining(r, now)},
+                  logins, loginText(r.login)));
   }
   return table.render();
 }
@@ -115,19 +122,23 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                                                     printable(options.prefix)));
     return 0;
   }
-  Table table(
-      keyHeader({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
-                 "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"}));
+  const bool logins = anyLogin(records);
+  Table table(keyHeader(
+      withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
+                 "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"},
+                logins, "LOGIN")));
   std::set<std::string> keys;
   for (const LockRecord& r : records) {
     keys.insert(r.key);
-    table.add(
-        keyRow(r.key, {lockModeName(r.mode), printable(r.owner),
-                       printable(r.holder.host), std::to_string(r.holder.pid),
-                       r.holderIp.empty() ? "-" : printable(r.holderIp),
-                       std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-                       formatUtc(r.expiresAt), formatRemaining(r, now),
-                       std::to_string(blockedBy(r, requests, requestKeys))}));
+    table.add(keyRow(
+        r.key,
+        withLogin({lockModeName(r.mode), printable(r.owner),
+                   printable(r.holder.host), std::to_string(r.holder.pid),
+                   r.holderIp.empty() ? "-" : printable(r.holderIp),
+                   std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+                   formatUtc(r.expiresAt), formatRemaining(r, now),
+                   std::to_string(blockedBy(r, requests, requestKeys))},
+                  logins, loginText(r.login))));
   }
   fmt::print("{}", table.render());
   const auto expired =
@@ -216,6 +227,9 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   if (holders.size() <= 1) {
     if (r.statusHeld) table.add({"mode", lockModeName(r.mode)});
     table.add({r.statusHeld ? "owner" : "last owner", printable(r.owner)});
+    if (!r.login.empty()) {
+      table.add({r.statusHeld ? "login" : "last login", printable(r.login)});
+    }
     table.add({"host (reported)", printable(r.holder.host)});
     table.add({"pid (reported)", std::to_string(r.holder.pid)});
     table.add({"ip", r.holderIp.empty() ? "-" : printable(r.holderIp)});

@@ -27,6 +27,11 @@ void addKeyParts(nlohmann::json& out, const std::string& key) {
   out["client"] = orNull(p.client);
 }
 
+// A login, or null when the store gave none.
+nlohmann::json loginJson(const std::string& login) {
+  return login.empty() ? nlohmann::json(nullptr) : nlohmann::json(login);
+}
+
 }  // namespace
 
 nlohmann::json holdJson(const LockRecord& r, StoreTime now) {
@@ -45,7 +50,8 @@ nlohmann::json holdJson(const LockRecord& r, StoreTime now) {
       {"ttl_ms", r.ttl.count()},
       // `held` is the store's verdict at query time; trust it over a
       // subtraction that uses a second reading of the clock.
-      {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0}};
+      {"remaining_ms", r.held ? millisBetween(now, r.expiresAt) : 0},
+      {"login", loginJson(r.login)}};
   addKeyParts(out, r.key);
   return out;
 }
@@ -65,7 +71,8 @@ nlohmann::json waiterJson(const WaitRecord& w, StoreTime now) {
                         {"owner", w.owner},
                         {"requested_at", formatIso8601(w.requestedAt)},
                         {"deadline", formatIso8601(w.expiresAt)},
-                        {"waited_ms", millisBetween(w.requestedAt, now)}};
+                        {"waited_ms", millisBetween(w.requestedAt, now)},
+                        {"login", loginJson(w.login)}};
   addKeyParts(out, w.key);
   return out;
 }

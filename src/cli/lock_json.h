@@ -13,17 +13,19 @@ namespace dlm::cli {
 // One hold (or a free key's row): {"key", "mode": "EXCLUSIVE"|"SHARED",
 // "state": "held"|"expired"|"free", "owner", "host", "pid", "ip",
 // "fencing_token", "acquired_at", "expires_at", "ttl_ms", "remaining_ms",
-// "id", "level", "farm", "client"} with times in ISO 8601 UTC;
-// "remaining_ms" is 0 unless held. "key" is the store key; "id", "level"
-// ("DC"|"XDC"), "farm" (null for XDC) and "client" are its parts.
+// "login", "id", "level", "farm", "client"} with times in ISO 8601 UTC;
+// "remaining_ms" is 0 unless held. "login" is the database login that made
+// the hold, null when the store did not say (not the admin role, SQLite).
+// "key" is the store key; "id", "level" ("DC"|"XDC"), "farm" (null for
+// XDC) and "client" are its parts.
 nlohmann::json holdJson(const LockRecord& record, StoreTime now);
 
 // holdJson plus "waiters": [...], the requests for this key.
 nlohmann::json lockJson(const LockRecord& record, StoreTime now,
                         const std::vector<WaitRecord>& waiters);
 
-// {"key", "mode", "owner", "requested_at", "deadline", "waited_ms", "id",
-// "level", "farm", "client"}.
+// {"key", "mode", "owner", "requested_at", "deadline", "waited_ms",
+// "login", "id", "level", "farm", "client"}; "login" as for holdJson.
 nlohmann::json waiterJson(const WaitRecord& waiter, StoreTime now);
 
 // Milliseconds from `from` to `to`, never negative (the "_ms" fields).

@@ -97,9 +97,12 @@ struct CancelWaitOptions {
 
 // clients (list), clients bind, clients unbind.
 struct ClientsOptions {
+  // The listing; bind and unbind: what --purge ended.
   bool json = false;
   std::string clientId;  // bind, unbind
   std::string role;      // bind
+  // bind, unbind: purgeClient first.
+  bool purge = false;
 };
 
 struct MigrateOptions {

@@ -103,6 +103,19 @@ std::vector<std::string> keyHeader(std::vector<std::string> rest) {
   return row;
 }
 
+std::vector<std::string> withLogin(std::vector<std::string> cells, bool show,
+                                   std::string cell) {
+  if (!show) return cells;
+  const auto at =
+      static_cast<std::ptrdiff_t>(std::min<std::size_t>(2, cells.size()));
+  cells.insert(cells.begin() + at, std::move(cell));
+  return cells;
+}
+
+std::string loginText(const std::string& login) {
+  return login.empty() ? std::string("-") : printable(login);
+}
+
 std::string idText(const std::string& storeKey) {
   return printable(splitStoreKey(storeKey).id);
 }

@@ -41,6 +41,22 @@ std::vector<std::string> keyRow(const std::string& storeKey,
                                 std::vector<std::string> rest);
 std::vector<std::string> keyHeader(std::vector<std::string> rest);
 
+// The LOGIN column of the hold and request tables: the database login that
+// made each row (PostgreSQL, shown to the admin role only). A table has it
+// only when some row has a login (anyLogin), after MODE and OWNER, the
+// first two of its cells (withLogin: `cell` inserted there when `show`).
+template <typename Record>
+bool anyLogin(const std::vector<Record>& records) {
+  for (const Record& r : records) {
+    if (!r.login.empty()) return true;
+  }
+  return false;
+}
+std::vector<std::string> withLogin(std::vector<std::string> cells, bool show,
+                                   std::string cell);
+// A login as a cell: escaped (`printable`), "-" when there is none.
+std::string loginText(const std::string& login);
+
 // The id of a store key, escaped (`printable`): what tables show in their ID
 // column and messages name when the scope goes without saying.
 std::string idText(const std::string& storeKey);

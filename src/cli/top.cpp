@@ -144,15 +144,20 @@ std::string frameText(const Frame& f, const std::string& database,
   if (f.held.empty()) {
     out += "no held locks\n";
   } else {
-    Table table(keyHeader({"MODE", "OWNER", "HOST*", "PID*", "FENCING",
-                           "HELD SINCE (UTC)", "FOR", "EXPIRES IN"}));
+    const bool logins = anyLogin(f.held);
+    Table table(
+        keyHeader(withLogin({"MODE", "OWNER", "HOST*", "PID*", "FENCING",
+                             "HELD SINCE (UTC)", "FOR", "EXPIRES IN"},
+                            logins, "LOGIN")));
     for (const LockRecord& r : f.held) {
       table.add(keyRow(
           r.key,
-          {lockModeName(r.mode), printable(r.owner), printable(r.holder.host),
-           std::to_string(r.holder.pid), std::to_string(r.fencingToken),
-           formatUtc(r.acquiredAt), formatElapsed(r.acquiredAt, f.now),
-           formatRemaining(r, f.now)}));
+          withLogin(
+              {lockModeName(r.mode), printable(r.owner),
+               printable(r.holder.host), std::to_string(r.holder.pid),
+               std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+               formatElapsed(r.acquiredAt, f.now), formatRemaining(r, f.now)},
+              logins, loginText(r.login))));
     }
     out += table.render();
   }
@@ -160,14 +165,20 @@ std::string frameText(const Frame& f, const std::string& database,
   if (f.waiters.empty()) {
     out += "no waiting requests\n";
   } else {
+    bool logins = false;
+    for (const Waiter& w : f.waiters)
+      logins = logins || !w.request.login.empty();
     Table table(keyHeader(
-        {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "BLOCKED BY"}));
+        withLogin({"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "BLOCKED BY"},
+                  logins, "LOGIN")));
     for (const Waiter& w : f.waiters) {
       const WaitRecord& q = w.request;
-      table.add(keyRow(
-          q.key, {lockModeName(q.mode), printable(q.owner),
-                  formatUtc(q.requestedAt), formatElapsed(q.requestedAt, f.now),
-                  blockerText(w.blocker, f.now)}));
+      table.add(
+          keyRow(q.key, withLogin({lockModeName(q.mode), printable(q.owner),
+                                   formatUtc(q.requestedAt),
+                                   formatElapsed(q.requestedAt, f.now),
+                                   blockerText(w.blocker, f.now)},
+                                  logins, loginText(q.login))));
     }
     out += table.render();
   }

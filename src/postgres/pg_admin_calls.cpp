@@ -113,6 +113,33 @@ bool pgUnbindClient(PgConn& c, Deadline deadline, std::string_view clientId) {
       .boolean(0, 0);
 }
 
+ClientPurge pgPurgeClient(PgConn& c, Deadline deadline,
+                          std::string_view clientId) {
+  const std::string client(clientId);
+  try {
+    const PgResult r = c.execPrepared(pgStatements().purgeClient,
+                                      Params{client.c_str()}, deadline);
+    if (r.rows() != 1 || r.columns() != 3) {
+      throw DLMException(
+          ErrorCode::INTERNAL_ERROR,
+          fmt::format("dlm_purge_client returned {} rows of {} columns",
+                      r.rows(), r.columns()));
+    }
+    ClientPurge out;
+    out.holds = r.int64(0, 0);
+    out.sharedHolds = r.int64(0, 1);
+    out.requests = r.int64(0, 2);
+    return out;
+  } catch (const PgError& e) {
+    // invalid_parameter_value: a clientId the server refuses (the store
+    // validated it by the library's rule already); the caller's input, as
+    // for bindClient.
+    if (e.sqlstate() != "22023") throw;
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       fmt::format("{} (SQLSTATE 22023)", e.what()));
+  }
+}
+
 int pgCancelRequests(PgConn& c, Deadline deadline, std::string_view key,
                      std::optional<std::string_view> owner) {
   const std::string k(key);

@@ -1,5 +1,6 @@
 // The PostgreSQL store's client-binding and request-cancelling calls
-// (LockStoreAdmin::listClients, bindClient, unbindClient, cancelRequests):
+// (LockStoreAdmin::listClients, bindClient, unbindClient, purgeClient,
+// cancelRequests):
 // each one statement calling a server function, on a connection the store
 // leased for the call.
 #pragma once
@@ -33,6 +34,11 @@ void pgBindClient(PgConn& c, Deadline deadline, std::string_view clientId,
 
 // dlm_unbind_client: true if there was a binding.
 bool pgUnbindClient(PgConn& c, Deadline deadline, std::string_view clientId);
+
+// dlm_purge_client (schema 17 on): what it ended. An argument the server
+// refuses (SQLSTATE 22023) is INVALID_ARGUMENT.
+ClientPurge pgPurgeClient(PgConn& c, Deadline deadline,
+                          std::string_view clientId);
 
 // dlm_cancel_requests: how many request rows it deleted.
 int pgCancelRequests(PgConn& c, Deadline deadline, std::string_view key,

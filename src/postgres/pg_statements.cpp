@@ -6,14 +6,15 @@ namespace dlm::internal {
 namespace {
 
 // Columns of a LockRecord as dlm_describe and dlm_holders return them
-// (times as epoch milliseconds by the server clock; never the token).
+// (times as epoch milliseconds by the server clock; never the token), the
+// login last (schema 17 on; NULL unless the caller is in the admin role).
 constexpr const char* kRecordColumns =
     "resource, status_held, held, owner_id, fencing_token, acquired_at_ms, "
-    "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip";
-// dlm_holders adds the mode.
+    "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip, login";
+// dlm_holders adds the mode before the login.
 constexpr const char* kHoldColumns =
     "resource, status_held, held, owner_id, fencing_token, acquired_at_ms, "
-    "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip, shared";
+    "expires_at_ms, ttl_ms, holder_host, holder_pid, holder_ip, shared, login";
 
 }  // namespace
 
@@ -71,8 +72,8 @@ const PgStatements& pgStatements() {
        fmt::format("SELECT {} FROM dlm_holders($1, false)", kHoldColumns)},
       // Live request rows under a prefix, key order then oldest first.
       {"dlm_list_requests",
-       "SELECT resource, owner_id, requested_at_ms, expires_at_ms, shared "
-       "FROM dlm_list_requests($1)"},
+       "SELECT resource, owner_id, requested_at_ms, expires_at_ms, shared, "
+       "login FROM dlm_list_requests($1)"},
       // Every version row (schema 3 on), applied_at as UTC ISO-8601 with
       // milliseconds, through the definer function.
       {"dlm_schema_versions",
@@ -98,6 +99,10 @@ const PgStatements& pgStatements() {
        "ORDER BY client_id COLLATE \"C\""},
       {"dlm_bind_client", "SELECT dlm_bind_client($1, $2)"},
       {"dlm_unbind_client", "SELECT dlm_unbind_client($1)"},
+      // Admin (schema 17 on): ends a client's holds and requests, forgets
+      // its hierarchy setting; one row of counts.
+      {"dlm_purge_client",
+       "SELECT holds, shared_holds, requests FROM dlm_purge_client($1)"},
       // The database clock.
       {"dlm_now",
        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},

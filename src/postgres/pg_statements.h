@@ -30,6 +30,7 @@ struct PgStatements {
   PreparedStatement listClients;
   PreparedStatement bindClient;
   PreparedStatement unbindClient;
+  PreparedStatement purgeClient;
   PreparedStatement now;
 };
 

@@ -58,7 +58,9 @@ StoreTime fromEpochMs(const PgResult& r, int row, int col) {
   return StoreTime(std::chrono::milliseconds(r.int64(row, col)));
 }
 
-LockRecord toRecord(const PgResult& r, int row) {
+// A row of dlm_describe (withMode false: the row is the EXCLUSIVE state) or
+// of dlm_holders (withMode: its 12th column tells SHARED), the login last.
+LockRecord toRecord(const PgResult& r, int row, bool withMode) {
   LockRecord rec;
   rec.key = r.text(row, 0);
   rec.statusHeld = r.boolean(row, 1);
@@ -73,8 +75,9 @@ LockRecord toRecord(const PgResult& r, int row) {
   // host(holder_ip): the address without its /32 (/128) mask; NULL (a unix
   // socket) reads as "".
   rec.holderIp = r.text(row, 10);
-  // dlm_holders' 12th column; dlm_describe has none (the row: EXCLUSIVE).
-  if (r.columns() > 11 && r.boolean(row, 11)) rec.mode = LockMode::SHARED;
+  if (withMode && r.boolean(row, 11)) rec.mode = LockMode::SHARED;
+  // NULL (not an admin, or made before schema 17) reads as "".
+  rec.login = r.text(row, withMode ? 12 : 11);
   return rec;
 }
 
@@ -85,6 +88,7 @@ WaitRecord toWaitRecord(const PgResult& r, int row) {
   rec.requestedAt = fromEpochMs(r, row, 2);
   rec.expiresAt = fromEpochMs(r, row, 3);
   if (r.boolean(row, 4)) rec.mode = LockMode::SHARED;
+  rec.login = r.text(row, 5);
   return rec;
 }
 
@@ -428,7 +432,7 @@ class DLM_HIDDEN PostgresStore::Impl {
                  const PgResult r = c.execPrepared(
                      internal::pgStatements().describe, Params{k.c_str()}, d);
                  if (r.rows() == 0) return std::nullopt;
-                 return toRecord(r, 0);
+                 return toRecord(r, 0, /*withMode=*/false);
                });
   }
 
@@ -445,7 +449,7 @@ class DLM_HIDDEN PostgresStore::Impl {
       std::vector<LockRecord> records;
       records.reserve(static_cast<std::size_t>(r.rows()));
       for (int row = 0; row < r.rows(); ++row) {
-        records.push_back(toRecord(r, row));
+        records.push_back(toRecord(r, row, /*withMode=*/true));
       }
       return records;
     });
@@ -822,6 +826,13 @@ bool PostgresStore::unbindClient(std::string_view clientId) {
   validateClientId(clientId);
   return impl_->adminCall("unbindClient", clientId, [&](PgConn& c, Deadline d) {
     return internal::pgUnbindClient(c, d, clientId);
+  });
+}
+
+ClientPurge PostgresStore::purgeClient(std::string_view clientId) {
+  validateClientId(clientId);
+  return impl_->adminCall("purgeClient", clientId, [&](PgConn& c, Deadline d) {
+    return internal::pgPurgeClient(c, d, clientId);
   });
 }
 

@@ -19,6 +19,16 @@
 # cancel (77); dlmctl's own clientId "dlmctl", bound by its first use to
 # the first login that used it, is shared by two operators once bound to
 # their group role.
+# The remedy for a squatted clientId (schema 17): another login used it
+# first and holds a key in it (a running exec) and waits for one (a forged
+# request); `clients bind CLIENT ROLE --purge --json` reports 1 hold and 1
+# request ended, the squatter's exec loses its lease (exit 1: its renewal
+# is refused), the listing under the clientId is empty, the hierarchy
+# setting is forgotten, and the service's `exec -n` runs at once. The login
+# that made each hold and request: `list`, `show`, `waiters` and `top` show
+# it to the admin login (a LOGIN column, "login" in JSON) and not to the
+# service's own login (no column, "login": null). `clients unbind --purge`
+# prints what it ended (text), then unbinds.
 # SQLite: the client commands fail with INVALID_ARGUMENT (no roles).
 #
 #   clients_test.sh DLMCTL sqlite|postgres
@@ -242,4 +252,100 @@ expect_status 0 "the first operator once dlmctl is bound to the group"
 as "$op2" exec -n --lock ops.job -- true
 expect_status 0 "the second operator once dlmctl is bound to the group"
 echo "dlmctl's clientId bound to a group role serves both operators"
+
+# --- clients bind --purge: the remedy for a squatted clientId ------------------
+pay="pay$$"
+prefix="DC#default#$pay#"
+url() { echo "postgresql://$1@${PGHOST:-127.0.0.1}:${PGPORT:-5432}/${PGDATABASE:-postgres}"; }
+# as_bg LOG LOGIN [dlmctl args...]: in the background, stderr to $dir/LOG.
+as_bg() {
+  local log=$1 login=$2
+  shift 2
+  "$dlmctl" --db "$(url "$login")" --schema "$schema" "$@" 2>"$dir/$log" >/dev/null &
+}
+# count_under LOGIN WHAT N: `WHAT --json --prefix $prefix` as LOGIN has N rows.
+count_under() {
+  [ "$("$dlmctl" --db "$(url "$1")" --schema "$schema" "$2" --json --prefix "$prefix" 2>/dev/null | jq length)" = "$3" ]
+}
+# The squatter (another service's login) uses the name first: it holds a
+# key (3 s leases, renewed each second) and has a request recorded for
+# another (as psql would record one; nobody waits behind it, so nothing
+# takes the key back while the admin acts).
+as_bg squatter.err "$other" exec --client "$pay" --ttl 3 --lock ledger -- sleep 60
+squatter=$!
+wait_for "the squatter's hold" count_under "$ops" list 1
+psql -v ON_ERROR_STOP=1 -q "$(url "$other")" -c "SET search_path = $schema" \
+  -c "SELECT dlm_register_wait('${prefix}audit', '{}', '${prefix}audit.', '${prefix}audit/', 'squatter', 9000, false)" \
+  >/dev/null || fail "the squatter's request was not recorded"
+jq -e --arg r "$other" '.role == $r and .first_use == true' <<<"$(binding "$pay")" >/dev/null ||
+  fail "the squatter's first use did not bind $pay: $(binding "$pay")"
+as "$svc" exec -n --client "$pay" --lock ledger -- true
+expect_status 77 "exec under the squatted clientId"
+
+as "$ops" clients bind "$pay" "$svc" --purge --json
+expect_status 0 "clients bind --purge --json"
+jq -e --arg c "$pay" --arg r "$svc" '.client_id == $c and .role == $r
+  and .purged == {"holds": 1, "shared_holds": 0, "requests": 1}' <<<"$out" >/dev/null ||
+  fail "clients bind --purge --json said: $out"
+squat_status=0
+wait "$squatter" || squat_status=$?
+[ "$squat_status" = 1 ] || fail "the squatter's exec: exit status $squat_status, wanted 1 (lock lost); $(cat "$dir/squatter.err")"
+jq -e --arg r "$svc" '.role == $r and .first_use == false and .separator == null
+  and .hierarchy == null' <<<"$(binding "$pay")" >/dev/null ||
+  fail "after bind --purge: $(binding "$pay")"
+as "$ops" list --json --prefix "$prefix"
+[ "$out" = "[]" ] || fail "the squatter's hold is still listed: $out"
+as "$ops" waiters --json --prefix "$prefix"
+[ "$out" = "[]" ] || fail "the squatter's request is still listed: $out"
+as "$svc" exec -n --client "$pay" --lock ledger -- true
+expect_status 0 "the service's exec -n after bind --purge"
+echo "clients bind --purge: the squatter's hold and request ended (JSON counts), its exec lost its lease (1), the service locks at once"
+
+# Who made each hold and request: shown to the admin login only.
+as_bg holder.err "$svc" exec --client "$pay" --ttl 3 --lock ledger -- sleep 60
+holder=$!
+wait_for "the service's hold" count_under "$ops" list 1
+as_bg waiter.err "$svc" exec -w 60 --client "$pay" --lock ledger -- true
+waiter=$!
+wait_for "the service's waiter" count_under "$ops" waiters 1
+as "$ops" list --json --prefix "$prefix"
+jq -e --arg l "$svc" '.[0].login == $l and .[0].waiters[0].login == $l' <<<"$out" >/dev/null ||
+  fail "list --json as the admin: $out"
+as "$svc" list --json --prefix "$prefix"
+jq -e '.[0].login == null and .[0].waiters[0].login == null
+  and (.[0] | has("login"))' <<<"$out" >/dev/null || fail "list --json as the service: $out"
+as "$ops" list --prefix "$prefix"
+head -1 <<<"$out" | grep -q "^ID  *LEVEL  *FARM  *CLIENT  *MODE  *OWNER  *LOGIN  *HOST\*" ||
+  fail "list as the admin has no LOGIN column: $out"
+grep -q "^ledger  *DC  *default  *$pay  *EXCLUSIVE  *[0-9a-f]*  *$svc " <<<"$out" ||
+  fail "list as the admin does not name the login: $out"
+as "$svc" list --prefix "$prefix"
+[[ $out != *LOGIN* ]] || fail "list as the service has a LOGIN column: $out"
+as "$ops" show --client "$pay" ledger --json
+jq -e --arg l "$svc" '.login == $l and .holders[0].login == $l' <<<"$out" >/dev/null ||
+  fail "show --json as the admin: $out"
+as "$ops" show --client "$pay" ledger
+grep -q "^login  *$svc\$" <<<"$out" || fail "show as the admin names no login: $out"
+as "$ops" waiters --json --prefix "$prefix"
+jq -e --arg l "$svc" '.[0].login == $l' <<<"$out" >/dev/null || fail "waiters --json as the admin: $out"
+as "$ops" waiters --prefix "$prefix"
+head -1 <<<"$out" | grep -q " OWNER  *LOGIN " || fail "waiters as the admin has no LOGIN column: $out"
+as "$ops" top --once --json --prefix "$prefix"
+jq -e --arg l "$svc" '.held[0].login == $l and .waiters[0].login == $l' <<<"$out" >/dev/null ||
+  fail "top --once --json as the admin: $out"
+as "$svc" waiters --json --prefix "$prefix"
+jq -e '.[0].login == null' <<<"$out" >/dev/null || fail "waiters --json as the service: $out"
+echo "the admin sees the login of each hold and request (list, show, waiters, top; LOGIN column, \"login\"); the service sees none"
+
+# unbind --purge: what it ended, in text, then the binding goes.
+as "$ops" clients unbind --purge "$pay"
+expect_status 0 "clients unbind --purge"
+[[ $out == "$pay: purged: released 1 hold (1 EXCLUSIVE, 0 SHARED), cancelled 1 waiting request, forgot its hierarchy setting"$'\n'"$pay: unbound"* ]] ||
+  fail "clients unbind --purge said: $out"
+holder_status=0
+wait "$holder" || holder_status=$?
+[ "$holder_status" = 1 ] || fail "the purged holder's exec: exit status $holder_status, wanted 1; $(cat "$dir/holder.err")"
+# The waiter's request went too; woken, it may take the free key at once.
+wait "$waiter" 2>/dev/null || true
+echo "clients unbind --purge: says what it ended (1 hold, 1 request), then unbinds; the holder's exec lost its lease"
 echo "PASS"

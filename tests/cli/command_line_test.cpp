@@ -370,6 +370,17 @@ TEST(CommandLine, ClientsListsBindsAndUnbinds) {
   EXPECT_EQ(json.exitStatus, kUsageExitStatus);
   EXPECT_NE(json.err.find("--json is for listing clients"), std::string::npos)
       << json.err;
+  const CommandLine purgeBind =
+      run({"clients", "bind", "orders", "orders_svc", "--purge", "--json"});
+  EXPECT_EQ(purgeBind.command, "clients bind");
+  EXPECT_TRUE(purgeBind.clients.purge);
+  EXPECT_TRUE(purgeBind.clients.json);
+  const CommandLine purgeUnbind = run({"clients", "unbind", "--purge", "a"});
+  EXPECT_TRUE(purgeUnbind.clients.purge);
+  EXPECT_FALSE(purgeUnbind.clients.json);
+  EXPECT_FALSE(bind.clients.purge);
+  EXPECT_EQ(parse({"clients", "unbind", "a", "--json"}).exitStatus,
+            kUsageExitStatus);
   const ParseOutcome typo = parse({"clients", "bnd", "a", "r"});
   EXPECT_NE(typo.err.find("did you mean 'bind'?"), std::string::npos)
       << typo.err;

@@ -84,8 +84,10 @@ head -1 <<<"$out" | grep -q "  2 held, 4 waiting$" || fail "header: $(head -1 <<
 # store key anywhere in the table.
 ! grep -q "DC#" <<<"$out" || fail "top --once shows a store key"
 # held_row ID PID: the held table has ID (DC, farm default, client dlmctl)
-# with pid PID (8th column).
-held_row() { awk -v k="$1" -v p="$2" '$1 == k && $2 == "DC" && $3 == "default" && $4 == "dlmctl" && $5 == "EXCLUSIVE" && $8 == p { f = 1 } END { exit !f }' <<<"$out"; }
+# with pid PID (the column headed PID*: the 8th, the 9th when a LOGIN
+# column is shown, as to an admin login on PostgreSQL).
+held_row() { awk -v k="$1" -v p="$2" '/^ID / && !c { for (i = 1; i <= NF; i++) if ($i == "PID*") c = i }
+  c && $1 == k && $2 == "DC" && $3 == "default" && $4 == "dlmctl" && $5 == "EXCLUSIVE" && $c == p { f = 1 } END { exit !f }' <<<"$out"; }
 held_row a "$holder_a" || fail "no held row for a with pid $holder_a"
 held_row c.d "$holder_cd" || fail "no held row for c.d with pid $holder_cd"
 # waiter_row ID TEXT: the waiter row of ID ends with TEXT (BLOCKED BY).

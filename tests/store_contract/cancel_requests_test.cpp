@@ -89,6 +89,8 @@ TEST_P(ClientBindings, AStoreWithoutRolesRefusesThemAsInvalidArguments) {
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(codeOf([&] { unbindClient(store(), "svc"); }),
             ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] { adminOf(store()).purgeClient("svc"); }),
+            ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST_P(ClientBindings, AnAdminBindsListsAndUnbindsAClient) {

@@ -355,8 +355,9 @@ std::vector<WaitRecord> FakeStore::listWaiters(std::string_view prefix) {
     if (req.expiresAt <= now || key.compare(0, prefix.size(), prefix) != 0) {
       continue;
     }
-    out.push_back(
-        WaitRecord{key, id.first, req.requestedAt, req.expiresAt, req.mode});
+    // No logins in a fake store.
+    out.push_back(WaitRecord{key, id.first, req.requestedAt, req.expiresAt,
+                             req.mode, {}});
   }
   // requests_ is ordered by owner first: key order, then oldest first.
   std::sort(out.begin(), out.end(),

@@ -147,7 +147,8 @@ class PostgresAppSession final : public AppSession {
 };
 
 // The application's store (client role) with the operator calls
-// (forceRelease, purgeIdle, cancelRequests, bindClient, unbindClient) made through a second store logged in with the
+// (forceRelease, purgeIdle, cancelRequests, bindClient, unbindClient,
+// purgeClient) made through a second store logged in with the
 // admin role, as an operator's tool would.
 class ClientStoreWithAdmin final : public LockStoreWrapper {
  public:
@@ -170,6 +171,9 @@ class ClientStoreWithAdmin final : public LockStoreWrapper {
   }
   bool unbindClient(std::string_view clientId) override {
     return adminOf(*admin_).unbindClient(clientId);
+  }
+  ClientPurge purgeClient(std::string_view clientId) override {
+    return adminOf(*admin_).purgeClient(clientId);
   }
   void close() override {
     LockStoreWrapper::close();
