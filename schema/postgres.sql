@@ -837,6 +837,71 @@ $$;
 
 COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock row, without its token; login for admins (V17).';
 
+-- dlm_end_client_rows (internal): ends what is under p_client's keys
+-- (XDC#<client>#... and DC#<farm>#<client>#... of every farm): its
+-- EXCLUSIVE holds are force-released (FREE; fencing tokens kept), its
+-- SHARED holds and its requests deleted; with p_keep_role, only those made
+-- by a login that is not a member of that role (or by no recorded login:
+-- rows from before V17). Wakes the waiters of the first 1,000 keys freed
+-- (others retry within their sleepBetweenRetries). Returns how many of
+-- each. A scan of the client's XDC keys and of every DC key: an admin's
+-- remedy, not a call for a hot path.
+CREATE FUNCTION dlm_end_client_rows(p_client text, p_keep_role oid, OUT holds bigint, OUT shared_holds bigint, OUT requests bigint) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+  v_xdc_from text := 'XDC#' || p_client || '#';
+  v_xdc_to   text := 'XDC#' || p_client || '$';
+  v_keys     text[];
+  v_key      text;
+BEGIN
+  WITH freed AS (
+    UPDATE dlm_locks l
+       SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+     WHERE l.status = 'HELD'
+       AND ((l.resource >= v_xdc_from AND l.resource < v_xdc_to)
+            OR (l.resource >= 'DC#' AND l.resource < 'DC$'
+                AND dlm_scope_client(dlm_key_scope(l.resource)) = p_client))
+       AND (p_keep_role IS NULL
+            OR NOT EXISTS (SELECT 1 FROM pg_roles r
+                            WHERE r.rolname = l.holder_login
+                              AND pg_has_role(r.oid, p_keep_role, 'MEMBER')))
+    RETURNING l.resource)
+  SELECT coalesce(array_agg(f.resource ORDER BY f.resource), '{}')
+    INTO v_keys FROM freed f;
+  holds := cardinality(v_keys);
+  WITH gone AS (
+    DELETE FROM dlm_shared_holds s
+     WHERE ((s.resource >= v_xdc_from AND s.resource < v_xdc_to)
+            OR (s.resource >= 'DC#' AND s.resource < 'DC$'
+                AND dlm_scope_client(dlm_key_scope(s.resource)) = p_client))
+       AND (p_keep_role IS NULL
+            OR NOT EXISTS (SELECT 1 FROM pg_roles r
+                            WHERE r.rolname = s.holder_login
+                              AND pg_has_role(r.oid, p_keep_role, 'MEMBER')))
+    RETURNING s.resource)
+  SELECT count(*), v_keys || coalesce(array_agg(DISTINCT g.resource), '{}')
+    INTO shared_holds, v_keys FROM gone g;
+  DELETE FROM dlm_lock_requests q
+   WHERE ((q.resource >= v_xdc_from AND q.resource < v_xdc_to)
+          OR (q.resource >= 'DC#' AND q.resource < 'DC$'
+              AND dlm_scope_client(dlm_key_scope(q.resource)) = p_client))
+     AND (p_keep_role IS NULL
+          OR NOT EXISTS (SELECT 1 FROM pg_roles r
+                          WHERE r.rolname = q.login
+                            AND pg_has_role(r.oid, p_keep_role, 'MEMBER')));
+  GET DIAGNOSTICS requests = ROW_COUNT;
+  -- The hints use the separator recorded until now.
+  FOREACH v_key IN ARRAY v_keys[1:1000] LOOP
+    PERFORM pg_notify('dlm_release', dlm_release_payload(v_key));
+  END LOOP;
+END
+$_$;
+
+COMMENT ON FUNCTION dlm_end_client_rows(p_client text, p_keep_role oid, OUT holds bigint, OUT shared_holds bigint, OUT requests bigint) IS 'dlm (internal): force-releases the holds and deletes the requests under a client''s keys (only those of non-members of a role, when given).';
+
 -- dlm_extend: token-conditional lease extension, durable; NULL when the
 -- lock was lost. V11: the TTL limit is a condition of the UPDATE; a TTL
 -- out of range is refused as before.
@@ -1515,66 +1580,66 @@ $$;
 
 COMMENT ON FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) IS 'dlm (admin): deletes a batch of ended requests and idle rows after raising the fencing floor.';
 
--- dlm_purge_client (admin): everything under p_client's keys
--- (XDC#<client>#... and DC#<farm>#<client>#... of every farm) ends: its
--- EXCLUSIVE holds are force-released (FREE; fencing tokens kept), its
--- SHARED holds and its requests deleted, and the client's recorded
--- separator and hierarchy forgotten (its binding stays: bind or unbind it
--- after). The holders find out at their next extend or release, the
--- waiters at their next renewal. Wakes the waiters of the first 1,000
--- keys freed (others retry within their sleepBetweenRetries). Returns how
--- many of each. A scan of the client's XDC keys and of every DC key: an
--- admin's remedy, not a call for a hot path.
+-- dlm_purge_client (admin): everything under p_client's keys ends
+-- (dlm_end_client_rows) and the client's recorded separator and hierarchy
+-- are forgotten; its binding stays (bind or unbind it after). The holders
+-- find out at their next extend or release, the waiters at their next
+-- renewal. 22023 for an empty client id or one with '#'.
 CREATE FUNCTION dlm_purge_client(p_client text) RETURNS TABLE(holds bigint, shared_holds bigint, requests bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-#variable_conflict use_column
-DECLARE
-  v_xdc_from text := 'XDC#' || p_client || '#';
-  v_xdc_to   text := 'XDC#' || p_client || '$';
-  v_keys     text[];
-  v_key      text;
+    AS $$
 BEGIN
   IF p_client IS NULL OR p_client = '' OR position('#' IN p_client) > 0 THEN
     RAISE EXCEPTION 'dlm_purge_client: a client id is not empty and has no "#"'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  WITH freed AS (
-    UPDATE dlm_locks l
-       SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
-     WHERE l.status = 'HELD'
-       AND ((l.resource >= v_xdc_from AND l.resource < v_xdc_to)
-            OR (l.resource >= 'DC#' AND l.resource < 'DC$'
-                AND dlm_scope_client(dlm_key_scope(l.resource)) = p_client))
-    RETURNING l.resource)
-  SELECT coalesce(array_agg(f.resource ORDER BY f.resource), '{}')
-    INTO v_keys FROM freed f;
-  holds := cardinality(v_keys);
-  WITH gone AS (
-    DELETE FROM dlm_shared_holds s
-     WHERE (s.resource >= v_xdc_from AND s.resource < v_xdc_to)
-        OR (s.resource >= 'DC#' AND s.resource < 'DC$'
-            AND dlm_scope_client(dlm_key_scope(s.resource)) = p_client)
-    RETURNING s.resource)
-  SELECT count(*), v_keys || coalesce(array_agg(DISTINCT g.resource), '{}')
-    INTO shared_holds, v_keys FROM gone g;
-  DELETE FROM dlm_lock_requests r
-   WHERE (r.resource >= v_xdc_from AND r.resource < v_xdc_to)
-      OR (r.resource >= 'DC#' AND r.resource < 'DC$'
-          AND dlm_scope_client(dlm_key_scope(r.resource)) = p_client);
-  GET DIAGNOSTICS requests = ROW_COUNT;
-  -- The hints use the separator recorded until now.
-  FOREACH v_key IN ARRAY v_keys[1:1000] LOOP
-    PERFORM pg_notify('dlm_release', dlm_release_payload(v_key));
-  END LOOP;
+  RETURN QUERY SELECT e.holds, e.shared_holds, e.requests
+                 FROM dlm_end_client_rows(p_client, NULL) e;
   UPDATE dlm_clients c SET separator = NULL, hierarchy = NULL
    WHERE c.client_id = p_client;
-  RETURN NEXT;
 END
-$_$;
+$$;
 
 COMMENT ON FUNCTION dlm_purge_client(p_client text) IS 'dlm (admin): force-releases every hold and deletes every request under a client''s keys, and forgets its recorded hierarchy setting.';
+
+-- dlm_rebind_client (admin): the remedy for a squatted client, in one
+-- transaction: binds p_client to p_role (as dlm_bind_client), forgets its
+-- recorded separator and hierarchy, and ends every hold and request under
+-- it made by a login that is not a member of p_role (or by no recorded
+-- login). The role's members keep theirs, so it is safe to repeat (a
+-- squatter's acquire that read the old binding while this ran is ended by
+-- the next run). Returns how many were ended. 22023 for an empty client id
+-- or one with '#', or a role that does not exist.
+CREATE FUNCTION dlm_rebind_client(p_client text, p_role text) RETURNS TABLE(holds bigint, shared_holds bigint, requests bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_oid oid;
+BEGIN
+  IF p_client IS NULL OR p_client = '' OR position('#' IN p_client) > 0 THEN
+    RAISE EXCEPTION 'dlm_rebind_client: a client id is not empty and has no "#"'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT r.oid INTO v_oid FROM pg_roles r WHERE r.rolname = p_role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'dlm_rebind_client: role "%" does not exist', p_role
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  INSERT INTO dlm_clients AS c
+      (client_id, role_oid, role_name, first_use, bound_by)
+    VALUES (p_client, v_oid, p_role, false, session_user)
+    ON CONFLICT (client_id) DO UPDATE
+      SET role_oid = excluded.role_oid, role_name = excluded.role_name,
+          first_use = false, bound_by = excluded.bound_by,
+          bound_at = clock_timestamp(), separator = NULL, hierarchy = NULL;
+  RETURN QUERY SELECT e.holds, e.shared_holds, e.requests
+                 FROM dlm_end_client_rows(p_client, v_oid) e;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_rebind_client(p_client text, p_role text) IS 'dlm (admin): binds a client to a role and, in the same transaction, ends the holds and requests of logins outside it and forgets its recorded hierarchy.';
 
 -- dlm_register_wait (6 arguments, V3's): an EXCLUSIVE request.
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) RETURNS text[]
@@ -2827,6 +2892,7 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_list_waiters(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_purge(bigint,integer,boolean) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_purge_client(text) TO %2$I', v_schema, v_admin);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_rebind_client(text,text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release(text,text,text[],text,text) TO %2$I', v_schema, v_client);

@@ -219,14 +219,28 @@ class DLM_API LockStoreAdmin {
   // transaction. The holders and waiters are not told: a holder's next
   // extend or release finds its lock lost (or, once the clientId is bound
   // to a role the holder's login is not a member of, PERMISSION_DENIED).
-  // The remedy for a squatted clientId: purgeClient, then bindClient to the
-  // service's role (dlmctl clients bind CLIENT ROLE --purge). A login that
-  // may still use the clientId can take new holds right after the purge.
+  // A login that may still use the clientId can take new holds right
+  // after the purge (for a squatted clientId, see rebindClient).
   // INVALID_ARGUMENT for an empty clientId or one containing '#'.
   // PostgreSQL (schema version 17 on): needs the admin role.
   virtual ClientPurge purgeClient(std::string_view clientId) {
     static_cast<void>(clientId);
     throw noClientBindings("purgeClient");
+  }
+
+  // Admin: the remedy for a squatted clientId, in one transaction: binds
+  // `clientId` to `role` (as bindClient), forgets its recorded hierarchy
+  // setting, and ends the holds and requests under it that a login outside
+  // `role` made (or that record no login: made before schema 17), as
+  // purgeClient would. The role's members keep theirs, so a repeat is
+  // safe (and ends a squatter's acquire that raced with the first run).
+  // dlmctl clients bind CLIENT ROLE --purge. INVALID_ARGUMENT as
+  // bindClient. PostgreSQL (schema version 17 on): needs the admin role.
+  virtual ClientPurge rebindClient(std::string_view clientId,
+                                   std::string_view role) {
+    static_cast<void>(clientId);
+    static_cast<void>(role);
+    throw noClientBindings("rebindClient");
   }
 
  protected:

@@ -128,6 +128,10 @@ class DLM_API LockStoreWrapper : public LockStore, public LockStoreAdmin {
   ClientPurge purgeClient(std::string_view clientId) override {
     return adminOf(*target_).purgeClient(clientId);
   }
+  ClientPurge rebindClient(std::string_view clientId,
+                           std::string_view role) override {
+    return adminOf(*target_).rebindClient(clientId, role);
+  }
 
  protected:
   std::shared_ptr<LockStore> target_;

@@ -178,6 +178,9 @@ class DLM_API PostgresStore final : public LockStore, public LockStoreAdmin {
   bool unbindClient(std::string_view clientId) override;
   // dlm_purge_client (schema version 17 on; admin role).
   ClientPurge purgeClient(std::string_view clientId) override;
+  // dlm_rebind_client (schema version 17 on; admin role).
+  ClientPurge rebindClient(std::string_view clientId,
+                           std::string_view role) override;
   StoreTime now() override;
   WaitRegistration registerWait(const WaitRequest& request) override;
   void unregisterWait(std::string_view key, std::string_view owner) override;

@@ -109,14 +109,18 @@ int runClients(const GlobalOptions& global, const ClientsOptions& options) {
   return 0;
 }
 
-// With --purge the purge comes first: a login that holds or waits under the
-// clientId could otherwise keep what it has after the new binding.
+// With --purge, one call binds and ends what logins outside the role hold
+// or wait for under the clientId (rebindClient): a squatter keeps nothing,
+// the role's members keep theirs, and running it again is safe.
 int runClientsBind(const GlobalOptions& global, const ClientsOptions& options) {
   const DeadlineScope deadline = commandDeadline();
   auto store = openExistingStore(global);
-  const std::optional<ClientPurge> purged =
-      purgeIfAsked(adminOf(*store), options);
-  adminOf(*store).bindClient(options.clientId, options.role);
+  std::optional<ClientPurge> purged;
+  if (options.purge) {
+    purged = adminOf(*store).rebindClient(options.clientId, options.role);
+  } else {
+    adminOf(*store).bindClient(options.clientId, options.role);
+  }
   store->close();
   if (options.json) {
     // --json comes with --purge only (command_set.cpp).
@@ -126,6 +130,7 @@ int runClientsBind(const GlobalOptions& global, const ClientsOptions& options) {
     fmt::print("{}", renderJson(out));
     return 0;
   }
+  if (purged) fmt::print("{}", purgeText(options.clientId, *purged));
   fmt::print("{}: bound to role {}\n", printable(options.clientId),
              printable(options.role));
   return 0;

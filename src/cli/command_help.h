@@ -90,18 +90,18 @@ Binds CLIENT to the existing role ROLE, or rebinds it (its recorded
 hierarchy setting stays): bind each service's clientId to its role before
 the service first uses it. Every login that is a member of ROLE shares the
 namespace. Needs the admin role; a role that does not exist is an error.
---purge first ends everything made under CLIENT (its holds, EXCLUSIVE or
-SHARED, live or expired, and its waiting requests) and forgets its
-hierarchy setting, then binds: the remedy for a clientId that another login
-took first. The old holders are not told; their next renewal fails. It prints how many
-holds and requests it ended (--json: {"client_id", "role", "purged":
-{"holds", "shared_holds", "requests"}}). A bind that fails after the purge
-(a role that does not exist) leaves the purge done.)";
+--purge binds and, in the same transaction, ends what logins outside ROLE
+made under CLIENT (holds, EXCLUSIVE or SHARED, live or expired, and
+waiting requests) and forgets its hierarchy setting: the remedy for a
+clientId that another login took first. ROLE's members keep theirs, so it
+is safe to repeat. The old holders are not told; their next renewal fails.
+It prints how many holds and requests it ended (--json: {"client_id",
+"role", "purged": {"holds", "shared_holds", "requests"}}).)";
 
 inline constexpr const char* kClientsUnbindFooter = R"(
 Forgets CLIENT's binding and its recorded hierarchy setting: the next login
 that uses CLIENT is bound to it. --purge first ends everything made under
-CLIENT, as for bind --purge (--json: {"client_id", "was_bound", "purged":
+CLIENT, whoever made it (--json: {"client_id", "was_bound", "purged":
 {"holds", "shared_holds", "requests"}}). Needs the admin role. Exit status
 0 when there was a binding, 1 when there was none.)";
 

@@ -113,17 +113,20 @@ bool pgUnbindClient(PgConn& c, Deadline deadline, std::string_view clientId) {
       .boolean(0, 0);
 }
 
-ClientPurge pgPurgeClient(PgConn& c, Deadline deadline,
-                          std::string_view clientId) {
-  const std::string client(clientId);
+namespace {
+
+// One row of counts from dlm_purge_client or dlm_rebind_client; a 22023 is
+// the caller's input (a clientId or role the server refuses; the store
+// validated the clientId by the library's rule already).
+ClientPurge clientPurgeOf(PgConn& c, Deadline deadline,
+                          const PreparedStatement& statement,
+                          const Params& params, const char* function) {
   try {
-    const PgResult r = c.execPrepared(pgStatements().purgeClient,
-                                      Params{client.c_str()}, deadline);
+    const PgResult r = c.execPrepared(statement, params, deadline);
     if (r.rows() != 1 || r.columns() != 3) {
-      throw DLMException(
-          ErrorCode::INTERNAL_ERROR,
-          fmt::format("dlm_purge_client returned {} rows of {} columns",
-                      r.rows(), r.columns()));
+      throw DLMException(ErrorCode::INTERNAL_ERROR,
+                         fmt::format("{} returned {} rows of {} columns",
+                                     function, r.rows(), r.columns()));
     }
     ClientPurge out;
     out.holds = r.int64(0, 0);
@@ -131,13 +134,28 @@ ClientPurge pgPurgeClient(PgConn& c, Deadline deadline,
     out.requests = r.int64(0, 2);
     return out;
   } catch (const PgError& e) {
-    // invalid_parameter_value: a clientId the server refuses (the store
-    // validated it by the library's rule already); the caller's input, as
-    // for bindClient.
     if (e.sqlstate() != "22023") throw;
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        fmt::format("{} (SQLSTATE 22023)", e.what()));
   }
+}
+
+}  // namespace
+
+ClientPurge pgPurgeClient(PgConn& c, Deadline deadline,
+                          std::string_view clientId) {
+  const std::string client(clientId);
+  return clientPurgeOf(c, deadline, pgStatements().purgeClient,
+                       Params{client.c_str()}, "dlm_purge_client");
+}
+
+ClientPurge pgRebindClient(PgConn& c, Deadline deadline,
+                           std::string_view clientId, std::string_view role) {
+  const std::string client(clientId);
+  const std::string roleName(role);
+  return clientPurgeOf(c, deadline, pgStatements().rebindClient,
+                       Params{client.c_str(), roleName.c_str()},
+                       "dlm_rebind_client");
 }
 
 int pgCancelRequests(PgConn& c, Deadline deadline, std::string_view key,

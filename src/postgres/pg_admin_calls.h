@@ -40,6 +40,10 @@ bool pgUnbindClient(PgConn& c, Deadline deadline, std::string_view clientId);
 ClientPurge pgPurgeClient(PgConn& c, Deadline deadline,
                           std::string_view clientId);
 
+// dlm_rebind_client (schema 17 on): what it ended. As pgPurgeClient.
+ClientPurge pgRebindClient(PgConn& c, Deadline deadline,
+                           std::string_view clientId, std::string_view role);
+
 // dlm_cancel_requests: how many request rows it deleted.
 int pgCancelRequests(PgConn& c, Deadline deadline, std::string_view key,
                      std::optional<std::string_view> owner);

@@ -103,6 +103,10 @@ const PgStatements& pgStatements() {
       // its hierarchy setting; one row of counts.
       {"dlm_purge_client",
        "SELECT holds, shared_holds, requests FROM dlm_purge_client($1)"},
+      // Admin (schema 17 on): binds a client to a role and ends the holds
+      // and requests of logins outside it, in one transaction.
+      {"dlm_rebind_client",
+       "SELECT holds, shared_holds, requests FROM dlm_rebind_client($1, $2)"},
       // The database clock.
       {"dlm_now",
        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},

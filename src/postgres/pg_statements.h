@@ -31,6 +31,7 @@ struct PgStatements {
   PreparedStatement bindClient;
   PreparedStatement unbindClient;
   PreparedStatement purgeClient;
+  PreparedStatement rebindClient;
   PreparedStatement now;
 };
 

@@ -829,6 +829,14 @@ bool PostgresStore::unbindClient(std::string_view clientId) {
   });
 }
 
+ClientPurge PostgresStore::rebindClient(std::string_view clientId,
+                                        std::string_view role) {
+  internal::checkBindArguments(clientId, role);
+  return impl_->adminCall("rebindClient", clientId, [&](PgConn& c, Deadline d) {
+    return internal::pgRebindClient(c, d, clientId, role);
+  });
+}
+
 ClientPurge PostgresStore::purgeClient(std::string_view clientId) {
   validateClientId(clientId);
   return impl_->adminCall("purgeClient", clientId, [&](PgConn& c, Deadline d) {

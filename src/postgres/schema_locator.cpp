@@ -21,26 +21,28 @@ std::string quotedList(const std::vector<std::string>& names) {
 }
 
 std::string useFound(const SchemaSearch& s) {
-  const std::string& first = s.found.front();
-  const std::string shell = quoteIdentifierForShell(first);
   const std::string where =
       s.asked.empty()
           ? std::string("none is on this login's search_path")
           : fmt::format("schema \"{}\" has none", s.asked);
-  const std::string which =
-      s.found.size() == 1
-          ? fmt::format("found dlm schema \"{}\" in database \"{}\"", first,
-                        s.database)
-          : fmt::format("found dlm schemas {} in database \"{}\" (ask the "
-                        "DBA which one the services use)",
-                        quotedList(s.found), s.database);
+  const char* split =
+      "Do not apply dlm's schema anywhere else: a second schema is a second, "
+      "independent set of locks, and services using different ones do not "
+      "exclude each other";
+  if (s.found.size() > 1) {
+    return fmt::format(
+        "found dlm schemas {} in database \"{}\" ({}): name the one the "
+        "services use (PostgresStoreOptions::schema, dlmctl --schema NAME, "
+        "or the login's search_path; ask the DBA which). {}",
+        quotedList(s.found), s.database, where, split);
+  }
+  const std::string& only = s.found.front();
+  const std::string shell = quoteIdentifierForShell(only);
   return fmt::format(
-      "{} ({}): use it: PostgresStoreOptions::schema = \"{}\", dlmctl "
-      "--schema {}, or the login's search_path (ALTER ROLE <login> SET "
-      "search_path = {}). Do not apply dlm's schema anywhere else: a second "
-      "schema is a second, independent set of locks, and services using "
-      "different ones do not exclude each other",
-      which, where, first, shell, shell);
+      "found dlm schema \"{}\" in database \"{}\" ({}): use it: "
+      "PostgresStoreOptions::schema = \"{}\", dlmctl --schema {}, or the "
+      "login's search_path (ALTER ROLE <login> SET search_path = {}). {}",
+      only, s.database, where, only, shell, shell, split);
 }
 
 std::string createOne(const SchemaSearch& s) {

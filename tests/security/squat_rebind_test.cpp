@@ -1,6 +1,6 @@
-// The remedy for a squatted clientId (schema 17 on): purgeClient, then
-// bindClient to the service's role (dlmctl clients bind CLIENT ROLE
-// --purge). Until schema 16 a rebind left the squatter's year-long holds in
+// The remedy for a squatted clientId (schema 17 on): rebindClient to the
+// service's role (dlmctl clients bind CLIENT ROLE --purge), one
+// transaction. Until schema 16 a rebind left the squatter's year-long holds in
 // place, kept the separator it had recorded (so the service's own acquires
 // were refused), and the squatter could still extend its holds; and no
 // listing said which login had made a hold.
@@ -61,13 +61,12 @@ TEST_F(SquatRebind, PurgeAndBindGiveTheServiceItsClientAndShutTheSquatterOut) {
             ErrorCode::PERMISSION_DENIED)
       << "the squatter owns the name until the admin acts";
 
-  // The admin purges the name and binds it to the service.
+  // The admin binds the name to the service, ending the squatter's rows.
   const auto admin = storeAs(dba_.name());
-  const ClientPurge purged = admin->purgeClient("payments");
+  const ClientPurge purged = admin->rebindClient("payments", orders_.name());
   EXPECT_EQ(purged.holds, 1);
   EXPECT_EQ(purged.sharedHolds, 1);
   EXPECT_EQ(purged.requests, 1);
-  admin->bindClient("payments", orders_.name());
 
   // (a) The service's first attempts, with its own separator '.', succeed:
   // no "recorded as using the hierarchy separator" refusal, no hold or
@@ -129,8 +128,31 @@ TEST_F(SquatRebind, PurgeAndBindGiveTheServiceItsClientAndShutTheSquatterOut) {
   ASSERT_TRUE(seenRow.has_value());
   EXPECT_EQ(seenRow->login, "");
 
+  // Again, as an admin unsure of a race would: the service's holds stay.
+  const ClientPurge again = admin->rebindClient("payments", orders_.name());
+  EXPECT_EQ(again.holds + again.sharedHolds + again.requests, 0);
+  EXPECT_EQ(holdsOf(*admin, "payments").size(), 2u);
+
   EXPECT_TRUE(service->releaseLock(ledgerLock));
   EXPECT_TRUE(service->releaseLock(auditLock));
+}
+
+TEST_F(SquatRebind, PurgeClientEndsEverythingAndKeepsTheBinding) {
+  auto service = managerAs(orders_.name(), "everything");
+  Lock lock = service->getLockInstance("k", LockLevel::DC);
+  service->tryAcquireLock(lock, 60s);
+  const auto admin = storeAs(dba_.name());
+  const ClientPurge purged = admin->purgeClient("everything");
+  EXPECT_EQ(purged.holds, 1) << "a member's hold too";
+  EXPECT_TRUE(holdsOf(*admin, "everything").empty());
+  EXPECT_EQ(codeOf([&] { service->extendLock(lock, 60s); }),
+            ErrorCode::LOCK_NOT_HELD)
+      << "its lock was force-released";
+  for (const ClientBinding& b : admin->listClients()) {
+    if (b.clientId != "everything") continue;
+    EXPECT_EQ(b.role, orders_.name()) << "the binding stays";
+    EXPECT_FALSE(b.separator.has_value()) << "the separator is forgotten";
+  }
 }
 
 TEST_F(SquatRebind, TheAdminSeesWhoseRequestIsWhose) {
@@ -160,6 +182,14 @@ TEST_F(SquatRebind, OnlyAnAdminMayPurgeAClient) {
             ErrorCode::PERMISSION_DENIED)
       << "not even the client's own login";
   EXPECT_EQ(codeOf([&] { storeAs(dba_.name())->purgeClient("a#b"); }),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(codeOf([&] {
+              storeAs(neighbour_.name())->rebindClient("kept", neighbour_.name());
+            }),
+            ErrorCode::PERMISSION_DENIED);
+  EXPECT_EQ(codeOf([&] {
+              storeAs(dba_.name())->rebindClient("kept", "no_such_role_here");
+            }),
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_NO_THROW(service->extendLock(lock, 60s));
   EXPECT_TRUE(service->releaseLock(lock));

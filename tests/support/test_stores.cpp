@@ -175,6 +175,10 @@ class ClientStoreWithAdmin final : public LockStoreWrapper {
   ClientPurge purgeClient(std::string_view clientId) override {
     return adminOf(*admin_).purgeClient(clientId);
   }
+  ClientPurge rebindClient(std::string_view clientId,
+                           std::string_view role) override {
+    return adminOf(*admin_).rebindClient(clientId, role);
+  }
   void close() override {
     LockStoreWrapper::close();
     admin_->close();
