@@ -31,7 +31,14 @@ class DLM_API Lock {
   Lock& operator=(const Lock&) = delete;
   ~Lock() = default;
 
-  // "<clientId>#<id>".
+  // The lock's one printed name, its canonical key: "DC#<farmId>#<clientId>#
+  // <id>" or "XDC#<clientId>#<id>" (every coordinate: level, farm where it
+  // has one, client, id). Messages, events, dlmctl's output and the docs
+  // show it; dlmctl show|release|exec take it as printed.
+  const std::string& key() const { return key_.key; }
+  // "<clientId>#<id>": the name of the clustered-locking API this library
+  // follows, kept for it; it leaves out the level and the farm, so two
+  // different locks can share it. Show key() instead.
   std::string lockId() const { return clientId_ + "#" + id_; }
   // The id the caller passed to getLockInstance.
   const std::string& id() const { return id_; }
@@ -40,7 +47,7 @@ class DLM_API Lock {
   const std::string& farmId() const { return farmId_; }
   LockLevel lockLevel() const { return level_; }
   LockMode lockMode() const { return mode_; }
-  // The key in the lock table.
+  // The key in the lock table: key().
   const std::string& storeKey() const { return key_.key; }
 
   bool isAcquired() const { return acquired_; }

@@ -60,8 +60,9 @@ struct DLM_API LockEvent {
   // When it happened (the application's clock).
   std::chrono::system_clock::time_point at;
   std::string clientId;
-  // The lock as the application named it ("clientA#orders.42") and its
-  // store key ("DC#farm1#clientA#orders.42"); empty for store events.
+  // The lock: lockId as Lock::lockId() ("clientA#orders.42") and key, its
+  // canonical name (Lock::key(): "DC#farm1#clientA#orders.42"), which the
+  // event log shows; both empty for store events.
   std::string lockId;
   std::string key;
   LockMode mode = LockMode::EXCLUSIVE;

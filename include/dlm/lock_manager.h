@@ -286,11 +286,11 @@ template <typename Fn>
 decltype(auto) DistributedLockManager::runGuarded(Lock lock, Fn&& fn) {
   LockGuard guard(*this, std::move(lock));
   auto finish = [&guard] {
-    const std::string lockId = guard.lock().lockId();
+    const std::string key = guard.lock().key();
     if (guard.lost() || !guard.release()) {
       throw DLMException(
           ErrorCode::LOCK_NOT_HELD,
-          "the lock '" + lockId + "' was lost while the guarded code ran");
+          "lock '" + key + "' was lost while the guarded code ran");
     }
   };
   // fn may take the lock (for its fencing token) or nothing.

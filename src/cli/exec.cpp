@@ -25,6 +25,7 @@
 #include "child_process.h"
 #include "command_supervisor.h"
 #include "commands.h"
+#include "key_lookup.h"
 #include "output_text.h"
 #include "signal_fd.h"
 #include "wait_reporter.h"
@@ -126,12 +127,12 @@ int pendingStopSignal(SignalFd& signals) {
 }
 
 // "held MODE by owner O (host H, pid P) since T, expires T", naming the
-// key by its id when it is not the lock's own (an ancestor or descendant
-// blocks it; the same client, level and farm).
+// key that blocks when it is not the lock's own (an ancestor or a
+// descendant).
 std::string holderText(const LockRecord& r, const std::string& ownKey) {
   std::string text = r.key == ownKey
                          ? std::string("held")
-                         : fmt::format("blocked by '{}', held", idText(r.key));
+                         : fmt::format("blocked by {}, held", keyText(r.key));
   text += fmt::format(" {} by owner {} (host {}, pid {}", lockModeName(r.mode),
                       r.owner, printable(r.holder.host), r.holder.pid);
   if (!r.holderIp.empty()) text += ", address " + r.holderIp;
@@ -139,13 +140,13 @@ std::string holderText(const LockRecord& r, const std::string& ownKey) {
                             formatUtc(r.expiresAt));
 }
 
-// "not held in its way, but an earlier MODE waiter for 'ID' (owner O, since
+// "not held in its way, but an earlier MODE waiter for KEY (owner O, since
 // T) goes first (fair queueing)".
 std::string queuedText(const WaitRecord& w) {
   return fmt::format(
-      "not held in its way, but an earlier {} waiter for '{}' (owner {}, "
+      "not held in its way, but an earlier {} waiter for {} (owner {}, "
       "since {}) goes first (fair queueing)",
-      lockModeName(w.mode), idText(w.key), w.owner, formatUtc(w.requestedAt));
+      lockModeName(w.mode), keyText(w.key), w.owner, formatUtc(w.requestedAt));
 }
 
 // Who keeps `self` from taking `key` in `mode`: a conflicting hold as
@@ -288,8 +289,18 @@ int acquire(const GlobalOptions& global, DistributedLockManager& manager,
 
 }  // namespace
 
-int runExec(const GlobalOptions& global, const ExecOptions& options) {
-  const ExecOptions& o = options;
+int runExec(const GlobalOptions& given, const ExecOptions& options) {
+  // --lock takes a key as dlmctl prints it ("XDC#billing#nightly.import"):
+  // its level, farm and client replace --xdc, --farm and --client.
+  GlobalOptions global = given;
+  ExecOptions o = options;
+  if (const std::optional<LockCoordinates> c = coordinatesOf(options.id)) {
+    if (options.xdc) throw UsageError("--xdc is for lock ids, not keys");
+    global.client = c->client;
+    if (c->level == LockLevel::DC) global.farm = c->farm;
+    o.xdc = c->level == LockLevel::XDC;
+    o.id = c->id;
+  }
   // The keep-alive reports a loss its margin before the lease ends; a
   // --kill-after up to half of it fits in there. A longer one (at most
   // maxKillAfter, checked with the options) needs exec to watch the lease

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "key_lookup.h"
 #include "lock_json.h"
 #include "output_text.h"
 #include "table.h"
@@ -186,14 +187,23 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   for (WaitRecord& w : adminOf(*store).listWaiters(key)) {
     if (w.key == key) waiters.push_back(std::move(w));
   }
+  // Nothing under this name: the same id held under another level, farm or
+  // client (a short id resolved under dlmctl's defaults, or a key mistyped).
+  std::vector<std::string> elsewhere;
+  if (!row && holders.empty() && !options.json) {
+    elsewhere = heldElsewhere(adminOf(*store), splitStoreKey(key).id, key);
+  }
   const StoreTime now = store->now();
   store->close();
 
   if (!row && holders.empty()) {
     if (options.json) {
       fmt::print("null\n");
-    } else {
+    } else if (elsewhere.empty()) {
       fmt::print("{}: never locked\n", keyText(key));
+    } else {
+      fmt::print("{}: not locked under this name\n{}", keyText(key),
+                 heldElsewhereText(elsewhere, "show"));
     }
     return 1;
   }
@@ -219,6 +229,7 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   }
   Table table({"FIELD", "VALUE"});
   const KeyParts parts = splitStoreKey(r.key);
+  table.add({"key", keyText(r.key)});
   table.add({"id", printable(parts.id)});
   table.add({"level", parts.level.empty() ? "-" : parts.level});
   if (!parts.farm.empty()) table.add({"farm", printable(parts.farm)});

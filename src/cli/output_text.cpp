@@ -60,44 +60,22 @@ KeyParts splitStoreKey(const std::string& storeKey) {
   return parts;
 }
 
-namespace {
-
-std::string scopeText(const KeyParts& p) {
-  if (p.level.empty()) return "stored under this key";
-  if (p.level == "XDC")
-    return fmt::format("XDC, client {}", printable(p.client));
-  return fmt::format("DC, farm {}, client {}", printable(p.farm),
-                     printable(p.client));
-}
-
-}  // namespace
-
-std::string keyText(const std::string& storeKey) {
-  const KeyParts p = splitStoreKey(storeKey);
-  return fmt::format("'{}' ({})", printable(p.id), scopeText(p));
-}
+std::string keyText(const std::string& storeKey) { return printable(storeKey); }
 
 std::string keyText(const std::string& storeKey, LockMode mode) {
-  const KeyParts p = splitStoreKey(storeKey);
-  return fmt::format("'{}' ({}, {})", printable(p.id), lockModeName(mode),
-                     scopeText(p));
+  return fmt::format("{} ({})", printable(storeKey), lockModeName(mode));
 }
 
 std::vector<std::string> keyRow(const std::string& storeKey,
                                 std::vector<std::string> rest) {
-  const KeyParts p = splitStoreKey(storeKey);
-  const auto orDash = [](const std::string& s) {
-    return s.empty() ? std::string("-") : printable(s);
-  };
-  std::vector<std::string> row = {printable(p.id), orDash(p.level),
-                                  orDash(p.farm), orDash(p.client)};
+  std::vector<std::string> row = {printable(storeKey)};
   row.insert(row.end(), std::make_move_iterator(rest.begin()),
              std::make_move_iterator(rest.end()));
   return row;
 }
 
 std::vector<std::string> keyHeader(std::vector<std::string> rest) {
-  std::vector<std::string> row = {"ID", "LEVEL", "FARM", "CLIENT"};
+  std::vector<std::string> row = {"KEY"};
   row.insert(row.end(), std::make_move_iterator(rest.begin()),
              std::make_move_iterator(rest.end()));
   return row;
@@ -114,10 +92,6 @@ std::vector<std::string> withLogin(std::vector<std::string> cells, bool show,
 
 std::string loginText(const std::string& login) {
   return login.empty() ? std::string("-") : printable(login);
-}
-
-std::string idText(const std::string& storeKey) {
-  return printable(splitStoreKey(storeKey).id);
 }
 
 std::string printable(std::string_view text) {

@@ -27,16 +27,15 @@ struct KeyParts {
 };
 KeyParts splitStoreKey(const std::string& storeKey);
 
-// How people see a key: the lock id with its scope in words,
-// "'jobs.a' (DC, farm default, client dlmctl)", "'jobs.a' (XDC, client
-// dlmctl)"; with `mode`, "'jobs.a' (EXCLUSIVE, DC, farm default, client
-// dlmctl)". Escaped as `printable`.
+// How people see a key: its canonical form, every coordinate in one
+// copyable string that dlmctl takes back as printed (Lock::key()):
+// "DC#default#dlmctl#jobs.a", "XDC#billing#nightly.import"; with `mode`,
+// "DC#default#dlmctl#jobs.a (EXCLUSIVE)". Escaped as `printable`.
 std::string keyText(const std::string& storeKey);
 std::string keyText(const std::string& storeKey, LockMode mode);
 
-// A table row that starts with the columns naming a key: its id, level,
-// farm and client, escaped ("-" for what the key has not: XDC has no farm),
-// then `rest`; keyHeader gives the header row to match.
+// A table row that starts with the KEY column (keyText), then `rest`;
+// keyHeader gives the header row to match.
 std::vector<std::string> keyRow(const std::string& storeKey,
                                 std::vector<std::string> rest);
 std::vector<std::string> keyHeader(std::vector<std::string> rest);
@@ -56,10 +55,6 @@ std::vector<std::string> withLogin(std::vector<std::string> cells, bool show,
                                    std::string cell);
 // A login as a cell: escaped (`printable`), "-" when there is none.
 std::string loginText(const std::string& login);
-
-// The id of a store key, escaped (`printable`): what tables show in their ID
-// column and messages name when the scope goes without saying.
-std::string idText(const std::string& storeKey);
 
 // `text` with control characters escaped (\n, \t, \r, \xNN) and
 // backslashes doubled, so that a key or host name from the database can

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "key_lookup.h"
 #include "output_text.h"
 #include "dlm/deadline.h"
 #include "dlm/lock_configuration.h"
@@ -19,9 +20,15 @@ int runRelease(const GlobalOptions& global, const ReleaseOptions& options) {
   // than create an empty file.
   auto store = openExistingStore(global);
   const bool wasHeld = adminOf(*store).forceRelease(key);
+  // Nothing under this name: the same id held under another level, farm or
+  // client is named, never released.
+  const std::vector<std::string> elsewhere =
+      wasHeld ? std::vector<std::string>{}
+              : heldElsewhere(adminOf(*store), splitStoreKey(key).id, key);
   store->close();
   if (!wasHeld) {
-    fmt::print("{}: was not held; nothing released\n", keyText(key));
+    fmt::print("{}: was not held; nothing released\n{}", keyText(key),
+               heldElsewhereText(elsewhere, "release --force"));
     return 1;
   }
   fmt::print("{}: released (it was held)\n", keyText(key));

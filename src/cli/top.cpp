@@ -110,7 +110,7 @@ const char* relationName(KeyRelation relation) {
 // waiter's key: the hierarchy lies within one client, level and farm).
 std::string whereText(KeyRelation relation, const std::string& key) {
   if (relation == KeyRelation::SAME) return "this key";
-  return fmt::format("{} {}", relationName(relation), idText(key));
+  return fmt::format("{} {}", relationName(relation), keyText(key));
 }
 
 std::string blockerText(const Blocker& b, StoreTime now) {

@@ -22,14 +22,14 @@ std::string waitingBlockerText(const LockEvent& e) {
   const LockBlocker& b = *e.blocker;
   if (b.queued) {
     return fmt::format(
-        "not held in its way, but an earlier waiter for '{}' goes first (fair "
+        "not held in its way, but an earlier waiter for {} goes first (fair "
         "queueing)",
-        idText(b.key));
+        keyText(b.key));
   }
   if (b.owner.empty()) return "held elsewhere (its holder just left)";
   std::string text = b.key == e.key
                          ? std::string("held")
-                         : fmt::format("blocked by '{}', held", idText(b.key));
+                         : fmt::format("blocked by {}, held", keyText(b.key));
   text += fmt::format(" {} by owner {} (host {}, pid {})", lockModeName(b.mode),
                       b.owner, printable(b.host), b.pid);
   if (b.since) text += fmt::format(" since {}", formatUtc(storeTime(*b.since)));

@@ -46,7 +46,7 @@ std::shared_ptr<KeepAliveEntry> KeepAlive::add(
   entry->mode = mode;
   entry->token = std::move(token);
   entry->ttl = ttl;
-  entry->lockName = fmt::format("lock '{}'", lockId);
+  entry->lockName = fmt::format("lock '{}'", entry->key.key);
   entry->lockId = std::move(lockId);
   entry->fencingToken = fencingToken;
   entry->acquiredAt = leaseEnd - ttl;

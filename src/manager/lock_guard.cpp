@@ -20,7 +20,7 @@ LockGuard::LockGuard(DistributedLockManager& manager, Lock lock,
     throw DLMException(
         ErrorCode::LOCK_NOT_HELD,
         fmt::format("a LockGuard needs an acquired lock; '{}' is not held",
-                    lock.lockId()));
+                    lock.key()));
   }
   manager_ = &manager;
   lock_ = std::move(lock);

@@ -4,13 +4,8 @@
 
 namespace dlm::internal {
 
-std::string levelName(LockLevel level) {
-  return level == LockLevel::DC ? "DC" : "XDC";
-}
-
 std::string lockName(const Lock& lock) {
-  return fmt::format("lock '{}' ({})", lock.lockId(),
-                     levelName(lock.lockLevel()));
+  return fmt::format("lock '{}'", lock.key());
 }
 
 std::string blockedMessage(const Lock& lock, const std::string& blockedBy,

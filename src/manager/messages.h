@@ -12,10 +12,7 @@
 
 namespace dlm::internal {
 
-// "DC" or "XDC".
-std::string levelName(LockLevel level);
-
-// "lock 'client#id' (DC)".
+// "lock 'DC#farm#client#id'": the lock's canonical key (Lock::key()).
 std::string lockName(const Lock& lock);
 
 // Why an attempt on `lock` was refused, for LOCK_UNAVAILABLE messages.

@@ -138,8 +138,8 @@ std::string formatEvent(const LockEvent& e) {
   auto add = [&line](const char* key, const std::string& v) {
     line += fmt::format(" {}={}", key, value(v));
   };
-  if (!e.lockId.empty()) {
-    add("lock", e.lockId);
+  if (!e.key.empty()) {
+    add("lock", e.key);
     add("mode", modeName(e.mode));
   }
   switch (e.kind) {

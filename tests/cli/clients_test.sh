@@ -112,7 +112,7 @@ expect_status 1 "waiters cancel of an owner that does not wait"
 [[ $out == *"no waiting request of owner not-$owner; nothing cancelled"* ]] || fail "waiters cancel said: $out"
 run waiters cancel --owner "$owner" stuck.k
 expect_status 0 "waiters cancel of the stuck waiter"
-[[ $out == "'stuck.k' (DC, farm default, client dlmctl): cancelled 1 waiting request of owner $owner" ]] ||
+[[ $out == "DC#default#dlmctl#stuck.k: cancelled 1 waiting request of owner $owner" ]] ||
   fail "waiters cancel said: $out"
 run waiters --json
 [ "$out" = "[]" ] || fail "the cancelled request is still listed: $out"
@@ -315,9 +315,9 @@ as "$svc" list --json --prefix "$prefix"
 jq -e '.[0].login == null and .[0].waiters[0].login == null
   and (.[0] | has("login"))' <<<"$out" >/dev/null || fail "list --json as the service: $out"
 as "$ops" list --prefix "$prefix"
-head -1 <<<"$out" | grep -q "^ID  *LEVEL  *FARM  *CLIENT  *MODE  *OWNER  *LOGIN  *HOST\*" ||
+head -1 <<<"$out" | grep -q "^KEY  *MODE  *OWNER  *LOGIN  *HOST\*" ||
   fail "list as the admin has no LOGIN column: $out"
-grep -q "^ledger  *DC  *default  *$pay  *EXCLUSIVE  *[0-9a-f]*  *$svc " <<<"$out" ||
+grep -q "^DC#default#$pay#ledger  *EXCLUSIVE  *[0-9a-f]*  *$svc " <<<"$out" ||
   fail "list as the admin does not name the login: $out"
 as "$svc" list --prefix "$prefix"
 [[ $out != *LOGIN* ]] || fail "list as the service has a LOGIN column: $out"

@@ -57,7 +57,7 @@ status=0
 [ "$status" = 75 ] || fail "second exec exit status $status, wanted 75"
 # Why it did not run, after the database it was about.
 head -1 "$dir/second.err" | grep -q "^dlmctl: database: " &&
-  grep -q "^dlmctl: lock 'jobs.import' (EXCLUSIVE, DC, farm default, client dlmctl) is held EXCLUSIVE by owner .* since [0-9-]*T[0-9:.]*Z, expires [0-9-]*T[0-9:.]*Z; not running the command$" "$dir/second.err" ||
+  grep -q "^dlmctl: lock DC#default#dlmctl#jobs.import (EXCLUSIVE) is held EXCLUSIVE by owner .* since [0-9-]*T[0-9:.]*Z, expires [0-9-]*T[0-9:.]*Z; not running the command$" "$dir/second.err" ||
   fail "the refusal does not name the database and the holder: $(cat "$dir/second.err")"
 # -q: the exit status says it, stderr stays empty (flock -n is silent too).
 status=0
@@ -83,9 +83,9 @@ sleep 0.5
 out=$("$dlmctl" "${db[@]}" exec --verbose --lock jobs.wait -c 'echo "token $DLM_FENCING_TOKEN"' 2>"$dir/verbose.err") ||
   fail "the waiting exec failed: $(cat "$dir/verbose.err")"
 [ "$out" = "token 2" ] || fail "the waiting exec printed '$out', wanted 'token 2'"
-grep -q "waiting for lock 'jobs.wait' (EXCLUSIVE, DC, farm default, client dlmctl): held EXCLUSIVE by owner .*pid $holder) since [0-9-]*T[0-9:.]*Z" "$dir/verbose.err" ||
+grep -q "waiting for lock DC#default#dlmctl#jobs.wait (EXCLUSIVE): held EXCLUSIVE by owner .*pid $holder) since [0-9-]*T[0-9:.]*Z" "$dir/verbose.err" ||
   fail "--verbose did not name the holder (pid $holder): $(cat "$dir/verbose.err")"
-grep -q "acquired 'jobs.wait' (EXCLUSIVE, DC, farm default, client dlmctl) after [0-9.]* m\?s (fencing token 2)" "$dir/verbose.err" ||
+grep -q "acquired DC#default#dlmctl#jobs.wait (EXCLUSIVE) after [0-9.]* m\?s (fencing token 2)" "$dir/verbose.err" ||
   fail "--verbose did not report the acquisition: $(cat "$dir/verbose.err")"
 wait "$holder" || fail "the first holder's exec failed"
 
@@ -128,7 +128,7 @@ status=0
 "$dlmctl" "${db[@]}" exec -n --lock jobs.read -- touch "$dir/ran.x" 2>"$dir/x.err" || status=$?
 [ "$status" = 75 ] || fail "exclusive exec -n beside shared holders: exit status $status, wanted 75: $(cat "$dir/x.err")"
 [ ! -e "$dir/ran.x" ] || fail "the exclusive command ran while shared holders held the lock"
-grep -q "lock 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl) is held SHARED by owner" "$dir/x.err" ||
+grep -q "lock DC#default#dlmctl#jobs.read (EXCLUSIVE) is held SHARED by owner" "$dir/x.err" ||
   fail "the refusal does not name the shared holder: $(cat "$dir/x.err")"
 # An exclusive exec that waits starts only after both readers ended.
 "$dlmctl" "${db[@]}" exec -v -w 20 --lock jobs.read -- sh -c '
@@ -136,7 +136,7 @@ grep -q "lock 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl) is held S
   >"$dir/x.out" 2>"$dir/x.verbose" &
 writer=$!
 for _ in $(seq 50); do grep -q "waiting for lock" "$dir/x.verbose" && break; sleep 0.1; done
-grep -q "waiting for lock 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl): held SHARED by owner" "$dir/x.verbose" ||
+grep -q "waiting for lock DC#default#dlmctl#jobs.read (EXCLUSIVE): held SHARED by owner" "$dir/x.verbose" ||
   fail "the waiting exclusive exec did not name a shared holder: $(cat "$dir/x.verbose")"
 [ ! -s "$dir/x.out" ] || fail "the exclusive command started while shared holders ran: $(cat "$dir/x.out")"
 touch "$dir/go"
@@ -144,6 +144,6 @@ wait "$reader_a" || fail "shared exec A failed: $(cat "$dir/reader.A.err")"
 wait "$reader_b" || fail "shared exec B failed: $(cat "$dir/reader.B.err")"
 wait "$writer" || fail "the waiting exclusive exec failed: $(cat "$dir/x.verbose")"
 [ "$(cat "$dir/x.out")" = after ] || fail "the exclusive command overlapped the shared ones"
-grep -q "acquired 'jobs.read' (EXCLUSIVE, DC, farm default, client dlmctl) after" "$dir/x.verbose" ||
+grep -q "acquired DC#default#dlmctl#jobs.read (EXCLUSIVE) after" "$dir/x.verbose" ||
   fail "--verbose did not report the exclusive acquisition: $(cat "$dir/x.verbose")"
 echo "PASS"

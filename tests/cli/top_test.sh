@@ -80,25 +80,23 @@ out=$(top --once) || fail "top --once failed"
 echo "$out"
 ! grep -q $'\x1b' <<<"$out" || fail "top --once wrote terminal control codes"
 head -1 <<<"$out" | grep -q "  2 held, 4 waiting$" || fail "header: $(head -1 <<<"$out")"
-# Keys by their id, with level, farm and client in their own columns; no
-# store key anywhere in the table.
-! grep -q "DC#" <<<"$out" || fail "top --once shows a store key"
-# held_row ID PID: the held table has ID (DC, farm default, client dlmctl)
-# with pid PID (the column headed PID*: the 8th, the 9th when a LOGIN
-# column is shown, as to an admin login on PostgreSQL).
-held_row() { awk -v k="$1" -v p="$2" '/^ID / && !c { for (i = 1; i <= NF; i++) if ($i == "PID*") c = i }
-  c && $1 == k && $2 == "DC" && $3 == "default" && $4 == "dlmctl" && $5 == "EXCLUSIVE" && $c == p { f = 1 } END { exit !f }' <<<"$out"; }
+# Keys by their one printed name, the canonical key (level, farm, client
+# and id: what show, release and exec take back).
+# held_row ID PID: the held table has the key of ID (DC, farm default,
+# client dlmctl) with pid PID (the column headed PID*).
+held_row() { awk -v k="$K$1" -v p="$2" '/^KEY / && !c { for (i = 1; i <= NF; i++) if ($i == "PID*") c = i }
+  c && $1 == k && $2 == "EXCLUSIVE" && $c == p { f = 1 } END { exit !f }' <<<"$out"; }
 held_row a "$holder_a" || fail "no held row for a with pid $holder_a"
 held_row c.d "$holder_cd" || fail "no held row for c.d with pid $holder_cd"
 # waiter_row ID TEXT: the waiter row of ID ends with TEXT (BLOCKED BY).
-waiter_row() { grep -E "^$1 +DC +default +dlmctl +EXCLUSIVE .*  $2\$" <<<"$out" >/dev/null; }
+waiter_row() { grep -E "^$K$1 +EXCLUSIVE .*  $2\$" <<<"$out" >/dev/null; }
 waiter_row a "this key held EXCLUSIVE by host $host pid $holder_a" ||
   fail "the waiter for a is not shown blocked by the hold of a"
-waiter_row "a\\.b" "ancestor a held EXCLUSIVE by host $host pid $holder_a" ||
+waiter_row "a\\.b" "ancestor ${K}a held EXCLUSIVE by host $host pid $holder_a" ||
   fail "the waiter for a.b is not shown blocked by its ancestor a"
-waiter_row c "descendant c\\.d held EXCLUSIVE by host $host pid $holder_cd" ||
+waiter_row c "descendant ${K}c\\.d held EXCLUSIVE by host $host pid $holder_cd" ||
   fail "the waiter for c is not shown blocked by its descendant c.d"
-waiter_row "c\\.e" "queued behind $owner_c \\(EXCLUSIVE on ancestor c, waiting .*\\)" ||
+waiter_row "c\\.e" "queued behind $owner_c \\(EXCLUSIVE on ancestor ${K}c, waiting .*\\)" ||
   fail "the waiter for c.e is not shown queued behind the request for c"
 
 # list's WAITERS: the requests each hold keeps waiting, on its key, an
@@ -106,7 +104,7 @@ waiter_row "c\\.e" "queued behind $owner_c \\(EXCLUSIVE on ancestor c, waiting .
 # the one for c (its ancestor) but not the one for c.e (a sibling, queued
 # behind c's request).
 out=$("$dlmctl" "${db[@]}" list 2>/dev/null) || fail "list failed"
-waiters_of() { awk -v k="$1" '$1 == k && $2 == "DC" { print $NF }' <<<"$out"; }
+waiters_of() { awk -v k="$K$1" '$1 == k { print $NF }' <<<"$out"; }
 [ "$(waiters_of a)" = 2 ] || fail "list's WAITERS of a is '$(waiters_of a)', wanted 2: $out"
 [ "$(waiters_of c.d)" = 1 ] || fail "list's WAITERS of c.d is '$(waiters_of c.d)', wanted 1: $out"
 "$dlmctl" "${db[@]}" list --json 2>/dev/null | jq -e --arg k "$K" '

@@ -147,6 +147,7 @@ TEST(EventLines, NameTheKindAndEveryFieldOnOneLine) {
   e.at = std::chrono::system_clock::time_point(1'764'000'000'123ms);
   e.clientId = "app";
   e.lockId = "app#orders.42";
+  e.key = "DC#f#app#orders.42";
   e.waited = 1500ms;
   e.attempts = 3;
   LockBlocker b;
@@ -161,7 +162,7 @@ TEST(EventLines, NameTheKindAndEveryFieldOnOneLine) {
             0U)
       << line;
   for (const char* field :
-       {" lock=app#orders.42", " mode=EXCLUSIVE", " waited_ms=1500",
+       {" lock=DC#f#app#orders.42", " mode=EXCLUSIVE", " waited_ms=1500",
         " attempts=3", " blocked_by=DC#f#app#orders",
         " holder_owner=\"owner 1\"", " holder_host=web-1",
         " holder_pid=4242"}) {

@@ -77,7 +77,7 @@ TEST_F(ReleaseFailedTest, AGuardWhoseReleaseThrowsReportsAnEventNotStderr) {
   EXPECT_EQ(m->metrics().releaseFailures, 1U);
   EXPECT_EQ(severityOf(failed[0]), 4);
   const std::string line = formatEvent(failed[0]);
-  EXPECT_NE(line.find("RELEASE_FAILED client=app lock=app#orders.42"),
+  EXPECT_NE(line.find("RELEASE_FAILED client=app lock=DC#f#app#orders.42"),
             std::string::npos)
       << line;
   EXPECT_NE(line.find("code=INTERNAL_ERROR"), std::string::npos) << line;
