@@ -17,6 +17,14 @@ namespace dlm {
 // same id are different locks and never block each other.
 enum class LockLevel { DC, XDC };
 
+// The defaults a manager and dlmctl share: a lock taken without a level is
+// DC, and a manager built without a farmId (dlmctl without --farm) is in
+// farm "default". So `getLockInstance("nightly.import")` of client
+// "billing" is DC#default#billing#nightly.import, the lock
+// `dlmctl --client billing show nightly.import` looks at.
+inline constexpr LockLevel kDefaultLockLevel = LockLevel::DC;
+inline constexpr const char* kDefaultFarmId = "default";
+
 // Returned by DistributedLockManager::getLockInstance (no I/O). Movable, not
 // copyable; a Lock is used by one thread at a time. A moved-from Lock holds
 // nothing. isAcquired() is this handle's own view: a lock that expired and was

@@ -73,10 +73,12 @@ class DLM_API DistributedLockManager {
   // separated by the builder's separator ('.' by default): holding "a.b"
   // blocks "a", "a.b" and "a.b.*", not "a.c". Throws INVALID_ARGUMENT for an
   // empty id, one over 1,024 bytes, a NUL byte, invalid UTF-8, an empty path
-  // segment (".a", "a..b", "a."), or a DC lock without a farmId. `mode`:
-  // see dlm/lock_mode.h (SHARED holders of a key coexist; docs/guide.md "Shared
-  // locks and fair queueing").
-  Lock getLockInstance(const std::string& id, LockLevel level,
+  // segment (".a", "a..b", "a."), or a DC lock of a manager built with an
+  // empty farmId. `level`: DC unless given (kDefaultLockLevel). `mode`:
+  // see dlm/lock_mode.h (SHARED holders of a key coexist; docs/guide.md
+  // "Shared locks and fair queueing").
+  Lock getLockInstance(const std::string& id,
+                       LockLevel level = kDefaultLockLevel,
                        LockMode mode = LockMode::EXCLUSIVE) const;
 
   // One attempt. Returns when held; throws LOCK_UNAVAILABLE when someone else
@@ -246,7 +248,9 @@ class DLM_API DistributedLockManager::Builder {
  public:
   // Required. Non-empty, at most 255 bytes, no '#' or NUL.
   Builder& clientId(std::string clientId);
-  // Needed for DC locks. At most 255 bytes, no '#' or NUL.
+  // The farm of DC locks (kDefaultFarmId, "default", when not set; XDC
+  // keys leave it out). At most 255 bytes, no '#' or NUL; empty: this
+  // manager takes XDC locks only.
   Builder& farmId(std::string farmId);
   // Required. Shared: several managers (clients) may use one store; the
   // last of them to be destroyed closes it.
@@ -270,7 +274,7 @@ class DLM_API DistributedLockManager::Builder {
 
  private:
   std::string clientId_;
-  std::string farmId_;
+  std::string farmId_ = kDefaultFarmId;
   std::shared_ptr<LockStore> store_;
   LockConfiguration config_;
   char separator_ = '.';

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dlm/lock.h"
 #include "dlm/lock_mode.h"
 
 namespace dlm::cli {
@@ -35,7 +36,7 @@ struct GlobalOptions {
   Verbosity verbosity = Verbosity::NORMAL;
   std::string schema;  // --schema (PostgreSQL only)
   std::string client = "dlmctl";
-  std::string farm = "default";
+  std::string farm = kDefaultFarmId;  // the library's default (dlm/lock.h)
 };
 
 struct ExecOptions {

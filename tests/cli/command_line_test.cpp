@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dlm/dlm.h"
+#include "dlm/lock_key.h"
 #include "dlm/store_url.h"
 #include "dlm/version.h"
 
@@ -441,6 +443,26 @@ TEST(CommandLine, DatabaseFromTheEnvironmentUnlessGiven) {
   ASSERT_TRUE(given.run);
   EXPECT_EQ(given.run->global.db, "sqlite:y");
   EXPECT_EQ(given.run->global.dbOrigin, "--db");
+}
+
+// dlmctl's defaults and the library's agree: a short id given to dlmctl
+// names the key a manager of that client, built without a farm, gives the
+// same id taken without a level.
+TEST(CommandLine, AShortIdNamesTheKeyAManagerWithTheLibrarysDefaultsUses) {
+  const CommandLine c = run({"--client", "billing", "show", "nightly.import"});
+  EXPECT_EQ(c.global.farm, kDefaultFarmId);
+  EXPECT_FALSE(c.show.xdc);
+  EXPECT_EQ(kDefaultLockLevel, LockLevel::DC);
+  auto manager = DistributedLockManager::builder()
+                     .clientId(c.global.client)
+                     .store(openStore("sqlite::memory:"))
+                     .build();
+  const Lock lock = manager->getLockInstance(c.show.key);
+  EXPECT_EQ(lock.key(), "DC#default#billing#nightly.import");
+  EXPECT_EQ(lock.key(), lockStoreKey(c.show.xdc ? LockLevel::XDC : LockLevel::DC,
+                                     {c.global.farm, c.global.client},
+                                     c.show.key)
+                            .key);
 }
 
 }  // namespace

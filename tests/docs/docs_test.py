@@ -16,7 +16,12 @@
 Markers are HTML comments on the line right before a block's opening fence:
   <!-- fragment -->               statements: compiled inside a function
                                   (manager, lock, store in scope) with the
-                                  usual includes;
+                                  usual includes; in docs/guide.md also run,
+                                  unless it uses an application database
+                                  (appDb, db), with the manager the README's
+                                  first program builds (its builder as
+                                  written, SQLite) and `lock` its lock,
+                                  acquired;
   <!-- run -->                    cpp: compiled as a program and run;
                                   sh: run by the sh test;
   <!-- not compiled: WHY -->      skipped (say why; keep these rare);
@@ -123,6 +128,48 @@ def blocks(path):
         yield lang, marker, start, "\n".join(body) + "\n"
 
 
+GUIDE = os.path.join("docs", "guide.md")
+APP_DATABASE = re.compile(r"\b(appDb|db)\b")
+
+
+def readme_builder(source):
+    """The builder expression of README's first <!-- run --> program, as
+    written, and the id of the lock it takes."""
+    for lang, marker, _, text in blocks(os.path.join(source, "README.md")):
+        if lang == "cpp" and marker == "run":
+            b = re.search(r"dlm::DistributedLockManager::builder\(\)[\s\S]*?\.build\(\)", text)
+            i = re.search(r'getLockInstance\(("[^"]*")', text)
+            if b and i:
+                return b.group(0), i.group(1)
+    sys.exit("README.md: no <!-- run --> program with a builder and getLockInstance")
+
+
+def runnable_fragment(source, rel, line, text):
+    """A guide fragment as a program: README's manager, its lock acquired."""
+    builder, lock_id = readme_builder(source)
+    prologue = FRAGMENT_PROLOGUE.split("[[maybe_unused]] static void docs_fragment(")[0]
+    return (INCLUDES + prologue + f"""
+int main() {{
+  using namespace std::chrono_literals;
+  try {{
+    [[maybe_unused]] std::shared_ptr<dlm::LockStore> store =
+        dlm::openStore("sqlite:locks.sqlite");
+    [[maybe_unused]] auto manager = {builder};
+    manager->initialize();
+    [[maybe_unused]] dlm::Lock lock = manager->getLockInstance({lock_id});
+    manager->acquireLock(lock);
+    {{
+#line {line + 1} "{rel}"
+{text}
+    }}
+  }} catch (const dlm::DLMException& e) {{
+    std::cerr << e.what() << "\\n";
+    return 1;
+  }}
+}}
+""")
+
+
 def markdown_files(source):
     files = [os.path.join(source, "README.md")]
     docs = os.path.join(source, "docs")
@@ -180,6 +227,27 @@ def cpp(source, library, cxx):
                     print(f"FAIL compile {where}", flush=True)
                     continue
                 print(f"ok   compile {where}", flush=True)
+                if marker == "fragment" and rel == GUIDE and not APP_DATABASE.search(text):
+                    prog = os.path.join(tmp, name + "_readme.cpp")
+                    with open(prog, "w", encoding="utf-8") as f:
+                        f.write(runnable_fragment(source, rel, line, text))
+                    r = subprocess.run(base + ["-Wno-unused-variable", prog, "-o", exe + "_readme"]
+                                       + libs, capture_output=True, text=True)
+                    if r.returncode != 0:
+                        failures.append(f"{where}: does not compile with README's builder:\n{r.stderr}")
+                        print(f"FAIL compile {where} (README's builder)", flush=True)
+                        continue
+                    rundir = os.path.join(tmp, name + ".readme")
+                    os.mkdir(rundir)
+                    r = subprocess.run([exe + "_readme"], cwd=rundir, capture_output=True,
+                                       text=True, timeout=60)
+                    ran += 1
+                    if r.returncode != 0:
+                        failures.append(f"{where}: fails with README's builder (exit "
+                                        f"{r.returncode}):\n{r.stdout}{r.stderr}")
+                        print(f"FAIL run     {where} (README's builder)", flush=True)
+                    else:
+                        print(f"ok   run     {where} (README's builder)", flush=True)
                 if marker == "run":
                     if not has_main:
                         failures.append(f"{where}: marked run but has no main")
