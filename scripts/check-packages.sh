@@ -5,14 +5,21 @@
 #
 # BUILD_DIR is a build with a shared libdlm and -DCMAKE_INSTALL_PREFIX=/usr
 # (scripts/test.sh's build/ci). The script
-# 1. builds the four packages there with CPack (libdlm1, libdlm-dev, dlmctl,
-#    dlm-schema) and shows what each depends on;
-# 2. installs them on this machine with apt;
+# 1. builds the four packages (libdlm1, libdlm-dev, dlmctl, dlm-schema)
+#    with scripts/package.sh, reusing BUILD_DIR as it is (its CMakeCache.txt
+#    must not change), which lists what each depends on and must not say
+#    that a package has no dependencies; checks that each package has a
+#    Description of its own (dpkg-deb: a synopsis no other package has,
+#    then lines of one leading space);
+# 2. installs them on this machine with apt; the installed dlmctl carries no
+#    run path and dlm.pc says prefix=/usr;
 # 3. builds and runs two programs against the installed files only, from a
 #    copy of tests/install/consumer outside the source tree: one with
 #    pkg-config, one with CMake (find_package(dlm 1.0), with the packages of
 #    dlm's own dependencies made unfindable: a shared libdlm needs none of
 #    them); checks that the program includes no header of a dependency;
+#    builds examples/commit_lock.cpp with examples/README.md's line
+#    (pkg-config dlm-postgres dlm-sqlite) and runs it on SQLite;
 # 4. runs `dlmctl --version` and finds its manual page;
 # 5. applies the packaged PostgreSQL schema with psql to a fresh database of
 #    the server the PG* variables name (scripts/test.sh's cluster), in a
@@ -59,16 +66,37 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== 1. cpack -G DEB in $build"
-(cd "$build" && cpack -G DEB -B "$work/debs" >"$work/cpack.log" 2>&1) ||
-  { cat "$work/cpack.log" >&2; die "cpack failed"; }
+echo "== 1. scripts/package.sh $build"
+cache_before=$(sha256sum <"$build/CMakeCache.txt")
+"$root/scripts/package.sh" --output "$work/debs" "$build" >"$work/package.log" 2>&1 ||
+  { cat "$work/package.log" >&2; die "scripts/package.sh failed"; }
+cat "$work/package.log"
+[[ $(sha256sum <"$build/CMakeCache.txt") == "$cache_before" ]] ||
+  die "scripts/package.sh reconfigured $build instead of reusing it"
+if grep -n 'no dependencies' "$work/package.log"; then
+  die "scripts/package.sh says a package has no dependencies (above)"
+fi
 debs=()
+synopses=()
 for p in "${packages[@]}"; do
   deb=$(ls "$work/debs/${p}_"*.deb 2>/dev/null | head -n 1)
   [[ -n $deb ]] || die "no package $p among: $(ls "$work/debs")"
   debs+=("$deb")
-  printf '%-11s %-7s depends: %s\n' "$p" "$(dpkg-deb -f "$deb" Version)" \
-    "$(dpkg-deb -f "$deb" Depends)"
+  grep -q "^$deb\$" "$work/package.log" || die "scripts/package.sh did not list $p"
+  # Its own Description: a synopsis of its own, then the long description,
+  # each line starting with exactly one space (two: shown verbatim).
+  description=$(dpkg-deb -f "$deb" Description)
+  synopsis=$(head -n 1 <<<"$description")
+  printf '%-11s %s\n' "$p" "$synopsis"
+  for other in "${synopses[@]}"; do
+    [[ $synopsis != "$other" ]] || die "$p has the synopsis of another package: $synopsis"
+  done
+  synopses+=("$synopsis")
+  body=$(tail -n +2 <<<"$description")
+  [[ -n $body ]] || die "$p has no long description"
+  if grep -vn '^ [^ ]' <<<"$body"; then
+    die "$p: the lines of its long description above do not start with one space"
+  fi
 done
 dev_depends=$(dpkg-deb -f "$work/debs/libdlm-dev_"*.deb Depends)
 [[ $dev_depends == "libdlm1 (= "* && $dev_depends != *-dev* ]] ||
@@ -78,8 +106,17 @@ echo "== 2. apt-get install"
 installed=1
 apt-get install -y --no-install-recommends "${debs[@]}" >"$work/install.log" 2>&1 ||
   { cat "$work/install.log" >&2; die "apt-get install failed"; }
-readelf -d /usr/lib/*/libdlm.so.1 | grep -q 'SONAME.*\[libdlm.so.1\]' ||
+# grep without -q in a pipeline: one that quits at the first match can
+# leave the writer to die of SIGPIPE, and pipefail fails the check.
+readelf -d /usr/lib/*/libdlm.so.1 | grep 'SONAME.*\[libdlm.so.1\]' >/dev/null ||
   die "the installed library's SONAME is not libdlm.so.1"
+# A prefix install's dlmctl finds libdlm through $ORIGIN/../<libdir>; the
+# packaged one, under /usr, through the system's search path alone.
+if readelf -d /usr/bin/dlmctl | grep -E 'R(UN)?PATH'; then
+  die "the packaged /usr/bin/dlmctl carries a run path (above)"
+fi
+[[ $(pkg-config --variable=prefix dlm) == /usr ]] ||
+  die "the packaged dlm.pc says prefix=$(pkg-config --variable=prefix dlm), not /usr"
 
 echo "== 3. consumers, from a copy outside the source tree"
 cp -r "$root/tests/install/consumer" "$work/consumer"
@@ -95,7 +132,7 @@ g++ -std=c++17 -MM -MG main.cpp $(pkg-config --cflags dlm) >"$work/deps.txt"
 if grep -E 'pqxx|fmt/|sqlite3\.h|libpq-fe|openssl' "$work/deps.txt"; then
   die "the public headers include a dependency's headers (above)"
 fi
-ldd "$work/pc-consumer" | grep -Eq 'libdlm\.so\.1 => /(usr/)?lib/' ||
+ldd "$work/pc-consumer" | grep -E 'libdlm\.so\.1 => /(usr/)?lib/' >/dev/null ||
   die "the pkg-config consumer does not load the installed libdlm.so.1"
 # CMake, with dlm's dependencies unfindable.
 cmake -S . -B "$work/cmake-build" -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON \
@@ -108,6 +145,20 @@ grep 'dlm 1\.' "$work/cmake.log"
 cmake --build "$work/cmake-build" >"$work/cmake-build.log" 2>&1 ||
   { cat "$work/cmake-build.log" >&2; die "the CMake consumer did not build"; }
 "$work/cmake-build/consumer" "$work/cmake.sqlite"
+# An example that opens its own SQLite and libpqxx transactions, built with
+# examples/README.md's line for it (pkg-config dlm-postgres dlm-sqlite).
+mkdir "$work/examples"
+cp "$root/examples/commit_lock.cpp" "$root/examples/app_db.h" "$work/examples/"
+cd "$work/examples"
+line=$(awk '/^<!-- build -->$/ { mark = 1; next } mark && /^```$/ && seen { exit }
+            mark && /^```sh$/ { seen = 1; next } seen && / -o commit_lock / { print }' \
+  "$root/examples/README.md")
+[[ -n $line ]] || die "examples/README.md has no build line for commit_lock"
+echo "$line"
+bash -euo pipefail -c "$line" || die "commit_lock did not build as examples/README.md says"
+./commit_lock "sqlite:$work/commit_lock.sqlite" >"$work/commit_lock.log" ||
+  { cat "$work/commit_lock.log" >&2; die "commit_lock failed"; }
+tail -n 1 "$work/commit_lock.log"
 cd /
 
 echo "== 4. dlmctl"
