@@ -145,12 +145,22 @@ TEST_F(ManagerTest, InvalidArgumentsFailBeforeAnyStoreCall) {
   EXPECT_FALSE(lock.isAcquired());
 }
 
-TEST_F(ManagerTest, DcLocksNeedAFarmButXdcLocksDoNot) {
+TEST_F(ManagerTest, WithoutAFarmDcLocksAreInTheDefaultFarm) {
   auto m =
       DistributedLockManager::builder().clientId("svc").store(store_).build();
-  EXPECT_EQ(codeOf([&] { m->getLockInstance("x", LockLevel::DC); }),
+  EXPECT_EQ(m->getLockInstance("x", LockLevel::DC).key(), "DC#default#svc#x");
+  EXPECT_EQ(m->getLockInstance("x").key(), "DC#default#svc#x")
+      << "DC without a level";
+  EXPECT_EQ(m->getLockInstance("x", LockLevel::XDC).key(), "XDC#svc#x");
+  // An explicitly empty farm: XDC locks only.
+  auto xdcOnly = DistributedLockManager::builder()
+                     .clientId("svc")
+                     .farmId("")
+                     .store(store_)
+                     .build();
+  EXPECT_EQ(codeOf([&] { xdcOnly->getLockInstance("x", LockLevel::DC); }),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(m->getLockInstance("x", LockLevel::XDC).storeKey(), "XDC#svc#x");
+  EXPECT_EQ(xdcOnly->getLockInstance("x", LockLevel::XDC).key(), "XDC#svc#x");
 }
 
 TEST_F(ManagerTest, LockOfAnotherManagerIsRejected) {
