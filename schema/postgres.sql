@@ -2917,21 +2917,23 @@ $$;
 
 -- ---------------------------------------------------------- versions
 
-INSERT INTO dlm_schema_version (version, description, compatible_from)
-  VALUES (1, 'create lock tables', NULL),
-         (2, 'wait graph and release notify', NULL),
-         (3, 'least privilege purge and compatibility', 2),
-         (4, 'revoke table rights', 2),
-         (5, 'shared locks and fair queueing', 4),
-         (6, 'faster acquire and release', 4),
-         (7, 'tenancy owner digests and request leases', 4),
-         (8, 'limits and acquisition time', 4),
-         (9, 'guarded writes', 4),
-         (10, 'first use waited for, no deadlock through a cycle of one', 4),
-         (11, 'a cheaper uncontended acquire, release and extend', 4),
-         (12, 'every key in one non-empty client scope', 4),
-         (13, 'cycle walk bounded in time', 4),
-         (14, 'release notifications carry hints, not keys', 4),
-         (15, 'limits on owner, token and host sizes', 4),
-         (16, 'first-use binding can be switched off', 4),
-         (17, 'logins recorded, limits per login, client purge', 4);
+-- Each row with its migration file's CRC-32, as dlm's applier records
+-- it: `dlmctl schema status` checks this schema for drift.
+INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
+  VALUES (1, 'create lock tables', NULL, 777061035),
+         (2, 'wait graph and release notify', NULL, 4179290608),
+         (3, 'least privilege purge and compatibility', 2, 3430744012),
+         (4, 'revoke table rights', 2, 3685417745),
+         (5, 'shared locks and fair queueing', 4, 1923585107),
+         (6, 'faster acquire and release', 4, 3981673705),
+         (7, 'tenancy owner digests and request leases', 4, 836818975),
+         (8, 'limits and acquisition time', 4, 3935573367),
+         (9, 'guarded writes', 4, 3228561836),
+         (10, 'first use waited for, no deadlock through a cycle of one', 4, 3834280208),
+         (11, 'a cheaper uncontended acquire, release and extend', 4, 1550913722),
+         (12, 'every key in one non-empty client scope', 4, 1164926053),
+         (13, 'cycle walk bounded in time', 4, 346077706),
+         (14, 'release notifications carry hints, not keys', 4, 3540702600),
+         (15, 'limits on owner, token and host sizes', 4, 659704011),
+         (16, 'first-use binding can be switched off', 4, 3051958215),
+         (17, 'logins recorded, limits per login, client purge', 4, 4033752408);

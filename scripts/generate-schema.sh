@@ -405,15 +405,29 @@ EOF
     die "a privilege is granted to a role other than the client and admin roles"
   fi
 
-  local versions
-  versions=$(psql -qXAt -v ON_ERROR_STOP=1 -c "
-    SELECT string_agg(format('(%s, %L, %s)', version, description,
-                             coalesce(compatible_from::text, 'NULL')),
-                      E',\n         ' ORDER BY version)
-      FROM $schema.dlm_schema_version")
-
   local -a migration_files
   mapfile -t migration_files < <(migrations postgres)
+  # Each file's CRC-32, as dlm's applier records it (the library's crc32
+  # of the embedded text: zlib's), so that `dlmctl schema status` checks a
+  # schema applied from this file for drift like a migrated one.
+  local crcs
+  crcs=$(python3 - "${migration_files[@]}" <<'PY'
+import os, re, sys, zlib
+rows = []
+for f in sys.argv[1:]:
+    v = int(re.match(r"V(\d+)__", os.path.basename(f)).group(1))
+    with open(f, "rb") as fh:
+        rows.append(f"({v}, {zlib.crc32(fh.read())})")
+print(", ".join(rows))
+PY
+) || die "computing the migrations' checksums failed"
+  local versions
+  versions=$(psql -qXAt -v ON_ERROR_STOP=1 -c "
+    SELECT string_agg(format('(%s, %L, %s, %s)', v.version, v.description,
+                             coalesce(v.compatible_from::text, 'NULL'), c.crc),
+                      E',\n         ' ORDER BY v.version)
+      FROM $schema.dlm_schema_version v
+      JOIN (VALUES $crcs) AS c (version, crc) USING (version)")
   {
     pg_header
     printf '\n-- ------------------------------------------------------------ tables\n'
@@ -429,7 +443,9 @@ EOF
     printf '%s\n' "$grants"
     pg_privileges_tail
     printf '\n-- ---------------------------------------------------------- versions\n\n'
-    printf 'INSERT INTO dlm_schema_version (version, description, compatible_from)\n'
+    printf -- '-- Each row with its migration file'"'"'s CRC-32, as dlm'"'"'s applier records\n'
+    printf -- '-- it: `dlmctl schema status` checks this schema for drift.\n'
+    printf 'INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)\n'
     printf '  VALUES %s;\n' "$versions"
   } | cat -s >"$tmp/out.sql"
   if grep -q "$schema" "$tmp/out.sql"; then

@@ -131,8 +131,11 @@ std::vector<std::string> catalogOf(pqxx::connection& admin,
   add("schema usage by dlm_client",
       tx.exec_params("SELECT has_schema_privilege('dlm_client', $1, 'USAGE')",
                      schema));
+  // With the checksums: a schema applied from the file records each
+  // migration's as the applier does, so schema status checks it for drift
+  // (before, every row was "not recorded").
   add("version",
-      tx.exec("SELECT version, description, compatible_from FROM " +
+      tx.exec("SELECT version, description, compatible_from, checksum FROM " +
               admin.quote_name(schema) + ".dlm_schema_version ORDER BY 1"));
   // Sorted: rows that tie in a query's ORDER BY (two overloads of one
   // function) come in no fixed order.

@@ -61,13 +61,8 @@ MigratedSchema::MigratedSchema() {
     tx.exec("SELECT pg_advisory_xact_lock(" +
             std::to_string(0x646c6d5f6d6967LL) + ")");
     tx.exec("SET LOCAL search_path = " + conn.quote_name(name()));
+    // The file carries each migration's checksum (schema status: "ok").
     tx.exec(std::string(internal::postgresSchemaSql()));
-    for (const internal::Migration& m : migrations) {
-      tx.exec_params(
-          "UPDATE dlm_schema_version SET checksum = $1::bigint "
-          "WHERE version = $2::integer",
-          std::to_string(internal::migrationChecksum(m)), m.version);
-    }
     const pqxx::row newest =
         tx.exec1("SELECT coalesce(max(version), 0) FROM dlm_schema_version");
     version = newest[0].as<int>();

@@ -41,8 +41,7 @@ class FreshSchema {
 // one ready (not the tests of the migrations themselves: they take a
 // FreshSchema and apply the migrations). Made the way a DBA makes one:
 // schema/postgres.sql in one transaction (tests/postgres checks that it
-// gives the catalog the migrations give), then each version row completed
-// as the migration path leaves it (the checksum of the file it ran). A
+// gives the catalog, version rows and checksums the migrations give). A
 // quarter of the time of applying the migrations one at a time, in the tens
 // of fixtures per test program. A migration newer than schema/postgres.sql
 // (not regenerated yet: schema_snapshot_postgres fails) is then applied
