@@ -28,11 +28,13 @@ per hold with its "mode" and the key's waiters; keys are exact there (invalid UT
 U+FFFD). Creates no database: a SQLite file that does not exist is an error.)";
 
 inline constexpr const char* kShowFooter = R"(
-KEY is a store key as list prints it ("DC#default#dlmctl#jobs.nightly") or a
-lock id ("jobs.nightly") in the scope of --client and --farm (DC, or XDC
-with --xdc). Shows the key's state, every holder (an EXCLUSIVE one, or all
+KEY is a lock's key as dlmctl and the library print it
+("DC#default#dlmctl#jobs.nightly", "XDC#billing#nightly.import") or a lock
+id ("jobs.nightly") in the scope of --client and --farm (DC, or XDC with
+--xdc). Shows the key's state, every holder (an EXCLUSIVE one, or all
 SHARED ones, each with its mode; the last holder of a free key) and who
-waits for it. Exit status 1 when the key was never locked.)";
+waits for it. Exit status 1 when the key was never locked; when the same id
+is held under another level, farm or client, it names those keys.)";
 
 inline constexpr const char* kWaitersFooter = R"(
 One row per waiting acquireLock (its request row, until the waiter's
@@ -153,7 +155,8 @@ acquired.)";
 
 inline constexpr const char* kExecFooter = R"(
 Takes the lock ID (DC in the scope of --client and --farm, or XDC with
---xdc) and runs COMMAND in its own process group while holding it, renewing
+--xdc; or a key as printed, "XDC#billing#nightly.import", whose level, farm
+and client it uses) and runs COMMAND in its own process group while holding it, renewing
 the lease every third of the TTL; releases it after the whole group ended.
 COMMAND sees DLM_FENCING_TOKEN and DLM_LOCK_KEY in its environment.
 Everything from the first word that is not an option on is COMMAND's.

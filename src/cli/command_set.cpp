@@ -162,7 +162,7 @@ void Cli::addExec() {
                  "for a cluster)");
   exec->footer(kExecFooter);
   ExecOptions& o = line.exec;
-  exec->add_option("--lock", o.id, "the lock id")->type_name("ID")->required();
+  exec->add_option("--lock", o.id, "the lock id, or a key as printed")->type_name("ID")->required();
   exec->add_flag("--xdc", o.xdc, "an XDC lock (no farm)");
   auto* shared = exec->add_flag("-s,--shared", execShared,
                                 "take the lock SHARED: beside other "
