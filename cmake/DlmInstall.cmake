@@ -93,7 +93,9 @@ install(CODE "
 # A program that hands dlm its own transaction (dlm::PostgresTransaction,
 # dlm::SqliteTransaction) uses libpqxx or SQLite itself: `pkg-config
 # --cflags --libs dlm-postgres` (dlm and libpqxx) or `dlm-sqlite` (dlm and
-# sqlite3). Only these two need the dependency's development files.
+# sqlite3). Only these two need the dependency's development files. One on
+# plain libpq (dlm::LibpqTransaction) names libpq's own module: `pkg-config
+# --cflags --libs dlm libpq`.
 foreach(store postgres sqlite)
   string(TOUPPER "${store}" STORE)
   if(DLM_WITH_${STORE})

@@ -40,8 +40,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdlm-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libdlm1 (= ${PROJECT_VERSION})")
 # dlm-postgres.pc and dlm-sqlite.pc require libpqxx's and SQLite's own .pc
-# files: only programs that hand dlm their own transaction use them.
-set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libpqxx-dev, libsqlite3-dev")
+# files: only programs that hand dlm their own transaction use them. A
+# program on plain libpq (dlm::LibpqTransaction) uses libpq's own libpq.pc.
+set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libpqxx-dev, libpq-dev, libsqlite3-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
   "dlm distributed lock manager - development files
 Headers, the CMake package (find_package(dlm)) and the pkg-config files

@@ -7,7 +7,8 @@ namespace dlm {
 
 // Base of the store adapters that carry an application transaction into
 // DistributedLockManager::commitLock: PostgresTransaction (postgres_store.h)
-// wraps a pqxx::transaction_base&, SqliteTransaction (sqlite_store.h) a
+// wraps a pqxx::transaction_base&, LibpqTransaction (postgres_store.h) a
+// PGconn* with an open transaction, SqliteTransaction (sqlite_store.h) a
 // sqlite3* with an open transaction. An adapter borrows the transaction; the
 // application still commits or rolls it back itself.
 class DLM_API AppTransaction {

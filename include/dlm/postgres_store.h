@@ -1,6 +1,7 @@
-// The PostgreSQL store (libpq underneath; libpqxx only carries the
-// application's own transaction into commitLock and guardWithin; this
-// header includes neither).
+// The PostgreSQL store (libpq underneath) and the two adapters that carry
+// the application's own transaction into commitLock and guardWithin: one for
+// a libpqxx transaction, one for a plain libpq connection. This header
+// includes neither library.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,8 @@
 namespace pqxx {
 class transaction_base;
 }
+// libpq's connection handle, declared as <libpq-fe.h> declares it.
+typedef struct pg_conn PGconn;
 
 namespace dlm {
 
@@ -34,6 +37,49 @@ class DLM_API PostgresTransaction final : public AppTransaction {
 
  private:
   pqxx::transaction_base& tx_;
+};
+
+// Carries an application's open transaction on a plain libpq connection
+// into guardWithin and commitLock, for an application that does not use
+// libpqxx 6.4: one on libpq itself, or on a driver that exposes its
+// PGconn*:
+//   PQclear(PQexec(conn, "BEGIN"));
+//   manager.guardWithin(lock, dlm::LibpqTransaction(conn));
+//   ... the application's writes ...
+//   PGresult* r = PQexec(conn, "COMMIT");  // PQcmdStatus(r): "COMMIT"
+// Only <libpq-fe.h> and this header are needed to build it, and libdlm and
+// libpq to link it (`pkg-config --cflags --libs dlm libpq`): no libpqxx
+// header, and no libpqxx library either with a shared libdlm.
+//
+// `conn` must be on the database (and able to see the schema) of the
+// manager's PostgresStore, with a transaction open and idle in it
+// (PQtransactionStatus PQTRANS_INTRANS: BEGIN sent and its result read).
+// Otherwise the call throws INVALID_ARGUMENT and sends nothing: no
+// transaction (PQTRANS_IDLE), a transaction that already failed
+// (PQTRANS_INERROR: its COMMIT will roll back), a command still in
+// progress (PQTRANS_ACTIVE), pipeline mode, or a null `conn`. A connection
+// that is broken (PQstatus CONNECTION_BAD) throws CONNECTION_ERROR.
+//
+// The call is one statement, sent with PQexecParams: it blocks as libpq
+// does, without a bound of dlm's (bound it on the connection, e.g. with
+// statement_timeout, lock_timeout or keepalives), even on a connection in
+// nonblocking mode. Nothing else is changed on the connection: no setting,
+// no prepared statement, every result cleared. A failed statement (the lock
+// lost: LOCK_NOT_HELD; others as the store's own calls) leaves the
+// transaction failed (PQTRANS_INERROR): any later statement in it fails,
+// and its COMMIT rolls back, which libpq reports as success with command
+// status "ROLLBACK", not as an error. End it with ROLLBACK.
+//
+// Borrows `conn` for the adapter's lifetime; the application still owns,
+// commits and closes it. One thread at a time per connection, as libpq
+// wants.
+class DLM_API LibpqTransaction final : public AppTransaction {
+ public:
+  explicit LibpqTransaction(PGconn* conn) : conn_(conn) {}
+  PGconn* connection() const { return conn_; }
+
+ private:
+  PGconn* conn_;
 };
 
 struct DLM_API PostgresStoreOptions {
@@ -120,9 +166,9 @@ struct DLM_API PostgresStoreOptions {
 // with at least 60 s per migration step (DDL, waiting for another process
 // that migrates), connecting and checking the version within the call's
 // deadline as usual; guardWithin and commitLock run on the application's
-// own libpqxx connection, which blocks as libpqxx does (bound it there, e.g.
-// with statement_timeout, lock_timeout or keepalives in the application's
-// conninfo).
+// own connection (libpqxx or libpq), which blocks as the driver does (bound
+// it there, e.g. with statement_timeout, lock_timeout or keepalives in the
+// application's conninfo).
 //
 // Acquire and release are one round trip each (server functions shipped in
 // schema/postgres.sql). A release commits with synchronous_commit = off: a

@@ -6,15 +6,20 @@
 #include <vector>
 
 #include "dlm/postgres_store.h"
+#include "postgres/libpq_app_transaction.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_errors.h"
 
 namespace dlm::internal {
 namespace {
 
-// The application's open transaction behind the adapter; INVALID_ARGUMENT
-// for an adapter of another store or a transaction that commits each
-// statement at once.
+std::string contextOf(std::string_view call, const StoreKey& key) {
+  return fmt::format("PostgreSQL store: {} {}", call, key.key);
+}
+
+// The application's open libpqxx transaction behind a PostgresTransaction;
+// INVALID_ARGUMENT for an adapter of another store or a transaction that
+// commits each statement at once.
 pqxx::transaction_base& openTransaction(AppTransaction& appTx,
                                         std::string_view call,
                                         const StoreKey& key) {
@@ -23,7 +28,8 @@ pqxx::transaction_base& openTransaction(AppTransaction& appTx,
     throw DLMException(
         ErrorCode::INVALID_ARGUMENT,
         fmt::format("PostgreSQL store: {} {}: the application transaction "
-                    "must be a dlm::PostgresTransaction",
+                    "must be a dlm::PostgresTransaction or a "
+                    "dlm::LibpqTransaction",
                     call, key.key));
   }
   pqxx::transaction_base& tx = adapter->transaction();
@@ -65,8 +71,7 @@ void runInTransaction(pqxx::transaction_base& tx, std::string_view call,
     // against the transaction object and its commit() would return
     // normally. A failed exec() does count (libpqxx aborts the
     // transaction), so after this the application's commit() throws.
-    DLMException error = translatePgError(
-        fmt::format("PostgreSQL store: {} {}", call, key.key));
+    DLMException error = translatePgError(contextOf(call, key));
     try {
       tx.exec("SELECT 1", "dlm: the transaction failed in " + std::string(call));
     } catch (...) {
@@ -81,19 +86,28 @@ void runInTransaction(pqxx::transaction_base& tx, std::string_view call,
 void releaseInAppTransaction(AppTransaction& appTx, const std::string& schema,
                              const StoreKey& key, std::string_view token,
                              LockMode mode) {
-  pqxx::transaction_base& tx = openTransaction(appTx, "commitLock", key);
   const std::vector<std::string_view> items(key.ancestors.begin(),
                                             key.ancestors.end());
   const std::string ancestors = textArrayLiteral(items);
+  const std::string tokenText(token);
+  const std::string call =
+      std::string(mode == LockMode::SHARED ? "dlm_release_shared_within"
+                                           : "dlm_release_within") +
+      "($1, $2, $3::text[], $4, $5)";
+  if (const auto* libpq = dynamic_cast<const LibpqTransaction*>(&appTx)) {
+    runInLibpqTransaction(
+        *libpq, contextOf("commitLock", key), schema, call,
+        {key.key.c_str(), tokenText.c_str(), ancestors.c_str(),
+         boundOrNull(key.descendantsBegin), boundOrNull(key.descendantsEnd)});
+    return;
+  }
+  pqxx::transaction_base& tx = openTransaction(appTx, "commitLock", key);
   // Not prepared: that would leave a statement behind on the application's
   // connection. Schema-qualified because that connection's search_path need
   // not name dlm's schema (the function pins its own).
-  const char* function = mode == LockMode::SHARED ? ".dlm_release_shared_within"
-                                                  : ".dlm_release_within";
   runInTransaction(tx, "commitLock", key,
-                   "SELECT " + tx.conn().quote_name(schema) + function +
-                       "($1, $2, $3::text[], $4, $5)",
-                   key.key, std::string(token), ancestors,
+                   "SELECT " + tx.conn().quote_name(schema) + "." + call,
+                   key.key, tokenText, ancestors,
                    boundOrNull(key.descendantsBegin),
                    boundOrNull(key.descendantsEnd));
 }
@@ -101,11 +115,20 @@ void releaseInAppTransaction(AppTransaction& appTx, const std::string& schema,
 void guardInAppTransaction(AppTransaction& appTx, const std::string& schema,
                            const StoreKey& key, std::string_view token,
                            LockMode mode) {
+  const std::string tokenText(token);
+  const std::string call = "dlm_guard_within($1, $2, $3)";
+  const bool shared = mode == LockMode::SHARED;
+  if (const auto* libpq = dynamic_cast<const LibpqTransaction*>(&appTx)) {
+    // Text parameters: the function's boolean reads 'true' / 'false'.
+    runInLibpqTransaction(
+        *libpq, contextOf("guardWithin", key), schema, call,
+        {key.key.c_str(), tokenText.c_str(), shared ? "true" : "false"});
+    return;
+  }
   pqxx::transaction_base& tx = openTransaction(appTx, "guardWithin", key);
   runInTransaction(tx, "guardWithin", key,
-                   "SELECT " + tx.conn().quote_name(schema) +
-                       ".dlm_guard_within($1, $2, $3)",
-                   key.key, std::string(token), mode == LockMode::SHARED);
+                   "SELECT " + tx.conn().quote_name(schema) + "." + call,
+                   key.key, tokenText, shared);
 }
 
 }  // namespace dlm::internal

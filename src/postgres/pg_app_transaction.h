@@ -1,6 +1,8 @@
-// The two calls that run on the application's own libpqxx transaction
-// instead of the store's connections: commitLock (dlm_release_within) and
-// guardWithin (dlm_guard_within).
+// The two calls that run on the application's own transaction instead of
+// the store's connections: commitLock (dlm_release_within) and guardWithin
+// (dlm_guard_within). The transaction comes in one of two adapters:
+// PostgresTransaction (libpqxx, here) or LibpqTransaction (a PGconn*,
+// libpq_app_transaction.h).
 #pragma once
 
 #include <string>
@@ -13,7 +15,8 @@
 namespace dlm::internal {
 
 // Releases the hold inside the application's transaction `tx` (a
-// PostgresTransaction), calling the functions of `schema`.
+// PostgresTransaction or a LibpqTransaction), calling the functions of
+// `schema`.
 void releaseInAppTransaction(AppTransaction& tx, const std::string& schema,
                              const StoreKey& key, std::string_view token,
                              LockMode mode);

@@ -80,6 +80,8 @@ class PgResult {
   // NULL reads as 0 / false / "": callers check isNull where it matters.
   std::int64_t int64(int row, int col) const;
   bool boolean(int row, int col) const;
+  // The result itself (nullptr when libpq made none), still owned here.
+  const PGresult* get() const { return r_.get(); }
 
  private:
   struct Clear {
@@ -173,6 +175,11 @@ class PgConn {
   // `name` quoted as an SQL identifier.
   std::string quoteIdentifier(std::string_view name) const;
 
+  // The error result `r` of a statement on `c` (any connection: the
+  // application's too), as PgError: its SQLSTATE, its primary message on
+  // one line, whether `c` is lost.
+  static PgError errorOf(PGconn* c, const PGresult* r);
+
  private:
   // Only open() makes connections (a passkey, so make_unique can).
   struct Key {
@@ -197,8 +204,6 @@ class PgConn {
                       int pipelined);
   // PQflush until everything is sent (reading meanwhile).
   void flushAll(Deadline deadline, Deadline::duration budget);
-  // The first error result of a call, as PgError.
-  static PgError errorOf(PGconn* c, const PGresult* r);
   // Waits for `events` on the socket; throws on timeout or wake-up.
   void waitFor(short events, Deadline deadline, Deadline::duration budget,
                const char* what);

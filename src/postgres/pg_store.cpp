@@ -3,8 +3,8 @@
 // call's deadline), calling a server function from schema/postgres.sql, so
 // the function call is the whole transaction and one round trip: no BEGIN,
 // no COMMIT. commitLock and guardWithin are the exceptions: they run in the
-// application's own libpqxx transaction (pg_app_transaction). Release
-// notifications come from a PgReleaseChannel (its own connection and
+// application's own transaction, libpqxx or libpq (pg_app_transaction).
+// Release notifications come from a PgReleaseChannel (its own connection and
 // thread).
 #include <fmt/format.h>
 

@@ -331,7 +331,7 @@ TEST_P(GuardedWrites, ASharedAttemptLeavesExpiredSharedHoldsOfOtherKeys) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, GuardedWrites,
-                         ::testing::ValuesIn(conformanceStores()),
+                         ::testing::ValuesIn(appTransactionStores()),
                          storeParamName);
 
 }  // namespace

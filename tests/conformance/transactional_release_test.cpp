@@ -218,7 +218,8 @@ TEST_P(TransactionalRelease, ExtendAfterTakeoverIsLockNotHeld) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, TransactionalRelease,
-                         ::testing::ValuesIn(conformanceStores()), storeParamName);
+                         ::testing::ValuesIn(appTransactionStores()),
+                         storeParamName);
 
 }  // namespace
 }  // namespace dlm::test

@@ -18,7 +18,8 @@ Markers are HTML comments on the line right before a block's opening fence:
                                   (manager, lock, store in scope) with the
                                   usual includes; in docs/guide.md also run,
                                   unless it uses an application database
-                                  (appDb, db), with the manager the README's
+                                  (appDb: libpqxx, appConn: a PGconn*, db:
+                                  sqlite3*), with the manager the README's
                                   first program builds (its builder as
                                   written, SQLite) and `lock` its lock,
                                   acquired;
@@ -50,6 +51,7 @@ INCLUDES = """\
 #include <thread>
 #include <vector>
 
+#include <libpq-fe.h>
 #include <pqxx/pqxx>
 #include <sqlite3.h>
 
@@ -86,6 +88,7 @@ inline std::vector<std::string> readCatalog() { return {}; }
     [[maybe_unused]] std::unique_ptr<dlm::DistributedLockManager>& manager,
     [[maybe_unused]] dlm::Lock& lock,
     [[maybe_unused]] pqxx::connection& appDb,
+    [[maybe_unused]] PGconn* appConn,
     [[maybe_unused]] sqlite3* db) {
   using namespace std::chrono_literals;
   {
@@ -129,7 +132,7 @@ def blocks(path):
 
 
 GUIDE = os.path.join("docs", "guide.md")
-APP_DATABASE = re.compile(r"\b(appDb|db)\b")
+APP_DATABASE = re.compile(r"\b(appDb|appConn|db)\b")
 
 
 def readme_builder(source):
@@ -182,10 +185,10 @@ def cpp(source, library, cxx):
     base = [cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
             "-I", os.path.join(source, "include")]
     base += shlex.split(subprocess.check_output(
-        ["pkg-config", "--cflags", "libpqxx", "sqlite3"], text=True))
+        ["pkg-config", "--cflags", "libpqxx", "libpq", "sqlite3"], text=True))
     libs = [os.path.abspath(library), "-Wl,-rpath," + libdir]
     libs += shlex.split(subprocess.check_output(
-        ["pkg-config", "--libs", "libpqxx", "sqlite3"], text=True))
+        ["pkg-config", "--libs", "libpqxx", "libpq", "sqlite3"], text=True))
     failures = []
     count = skipped = ran = 0
     with tempfile.TemporaryDirectory(prefix="dlm-docs-cpp.") as tmp:

@@ -4,12 +4,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "temp_dir.h"
 #include "support/random_token.h"
 
 #ifdef DLM_WITH_POSTGRES
+#include <libpq-fe.h>
+
 #include "dlm/lock_store_wrapper.h"
 #include "dlm/postgres_store.h"
 #include "support/pg_test_support.h"
@@ -146,6 +151,59 @@ class PostgresAppSession final : public AppSession {
   std::string table_;
 };
 
+// The same on a plain libpq connection (LibpqTransaction), as an
+// application without libpqxx has it.
+class LibpqAppSession final : public AppSession {
+ public:
+  LibpqAppSession(const std::string& conninfo, std::string table)
+      : conn_(PQconnectdb(conninfo.c_str())),
+        adapter_(conn_.get()),
+        table_(std::move(table)) {
+    if (PQstatus(conn_.get()) != CONNECTION_OK) {
+      throw std::runtime_error(std::string("libpq connection: ") +
+                               PQerrorMessage(conn_.get()));
+    }
+    run("BEGIN", {});
+  }
+  AppTransaction& adapter() override { return adapter_; }
+  void write(const std::string& marker) override {
+    run("INSERT INTO " + table_ + " VALUES ($1)", {marker.c_str()});
+  }
+  // A COMMIT of a failed transaction rolls back, which libpq reports as
+  // success with command status ROLLBACK.
+  void commit() override {
+    if (run("COMMIT", {}) != "COMMIT") {
+      throw std::runtime_error(
+          "COMMIT rolled back: the transaction had failed");
+    }
+  }
+  void rollback() override { run("ROLLBACK", {}); }
+
+ private:
+  struct Finish {
+    void operator()(PGconn* c) const noexcept { PQfinish(c); }
+  };
+  struct Clear {
+    void operator()(PGresult* r) const noexcept { PQclear(r); }
+  };
+  // Runs `sql`; its command status, or throws with the server's message.
+  std::string run(const std::string& sql,
+                  const std::vector<const char*>& params) {
+    const std::unique_ptr<PGresult, Clear> r(
+        PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()),
+                     nullptr, params.data(), nullptr, nullptr, 0));
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK &&
+        PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+      throw std::runtime_error(sql + ": " + PQerrorMessage(conn_.get()));
+    }
+    return PQcmdStatus(r.get());
+  }
+
+  std::unique_ptr<PGconn, Finish> conn_;  // closing it rolls back
+  LibpqTransaction adapter_;
+  std::string table_;
+};
+
 // The application's store (client role) with the operator calls
 // (forceRelease, purgeIdle, cancelRequests, bindClient, unbindClient,
 // purgeClient) made through a second store logged in with the
@@ -195,10 +253,15 @@ class ClientStoreWithAdmin final : public LockStoreWrapper {
 //
 // Pooled: the stores connect through PgBouncer (transaction pooling) in
 // pooler-safe mode and listen for releases on a direct connection.
+// Libpq: the application's transactions are on plain libpq connections
+// (LibpqTransaction) instead of libpqxx ones.
 class PostgresEnvironment final : public StoreEnvironment {
  public:
-  explicit PostgresEnvironment(bool pooled)
-      : pooled_(pooled), role_(schema_.admin()), adminRole_(schema_.admin()) {
+  explicit PostgresEnvironment(bool pooled, bool libpqApp = false)
+      : pooled_(pooled),
+        libpqApp_(libpqApp),
+        role_(schema_.admin()),
+        adminRole_(schema_.admin()) {
     if (pooled_) {
       allowThroughPgbouncer(role_.name());
       allowThroughPgbouncer(adminRole_.name());
@@ -227,8 +290,11 @@ class PostgresEnvironment final : public StoreEnvironment {
   }
   std::string postgresSchema() const override { return schema_.name(); }
   std::unique_ptr<AppSession> beginAppTransaction() override {
-    return std::make_unique<PostgresAppSession>(
-        fmt::format("user={}", role_.name()), appTable());
+    const std::string conninfo = fmt::format("user={}", role_.name());
+    if (libpqApp_) {
+      return std::make_unique<LibpqAppSession>(conninfo, appTable());
+    }
+    return std::make_unique<PostgresAppSession>(conninfo, appTable());
   }
   bool appRowExists(const std::string& marker) override {
     pqxx::work tx(schema_.admin());
@@ -265,6 +331,7 @@ class PostgresEnvironment final : public StoreEnvironment {
   }
 
   const bool pooled_;
+  const bool libpqApp_;
   MigratedSchema schema_;
   ClientRole role_;      // needs dlm_client, which the schema creates
   AdminRole adminRole_;  // needs dlm_admin, likewise
@@ -303,6 +370,10 @@ std::unique_ptr<StoreEnvironment> makeEnvironment(const std::string& name) {
   if (name == "pgbouncer") {
     return std::make_unique<PostgresEnvironment>(/*pooled=*/true);
   }
+  if (name == "libpq") {
+    return std::make_unique<PostgresEnvironment>(/*pooled=*/false,
+                                                 /*libpqApp=*/true);
+  }
 #endif
   throw std::invalid_argument("unknown store " + name);
 }
@@ -322,6 +393,14 @@ std::vector<std::string> conformanceStores() {
   std::vector<std::string> names = compiledStores();
 #ifdef DLM_WITH_POSTGRES
   names.push_back("pgbouncer");
+#endif
+  return names;
+}
+
+std::vector<std::string> appTransactionStores() {
+  std::vector<std::string> names = conformanceStores();
+#ifdef DLM_WITH_POSTGRES
+  names.push_back("libpq");
 #endif
   return names;
 }

@@ -19,7 +19,8 @@ namespace dlm::test {
 class AppSession {
  public:
   virtual ~AppSession() = default;
-  // The store adapter (PostgresTransaction / SqliteTransaction) for it.
+  // The store adapter (PostgresTransaction / LibpqTransaction /
+  // SqliteTransaction) for it.
   virtual AppTransaction& adapter() = 0;
   // Inserts `marker` into the application's own table in this transaction.
   virtual void write(const std::string& marker) = 0;
@@ -69,7 +70,8 @@ std::unique_ptr<StoreEnvironment> makeSqliteEnvironment();
 // A fresh PostgreSQL schema. Throws (failing the test) when the server named
 // by the PG* variables cannot be reached: PostgreSQL tests never skip.
 std::unique_ptr<StoreEnvironment> makePostgresEnvironment();
-// "sqlite", "postgres" or "pgbouncer" (see conformanceStores).
+// "sqlite", "postgres", "pgbouncer" (see conformanceStores) or "libpq"
+// (see appTransactionStores).
 std::unique_ptr<StoreEnvironment> makeEnvironment(const std::string& name);
 
 // The store names compiled in, for INSTANTIATE_TEST_SUITE_P.
@@ -78,5 +80,10 @@ std::vector<std::string> compiledStores();
 // transaction pooling, pooler-safe store) when PostgreSQL is compiled in:
 // what the conformance suite runs on.
 std::vector<std::string> conformanceStores();
+// conformanceStores(), plus "libpq" (PostgreSQL, the application's
+// transactions on plain libpq connections: LibpqTransaction) when
+// PostgreSQL is compiled in: what the tests of guardWithin and commitLock
+// run on.
+std::vector<std::string> appTransactionStores();
 
 }  // namespace dlm::test
