@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "commands.h"
+#include "hold_summary.h"
 #include "lock_json.h"
 #include "output_text.h"
 #include "table.h"
@@ -127,9 +127,7 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
       withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
                  "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"},
                 logins, "LOGIN")));
-  std::set<std::string> keys;
   for (const LockRecord& r : records) {
-    keys.insert(r.key);
     table.add(keyRow(
         r.key,
         withLogin({lockModeName(r.mode), printable(r.owner),
@@ -141,16 +139,10 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                   logins, loginText(r.login))));
   }
   fmt::print("{}", table.render());
-  const auto expired =
-      std::count_if(records.begin(), records.end(),
-                    [](const LockRecord& r) { return !r.held; });
-  std::size_t waiting = 0;
-  for (const auto& entry : waiters) waiting += entry.second.size();
-  fmt::print(
-      "{} hold{} on {} key{}, {} of them expired; {} waiting request{} "
-      "(dlmctl waiters)\n",
-      records.size(), records.size() == 1 ? "" : "s", keys.size(),
-      keys.size() == 1 ? "" : "s", expired, waiting, waiting == 1 ? "" : "s");
+  // Counted as top counts them (hold_summary.h).
+  fmt::print("{}; {} waiting request{} (dlmctl waiters)\n",
+             holdCountText(countHolds(records)), requests.size(),
+             requests.size() == 1 ? "" : "s");
   return 0;
 }
 
