@@ -190,8 +190,9 @@ std::string lockText(const Lock& lock) {
   return keyText(lock.storeKey(), lock.lockMode());
 }
 
-// "Until the lock is free" (flock's default) is a wait of a year.
-constexpr milliseconds kForever = std::chrono::hours(24 * 365);
+// "Until the lock is free" (flock's default): a timeout beyond the clock,
+// which acquireLock waits without a deadline (none shown by `waiters`).
+constexpr milliseconds kForever = milliseconds::max();
 
 // Joins a thread that may be waiting in acquireLock: stops the wait first,
 // so that leaving acquire() early (an exception) cannot hang.

@@ -41,15 +41,22 @@ const std::vector<WaitRecord>& waitersOf(
 std::string waitersTable(const std::vector<WaitRecord>& waiters,
                          StoreTime now) {
   const bool logins = anyLogin(waiters);
-  Table table(keyHeader(withLogin(
-      {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"}, logins,
-      "LOGIN")));
+  // DEADLINE: when the waiter gives up ("-": none, or not recorded);
+  // LEASE: how long its request row counts unless the waiter renews it.
+  Table table(keyHeader(
+      withLogin({"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR",
+                 "DEADLINE (UTC)", "LEASE"},
+                logins, "LOGIN")));
   for (const WaitRecord& w : waiters) {
-    table.add(keyRow(w.key, withLogin({lockModeName(w.mode), printable(w.owner),
-                                       formatUtc(w.requestedAt),
-                                       formatElapsed(w.requestedAt, now),
-                                       formatUtc(w.expiresAt)},
-                                      logins, loginText(w.login))));
+    const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(
+        w.expiresAt - now);
+    table.add(keyRow(
+        w.key,
+        withLogin({lockModeName(w.mode), printable(w.owner),
+                   formatUtc(w.requestedAt), formatElapsed(w.requestedAt, now),
+                   w.deadline ? formatUtc(*w.deadline) : std::string("-"),
+                   formatDuration(std::max(lease, std::chrono::milliseconds(0)))},
+                  logins, loginText(w.login))));
   }
   return table.render();
 }

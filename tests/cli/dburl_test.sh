@@ -267,9 +267,10 @@ while True:
             (b"S", b"FATAL"), (b"V", b"FATAL"), (b"C", b"28P01"),
             (b"M", b'password authentication failed for user "app"'),
             (b"F", b"auth.c"), (b"L", b"334"), (b"R", b"auth_failed")])
-        c.sendall(message(b"E", fields + b"\0"))
+        # Counted before the client can read the refusal.
         logins += 1
         open(sys.argv[2], "w").write(str(logins))
+        c.sendall(message(b"E", fields + b"\0"))
     except (EOFError, OSError):
         pass
     c.close()

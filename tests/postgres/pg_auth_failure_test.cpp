@@ -138,8 +138,9 @@ class RefusingServer {
     field('L', "334");
     field('R', "auth_failed");
     fields += '\0';
-    send(c, 'E', fields);
+    // Counted before the client can read the refusal.
     ++logins_;
+    send(c, 'E', fields);
   }
 
   std::string sqlstate_;
