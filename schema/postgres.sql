@@ -126,6 +126,7 @@ CREATE TABLE dlm_lock_requests (
     desc_end text COLLATE pg_catalog."C",
     mode text DEFAULT 'EXCLUSIVE'::text NOT NULL,
     login text,
+    wait_until timestamp with time zone,
     CONSTRAINT dlm_lock_requests_mode_check CHECK ((mode = ANY (ARRAY['EXCLUSIVE'::text, 'SHARED'::text])))
 )
 WITH (fillfactor='80', vacuum_truncate=off, toast.vacuum_truncate=off);
@@ -149,6 +150,8 @@ COMMENT ON COLUMN dlm_lock_requests.desc_end IS 'End (exclusive) of the waited k
 COMMENT ON COLUMN dlm_lock_requests.mode IS 'EXCLUSIVE or SHARED: the mode waited for (which holds and requests conflict).';
 
 COMMENT ON COLUMN dlm_lock_requests.login IS 'Login (session_user) of the call that made or last renewed the request; NULL before V17. Shown to admins only.';
+
+COMMENT ON COLUMN dlm_lock_requests.wait_until IS 'The waiter''s own deadline (when its acquireLock gives up), as it registered it (V18); NULL when it has none or an older library made the request. Listed only: the request counts until expires_at, its lease.';
 
 -- Settings recorded when V3 was first applied (the role names).
 CREATE TABLE dlm_config (
@@ -1329,8 +1332,9 @@ $$;
 COMMENT ON FUNCTION dlm_list_held(p_prefix text) IS 'dlm (client): HELD rows under a key prefix, without tokens; login for admins (V17).';
 
 -- dlm_list_requests (client): live requests under a key prefix, with
--- their mode; V17: the last column, login, for admins.
-CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean, login text)
+-- their mode; V17: login, for admins; V18: the last column, wait_until_ms,
+-- the waiter's own deadline (NULL when not recorded).
+CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean, login text, wait_until_ms bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1343,7 +1347,8 @@ BEGIN
     SELECT r.resource::text, r.owner_id,
            floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
            floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
-           r.mode = 'SHARED', CASE WHEN v_all THEN r.login END
+           r.mode = 'SHARED', CASE WHEN v_all THEN r.login END,
+           floor(extract(epoch FROM r.wait_until) * 1000)::bigint
       FROM dlm_lock_requests r
      WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
        AND (v_all OR dlm_visible(r.resource))
@@ -1353,11 +1358,11 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live request rows under a key prefix, with their mode; login for admins (V17).';
+COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live request rows under a key prefix, with their mode; login for admins (V17); the waiter''s own deadline, wait_until_ms (V18).';
 
--- dlm_list_waiters (client): live requests under a key prefix; V17: the
--- last column, login, for admins.
-CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, login text)
+-- dlm_list_waiters (client): live requests under a key prefix; V17:
+-- login, for admins; V18: the last column, wait_until_ms.
+CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, login text, wait_until_ms bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1371,7 +1376,8 @@ BEGIN
       SELECT r.resource::text, r.owner_id,
              floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
              floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
-             CASE WHEN v_all THEN r.login END
+             CASE WHEN v_all THEN r.login END,
+             floor(extract(epoch FROM r.wait_until) * 1000)::bigint
         FROM dlm_lock_requests r
        WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
        AND (v_all OR dlm_visible(r.resource))
@@ -1382,7 +1388,8 @@ BEGIN
       SELECT r.resource::text, r.owner_id,
              floor(extract(epoch FROM r.requested_at) * 1000)::bigint,
              floor(extract(epoch FROM r.expires_at) * 1000)::bigint,
-             CASE WHEN v_all THEN r.login END
+             CASE WHEN v_all THEN r.login END,
+             floor(extract(epoch FROM r.wait_until) * 1000)::bigint
         FROM dlm_lock_requests r
        WHERE r.expires_at > clock_timestamp() AND r.resource >= v_prefix
        AND (v_all OR dlm_visible(r.resource))
@@ -1392,7 +1399,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live request rows under a key prefix; login for admins (V17).';
+COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live request rows under a key prefix; login for admins (V17); the waiter''s own deadline, wait_until_ms (V18).';
 
 CREATE FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1654,19 +1661,33 @@ $$;
 
 COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) IS 'dlm (client, schema 4 callers): an EXCLUSIVE dlm_register_wait.';
 
--- dlm_register_wait (7 arguments): records (or renews) p_owner's request
+-- dlm_register_wait (7 arguments, schemas 5 to 17): the 8-argument form
+-- without the waiter's deadline.
+CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN dlm_register_wait(p_key, p_ancestors, p_desc_begin, p_desc_end,
+                           p_owner, p_max_wait_ms, p_shared, NULL::bigint);
+END
+$$;
+
+COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client, schema 5 to 17 callers): the 8-argument dlm_register_wait without the waiter''s deadline (recorded as NULL).';
+
+-- dlm_register_wait (8 arguments): records (or renews) p_owner's request
 -- for p_key in either mode, then walks the wait-for graph from it. The
 -- row's lease ends min(p_max_wait_ms, 10 s) from now: a waiter renews it
 -- by registering again, which keeps its place in the queue (requested_at)
 -- while the lease has not ended; a lapsed one starts again at the back.
--- Returns '{}', or the cycle that waiting would close (then the row is
--- not kept). No table lock (V7): the row is written first, and the caller
--- walks the graph again with dlm_wait_cycle after this commits (see the
--- header). Limits (dlm_check_limits, requests per owner: V8, the owner's
--- size: V15), tenancy and hierarchy (dlm_check_path) checked. Lazy commit.
--- V17: records the login, and refuses a new request beyond
--- max_requests_per_login.
-CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
+-- p_wait_ms (V18): the time from now to the waiter's own deadline,
+-- recorded as wait_until for the listings (NULL: none). Returns '{}', or
+-- the cycle that waiting would close (then the row is not kept). No table
+-- lock (V7): the row is written first, and the caller walks the graph
+-- again with dlm_wait_cycle after this commits. Limits (dlm_check_limits,
+-- requests per owner and per login), tenancy and hierarchy (dlm_check_path)
+-- checked. Lazy commit.
+CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean, p_wait_ms bigint) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1679,7 +1700,7 @@ DECLARE
   v_login integer;
 BEGIN
   IF p_key IS NULL OR p_owner IS NULL OR p_max_wait_ms IS NULL
-     OR p_max_wait_ms < 0 OR p_shared IS NULL THEN
+     OR p_max_wait_ms < 0 OR p_shared IS NULL OR p_wait_ms < 0 THEN
     RAISE EXCEPTION 'dlm_register_wait: bad arguments'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
@@ -1724,17 +1745,22 @@ BEGIN
 
   INSERT INTO dlm_lock_requests AS r
       (resource, owner_id, requested_at, expires_at, ancestors, desc_begin,
-       desc_end, mode, login)
+       desc_end, mode, login, wait_until)
     VALUES (p_key, v_owner, coalesce(v_my_at, v_now),
             v_now + least(p_max_wait_ms, 10000) * interval '1 millisecond',
             coalesce(p_ancestors, '{}'), p_desc_begin, p_desc_end,
             CASE WHEN p_shared THEN 'SHARED' ELSE 'EXCLUSIVE' END,
-            session_user)
+            session_user,
+            -- The waiter's own deadline, for the listings only; none past
+            -- 100 years (a wait without end, as far as anyone can tell).
+            CASE WHEN p_wait_ms <= 3153600000000
+                 THEN v_now + p_wait_ms * interval '1 millisecond' END)
     ON CONFLICT (resource, owner_id) DO UPDATE
       SET requested_at = excluded.requested_at,
           expires_at = excluded.expires_at, ancestors = excluded.ancestors,
           desc_begin = excluded.desc_begin, desc_end = excluded.desc_end,
-          mode = excluded.mode, login = excluded.login;
+          mode = excluded.mode, login = excluded.login,
+          wait_until = excluded.wait_until;
 
   RETURN dlm_confirmed_cycle(p_key, coalesce(p_ancestors, '{}'),
                              p_desc_begin, p_desc_end, p_shared,
@@ -1742,7 +1768,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) IS 'dlm (client): records or renews a waiter''s request (a lease of at most 10 s) unless waiting would close a cycle (returned).';
+COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean, p_wait_ms bigint) IS 'dlm (client): records or renews a waiter''s request (a lease of at most 10 s) and its own deadline (p_wait_ms from now, for the listings) unless waiting would close a cycle (returned).';
 
 -- V17: text that is not a key of one client is refused (22023) where
 -- nothing was released; the release itself is unchanged.
@@ -2895,6 +2921,7 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_rebind_client(text,text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_hints(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_shared(text,text,text[],text,text) TO %2$I', v_schema, v_client);
@@ -2936,4 +2963,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
          (14, 'release notifications carry hints, not keys', 4, 3540702600),
          (15, 'limits on owner, token and host sizes', 4, 659704011),
          (16, 'first-use binding can be switched off', 4, 3051958215),
-         (17, 'logins recorded, limits per login, client purge', 4, 4033752408);
+         (17, 'logins recorded, limits per login, client purge', 4, 4033752408),
+         (18, 'waiter deadlines recorded and listed', 4, 2367057277);

@@ -78,7 +78,7 @@ CREATE TABLE dlm_lock_requests (
   -- descendants_begin <= k < descendants_end (byte order, like dlm_locks);
   -- both NULL when hierarchy is off.
   descendants_begin TEXT COLLATE BINARY,
-  descendants_end   TEXT COLLATE BINARY, mode TEXT NOT NULL DEFAULT 'EXCLUSIVE' CHECK (mode IN ('EXCLUSIVE', 'SHARED')),
+  descendants_end   TEXT COLLATE BINARY, mode TEXT NOT NULL DEFAULT 'EXCLUSIVE' CHECK (mode IN ('EXCLUSIVE', 'SHARED')), wait_until_ms INTEGER,
   PRIMARY KEY (resource, owner_id)
 ) WITHOUT ROWID;
 
@@ -166,4 +166,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from)
          (2, 'lock requests carry expiry, ancestors and descendant range', NULL),
          (3, 'compatibility, checksums and fencing floor for purge', 2),
          (4, 'shared holds and request modes', 4),
-         (5, 'limits, request expiry index, stale request purge', 4);
+         (5, 'limits, request expiry index, stale request purge', 4),
+         (6, 'waiter deadlines on request rows', 4);

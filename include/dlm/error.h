@@ -16,7 +16,8 @@ enum class ErrorCode {
   // is already held.
   LOCK_UNAVAILABLE,
   // The store could not be reached (connection refused or lost) and the
-  // configured store retries did not help.
+  // configured store retries did not help. A server that refuses the login
+  // itself is PERMISSION_DENIED.
   CONNECTION_ERROR,
   // A transient store failure (serialization failure, deadlock between
   // store transactions, SQLITE_BUSY) persisted through every configured retry.
@@ -38,8 +39,11 @@ enum class ErrorCode {
   // The lock is not held by the caller (lost to expiry and takeover).
   LOCK_NOT_HELD,
   // The database refused the call: the login lacks a privilege it needs
-  // (PostgreSQL SQLSTATE 42501; e.g. an admin call without dlm_admin). The
-  // message says what was refused. Not transient.
+  // (PostgreSQL SQLSTATE 42501; e.g. an admin call without dlm_admin), or
+  // refused the login itself when connecting (28P01: a wrong or missing
+  // password; 28000: no pg_hba.conf entry, a role that does not exist or may
+  // not log in). The message says what was refused, never the password. Not
+  // transient: not retried.
   PERMISSION_DENIED,
 };
 

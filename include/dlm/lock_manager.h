@@ -129,7 +129,11 @@ class DLM_API DistributedLockManager {
   // and someone else took it (their lock is left alone). Either way the handle
   // no longer holds anything afterwards, except when it throws
   // (CONNECTION_ERROR / RETRIES_EXHAUSTED): then it still holds and the call
-  // may be repeated.
+  // may be repeated. After commitLock(lock, tx), while `tx` is still open:
+  // RETRIES_EXHAUSTED at once, without retries (the release waits for a row,
+  // on SQLite the write lock, that `tx` keeps until it ends: PostgreSQL
+  // rowLockWait, SQLite until the deadline or busyTimeout), saying to end
+  // `tx` first; once it committed or rolled back, the call works.
   bool releaseLock(Lock& lock);
 
   // Releases `lock` inside the application's own open transaction `tx` (a
@@ -169,7 +173,9 @@ class DLM_API DistributedLockManager {
 
   // Releases `lock` in a new transaction of the library's own: for after the
   // application's transaction failed (following commitLock) or instead of
-  // commitLock. Same result and errors as releaseLock.
+  // commitLock. Same result and errors as releaseLock; call it after the
+  // application's transaction ended (while it is open, RETRIES_EXHAUSTED at
+  // once, see releaseLock).
   bool rollbackLock(Lock& lock);
 
   // Extends the held lock to expire `ttl` from now by the store's clock

@@ -109,6 +109,12 @@ struct DLM_API WaitRequest {
   std::chrono::milliseconds maxWait;
   // The mode the waiter asks for: which holds and requests it conflicts with.
   LockMode mode = LockMode::EXCLUSIVE;
+  // How long from now the waiter waits at most: the time to its own
+  // deadline (the end of acquireLock's timeout), whole, not capped like
+  // maxWait. Stores record it for the listings (WaitRecord::deadline) and
+  // nothing else; nullopt: the waiter has no deadline (or does not say).
+  // Stores record none for more than 100 years.
+  std::optional<std::chrono::milliseconds> untilDeadline = std::nullopt;
 };
 
 struct DLM_API WaitRegistration {

@@ -43,6 +43,12 @@ struct DLM_API WaitRecord {
   // The database login whose call recorded the request: as
   // LockRecord::login (PostgreSQL, admin role only; empty otherwise).
   std::string login;
+  // The waiter's own deadline: when its acquireLock gives up (as it
+  // registered it, WaitRequest::untilDeadline, on the store's clock);
+  // nullopt when it waits without one, or did not say (a library before
+  // PostgreSQL schema 18 / SQLite schema 6, a store that does not record
+  // it). Unlike expiresAt, no rule reads it.
+  std::optional<StoreTime> deadline = std::nullopt;
 };
 
 // One row of the schema-version table: a migration applied to the database.

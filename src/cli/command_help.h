@@ -170,10 +170,14 @@ Everything from the first word that is not an option on is COMMAND's.
  - A lost lease (or, with a long --kill-after, one not renewed in time):
    the group gets SIGTERM, then SIGKILL after --kill-after, before the
    lease could end.
-Exit status: COMMAND's (128+N when killed by signal N; 127 not found, 126
-not executable); 75 (or -E) when the lock is held elsewhere (COMMAND not
-run; the holder and its mode are named on stderr); 128+N when signal N stopped the wait;
-1 when the lock was lost while COMMAND ran, or a library error. A SQLite
+Exit status: COMMAND's, as it is (1 of `false` included; 128+N when killed
+by signal N; 127 not found, 126 not executable); dlmctl's own outcomes have
+codes commands rarely use: 75 (or -E) when the lock is held elsewhere
+(COMMAND not run; the holder and its mode are named on stderr); 76 when the
+lock was lost (COMMAND stopped, or not run); 69 when the lock could not be
+taken for an error, such as a database without dlm's schema (COMMAND not
+run); 77 refused login or privilege; 128+N when signal N stopped the wait.
+A SQLite
 file that does not exist is created with its schema (as flock creates its
 file); any other database needs its schema in place (dlmctl migrate).)";
 

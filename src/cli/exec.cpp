@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -42,8 +43,26 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// Exit status when the lock was lost while the command ran.
-constexpr int kLockLost = 1;
+// dlmctl's own outcomes, told apart from the command's status (passed
+// through as it is, like flock(1)) by codes commands rarely use
+// (docs/dlmctl.md): the lock was lost (before the command started, while
+// it ran, or taken over before the release), and the lock could not be
+// taken for an error (EX_UNAVAILABLE: the store failed; the command did not
+// run). Held elsewhere is ExecOptions::conflictExitCode (75), a refused
+// login or privilege 77 (main.cpp).
+constexpr int kLockLost = 76;
+constexpr int kNotAcquired = 69;
+
+// Reports `e`, which kept exec from taking the lock, as main() reports a
+// library error, and says the command did not run.
+int notAcquired(const GlobalOptions& global, const DLMException& e) {
+  // A refused login or privilege keeps its own status (77).
+  if (e.code() == ErrorCode::PERMISSION_DENIED) throw e;
+  announceDatabase(global);
+  fmt::print(stderr, "dlmctl: {}; not running the command [{}]\n", e.what(),
+             toString(e.code()));
+  return kNotAcquired;
+}
 
 // The lease as renewals confirmed it, on this process's steady clock, for
 // a --kill-after longer than the keep-alive's own loss report leaves room
@@ -172,8 +191,9 @@ std::string lockText(const Lock& lock) {
   return keyText(lock.storeKey(), lock.lockMode());
 }
 
-// "Until the lock is free" (flock's default) is a wait of a year.
-constexpr milliseconds kForever = std::chrono::hours(24 * 365);
+// "Until the lock is free" (flock's default): a timeout beyond the clock,
+// which acquireLock waits without a deadline (none shown by `waiters`).
+constexpr milliseconds kForever = milliseconds::max();
 
 // Joins a thread that may be waiting in acquireLock: stops the wait first,
 // so that leaving acquire() early (an exception) cannot hang.
@@ -329,16 +349,24 @@ int runExec(const GlobalOptions& given, const ExecOptions& options) {
   // the store's initialize (in one transaction, so two execs starting on
   // one new file are safe), as flock(1) creates its lock file; PostgreSQL
   // must have the schema already (dlmctl migrate; a DBA's).
-  auto manager = openManager(global, openCliStore(global),
-                             /*applyMigrations=*/false, config, events);
-  Lock lock = manager->getLockInstance(
-      o.id, o.xdc ? LockLevel::XDC : LockLevel::DC, o.mode);
-  const StoreKey key = scopedKey(global, o.id, o.xdc);
-  if (const int status =
-          acquire(global, *manager, lock, key, o, signals, reporter.get());
-      status != 0) {
-    return status;
+  // Until the command starts, a library error means it did not run.
+  std::unique_ptr<DistributedLockManager> manager;
+  std::optional<Lock> taken;
+  try {
+    const StoreKey key = scopedKey(global, o.id, o.xdc);
+    manager = openManager(global, openCliStore(global),
+                          /*applyMigrations=*/false, config, events);
+    taken.emplace(manager->getLockInstance(
+        o.id, o.xdc ? LockLevel::XDC : LockLevel::DC, o.mode));
+    if (const int status = acquire(global, *manager, *taken, key, o, signals,
+                                   reporter.get());
+        status != 0) {
+      return status;
+    }
+  } catch (const DLMException& e) {
+    return notAcquired(global, e);
   }
+  Lock& lock = *taken;
 
   if (watch) {
     // A lease whose start exec knows: the watch's first lower bound.
@@ -359,7 +387,7 @@ int runExec(const GlobalOptions& given, const ExecOptions& options) {
       } catch (const DLMException&) {
         // The first error is the one to report; the lease runs out.
       }
-      throw;
+      return notAcquired(global, e);
     }
     watch->arm(lock.storeKey(), extensionStart, Clock::now());
   }
@@ -427,11 +455,24 @@ int runExec(const GlobalOptions& given, const ExecOptions& options) {
     return kLockLost;
   }
   // Only now: the command and its whole group have ended.
-  if (!guard.release()) {
-    announceDatabase(global);
-    std::fprintf(stderr, "dlmctl: the lock %s was taken over before release\n",
-                 lockName.c_str());
-    return kLockLost;
+  try {
+    if (!guard.release()) {
+      announceDatabase(global);
+      std::fprintf(stderr,
+                   "dlmctl: the lock %s was taken over before release\n",
+                   lockName.c_str());
+      return kLockLost;
+    }
+  } catch (const DLMException& e) {
+    // The command ended under the lock (the keep-alive had not found it
+    // lost): its status is the answer; the lock ends at its TTL.
+    if (global.verbosity != Verbosity::QUIET) {
+      announceDatabase(global);
+      fmt::print(stderr,
+                 "dlmctl: warning: releasing the lock {} failed (it ends at "
+                 "its TTL): {} [{}]\n",
+                 lockName, e.what(), toString(e.code()));
+    }
   }
   return child.exitStatus();
 }

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "commands.h"
 #include "key_lookup.h"
+#include "hold_summary.h"
 #include "lock_json.h"
 #include "output_text.h"
 #include "table.h"
@@ -42,15 +42,22 @@ const std::vector<WaitRecord>& waitersOf(
 std::string waitersTable(const std::vector<WaitRecord>& waiters,
                          StoreTime now) {
   const bool logins = anyLogin(waiters);
-  Table table(keyHeader(withLogin(
-      {"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR", "DEADLINE (UTC)"}, logins,
-      "LOGIN")));
+  // DEADLINE: when the waiter gives up ("-": none, or not recorded);
+  // LEASE: how long its request row counts unless the waiter renews it.
+  Table table(keyHeader(
+      withLogin({"MODE", "OWNER", "WAITING SINCE (UTC)", "FOR",
+                 "DEADLINE (UTC)", "LEASE"},
+                logins, "LOGIN")));
   for (const WaitRecord& w : waiters) {
-    table.add(keyRow(w.key, withLogin({lockModeName(w.mode), printable(w.owner),
-                                       formatUtc(w.requestedAt),
-                                       formatElapsed(w.requestedAt, now),
-                                       formatUtc(w.expiresAt)},
-                                      logins, loginText(w.login))));
+    const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(
+        w.expiresAt - now);
+    table.add(keyRow(
+        w.key,
+        withLogin({lockModeName(w.mode), printable(w.owner),
+                   formatUtc(w.requestedAt), formatElapsed(w.requestedAt, now),
+                   w.deadline ? formatUtc(*w.deadline) : std::string("-"),
+                   formatDuration(std::max(lease, std::chrono::milliseconds(0)))},
+                  logins, loginText(w.login))));
   }
   return table.render();
 }
@@ -128,9 +135,7 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
       withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
                  "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"},
                 logins, "LOGIN")));
-  std::set<std::string> keys;
   for (const LockRecord& r : records) {
-    keys.insert(r.key);
     table.add(keyRow(
         r.key,
         withLogin({lockModeName(r.mode), printable(r.owner),
@@ -142,16 +147,10 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
                   logins, loginText(r.login))));
   }
   fmt::print("{}", table.render());
-  const auto expired =
-      std::count_if(records.begin(), records.end(),
-                    [](const LockRecord& r) { return !r.held; });
-  std::size_t waiting = 0;
-  for (const auto& entry : waiters) waiting += entry.second.size();
-  fmt::print(
-      "{} hold{} on {} key{}, {} of them expired; {} waiting request{} "
-      "(dlmctl waiters)\n",
-      records.size(), records.size() == 1 ? "" : "s", keys.size(),
-      keys.size() == 1 ? "" : "s", expired, waiting, waiting == 1 ? "" : "s");
+  // Counted as top counts them (hold_summary.h).
+  fmt::print("{}; {} waiting request{} (dlmctl waiters)\n",
+             holdCountText(countHolds(records)), requests.size(),
+             requests.size() == 1 ? "" : "s");
   return 0;
 }
 

@@ -70,7 +70,13 @@ nlohmann::json waiterJson(const WaitRecord& w, StoreTime now) {
                         {"mode", lockModeName(w.mode)},
                         {"owner", w.owner},
                         {"requested_at", formatIso8601(w.requestedAt)},
-                        {"deadline", formatIso8601(w.expiresAt)},
+                        // The waiter's own; null when it has none or its
+                        // library did not record it.
+                        {"deadline", w.deadline ? nlohmann::json(formatIso8601(
+                                                      *w.deadline))
+                                                : nlohmann::json(nullptr)},
+                        // The request row's lease, renewed while it waits.
+                        {"lease_expires_at", formatIso8601(w.expiresAt)},
                         {"waited_ms", millisBetween(w.requestedAt, now)},
                         {"login", loginJson(w.login)}};
   addKeyParts(out, w.key);

@@ -24,8 +24,11 @@ nlohmann::json holdJson(const LockRecord& record, StoreTime now);
 nlohmann::json lockJson(const LockRecord& record, StoreTime now,
                         const std::vector<WaitRecord>& waiters);
 
-// {"key", "mode", "owner", "requested_at", "deadline", "waited_ms",
-// "login", "id", "level", "farm", "client"}; "login" as for holdJson.
+// {"key", "mode", "owner", "requested_at", "deadline", "lease_expires_at",
+// "waited_ms", "login", "id", "level", "farm", "client"}; "deadline" is
+// when the waiter gives up (null: it has none, or did not record it),
+// "lease_expires_at" when its request row stops counting unless renewed;
+// "login" as for holdJson.
 nlohmann::json waiterJson(const WaitRecord& waiter, StoreTime now);
 
 // Milliseconds from `from` to `to`, never negative (the "_ms" fields).

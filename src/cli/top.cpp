@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "hold_summary.h"
 #include "lock_json.h"
 #include "output_text.h"
 #include "signal_fd.h"
@@ -133,13 +134,10 @@ std::string blockerText(const Blocker& b, StoreTime now) {
 
 std::string frameText(const Frame& f, const std::string& database,
                       const std::string& prefix) {
-  std::size_t expired = 0;
-  for (const LockRecord& r : f.held) expired += r.held ? 0 : 1;
+  // Counted as list counts them (hold_summary.h): every row below.
   std::string out = fmt::format(
-      "dlmctl top  {}  {}  {} held{}, {} waiting{}\n\n", database,
-      formatUtc(f.now), f.held.size() - expired,
-      expired == 0 ? "" : fmt::format(" ({} expired)", expired),
-      f.waiters.size(),
+      "dlmctl top  {}  {}  {}; {} waiting{}\n\n", database, formatUtc(f.now),
+      holdCountText(countHolds(f.held)), f.waiters.size(),
       prefix.empty() ? "" : fmt::format("  (prefix '{}')", printable(prefix)));
   if (f.held.empty()) {
     out += "no held locks\n";

@@ -20,6 +20,7 @@
 namespace dlm {
 
 using internal::lockName;
+using internal::releaseBlockedByAppTransaction;
 using std::chrono::milliseconds;
 
 namespace {
@@ -278,6 +279,14 @@ bool DistributedLockManager::Impl::releaseByToken(Lock& lock) {
     } catch (const DLMException& e) {
       // The reply may be what was lost: the release may have committed.
       mayHaveRun = mayHaveRun || e.transient();
+      // After commitLock, the application's transaction keeps the hold's
+      // row (PostgreSQL) or the file's write lock (SQLite) until it ends:
+      // retrying a wait for it cannot help while it is open.
+      if (lock.isReleasePending() &&
+          e.code() == ErrorCode::RETRIES_EXHAUSTED) {
+        throw DLMException(ErrorCode::RETRIES_EXHAUSTED,
+                           releaseBlockedByAppTransaction(lock, e.what()));
+      }
       throw;
     }
   });

@@ -8,6 +8,19 @@ std::string lockName(const Lock& lock) {
   return fmt::format("lock '{}'", lock.key());
 }
 
+std::string releaseBlockedByAppTransaction(const Lock& lock,
+                                           const std::string& cause) {
+  return fmt::format(
+      "{}: the release waits for the application transaction that "
+      "commitLock released the lock in, and cannot go through while that "
+      "transaction is open (it keeps the lock's row, on SQLite the "
+      "database's write lock, until it ends): commit or roll back the "
+      "application transaction first, then call rollbackLock again (after a "
+      "commit the lock is already free; after a rollback this releases it); "
+      "the lock is still held: {}",
+      lockName(lock), cause);
+}
+
 std::string blockedMessage(const Lock& lock, const std::string& blockedBy,
                            bool queued) {
   if (queued) {

@@ -19,6 +19,11 @@ std::string lockName(const Lock& lock);
 std::string blockedMessage(const Lock& lock, const std::string& blockedBy,
                            bool queued);
 
+// Why a release after commitLock(lock, tx) could not run: the application
+// transaction `tx` is still open (`cause`: the store's error).
+std::string releaseBlockedByAppTransaction(const Lock& lock,
+                                           const std::string& cause);
+
 // "'k1' (whose holder waits for) ... a lock this thread's owner holds".
 std::string describeCycle(const std::vector<std::string>& cycle);
 

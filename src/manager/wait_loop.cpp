@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "common/random_id.h"
 #include "dlm/lock_store_admin.h"
@@ -133,14 +134,20 @@ DistributedLockManager::Impl::WaitLoop::recordRequest() {
   // waiter's deadline (+1 s) if that comes first.
   const milliseconds maxWait =
       std::clamp(left() + milliseconds(1000), milliseconds(1), kRequestLease);
+  // The waiter's own deadline, for the listings (dlmctl waiters): none for
+  // a wait without end (acquireLock with a timeout beyond the clock).
+  std::optional<milliseconds> untilDeadline;
+  if (deadline_ != Clock::TimePoint::max()) {
+    untilDeadline = std::max(left(), milliseconds(0));
+  }
   // The registration replaces this owner's row for the key: a background
   // deletion of the earlier row must not reach the new one.
   manager_.resolver().settleRequest(lock_.key_.key, owner_, stepDeadline());
   WaitRegistration registered;
   try {
     registered = manager_.withStoreRetries(&lock_, stepDeadline(), [&] {
-      return manager_.store().registerWait(
-          WaitRequest{lock_.key_, owner_, maxWait, lock_.mode_});
+      return manager_.store().registerWait(WaitRequest{
+          lock_.key_, owner_, maxWait, lock_.mode_, untilDeadline});
     });
   } catch (const DLMException&) {
     // The row may have been written before the call failed (a PostgreSQL

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "dlm/error.h"
+#include "postgres/connect_error.h"
 #include "postgres/conninfo_text.h"
 #include "postgres/pg_errors.h"
 #include "common/redact.h"
@@ -157,6 +158,10 @@ std::unique_ptr<PgConn> PgConn::open(const ConnParams& params,
   // starts the connect); the PgConn owns `c`, so it outlives the receiver's
   // calls.
   PQsetNoticeReceiver(c, &PgConn::receiveNotice, conn.get());
+  // A refused connect leaves only PQerrorMessage, no PGresult: verbose
+  // messages carry the server's SQLSTATE (28P01, a wrong password) in it,
+  // whatever language the server speaks (connect_error.h).
+  PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
   if (PQstatus(c) == CONNECTION_BAD) conn->fail("connect");
   // libpq's protocol: act as if PGRES_POLLING_WRITING came first.
   PostgresPollingStatusType state = PGRES_POLLING_WRITING;
@@ -168,18 +173,29 @@ std::unique_ptr<PgConn> PgConn::open(const ConnParams& params,
   }
   // Sends never block from here on: waits happen in poll() with a deadline.
   if (PQsetnonblocking(c, 1) != 0) conn->fail("connect");
+  // Statement errors are read field by field (errorOf).
+  PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
   return conn;
 }
 
 void PgConn::fail(const char* what) {
+  if (conn_ && std::string_view(what) == "connect" &&
+      PQstatus(conn_.get()) == CONNECTION_BAD) {
+    // 08001 (could not establish the connection) unless a server said why:
+    // 28P01 / 28000 (login refused), 57P03 (starting up), 53300, 3D000 ...
+    const ConnectError error = parseConnectError(PQerrorMessage(conn_.get()));
+    conn_.reset();
+    throw PgError(error.sqlstate.empty() ? "08001" : error.sqlstate,
+                  fmt::format("{}: {}", what, oneLine(error.message.c_str())),
+                  true);
+  }
   const std::string message = fmt::format(
       "{}: {}", what,
       oneLine(conn_ ? PQerrorMessage(conn_.get()) : "connection closed"));
   const bool lost = !conn_ || PQstatus(conn_.get()) == CONNECTION_BAD;
   if (lost) conn_.reset();
-  // 08001: could not establish the connection; 08006: it failed later.
-  const bool connecting = std::string_view(what) == "connect";
-  throw PgError(lost ? (connecting ? "08001" : "08006") : "", message, lost);
+  // 08006: the connection failed after it was made.
+  throw PgError(lost ? "08006" : "", message, lost);
 }
 
 void PgConn::waitFor(short events, Deadline deadline, Deadline::duration budget,

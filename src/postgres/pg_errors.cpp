@@ -8,6 +8,7 @@
 #include <string>
 
 #include "schema/migration.h"
+#include "postgres/connect_error.h"
 #include "postgres/pg_conn.h"
 
 namespace dlm::internal {
@@ -57,6 +58,18 @@ DLMException fromSqlState(std::string_view context, const std::string& state,
       state == "57P03" || state == "53300" || state == "57014" ||
       state == "25006") {
     return DLMException(ErrorCode::CONNECTION_ERROR, text, true);
+  }
+  if (isAuthenticationFailure(state)) {
+    // The server refused the login itself: the same settings will be
+    // refused again, so it is not retried (not CONNECTION_ERROR).
+    return DLMException(
+        ErrorCode::PERMISSION_DENIED,
+        fmt::format("{}; the server refused the login ({}): check the user "
+                    "name, the password (PGPASSWORD, ~/.pgpass or the "
+                    "connection string) and pg_hba.conf",
+                    text,
+                    state == kInvalidPasswordState ? "wrong or missing password"
+                                                   : "authentication failed"));
   }
   if (state.rfind("40", 0) == 0 || state == "55P03") {
     return DLMException(ErrorCode::RETRIES_EXHAUSTED, text, true);
@@ -113,8 +126,9 @@ DLMException translatePgError(std::string_view context) {
                         redactSecrets(fmt::format("{}: {}", context, e.what())),
                         e.transient());
   } catch (const PgError& e) {
-    // The store's own libpq connections.
-    if (e.connectionLost() && e.sqlstate().rfind("08", 0) != 0 &&
+    // The store's own libpq connections. A refused login (class 28, read
+    // from the connect message: connect_error.h) is no lost connection.
+    if (e.connectionLost() && !isAuthenticationFailure(e.sqlstate()) && e.sqlstate().rfind("08", 0) != 0 &&
         e.sqlstate().rfind("57P0", 0) != 0) {
       // Lost for a reason the server did not name (or named oddly): still
       // a lost connection.

@@ -29,6 +29,10 @@ inline constexpr std::string_view kLockNotHeldState = "DLM01";
 //     (40001, 40P01, class 40), lock not available (55P03)
 //   DLM01 (dlm_release_within: the     LOCK_NOT_HELD
 //     token no longer holds the row)
+//   login refused (class 28: 28P01     PERMISSION_DENIED, not transient (a
+//     wrong or missing password,         retry would be refused again)
+//     28000 no pg_hba.conf entry, role
+//     does not exist, ...)
 //   insufficient privilege (42501)     PERMISSION_DENIED, naming the roles
 //   undefined table / function         SCHEMA_MISMATCH, naming the migration
 //     (42P01, 42883)                     and `dlmctl migrate`

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dlm/error.h"
+#include "postgres/connect_error.h"
 
 namespace dlm::internal {
 namespace {
@@ -116,7 +117,10 @@ std::unique_ptr<PgConn> PgSessions::open(Deadline deadline, int wakeFd) const {
       // A wake-up (INTERNAL_ERROR "interrupted") ends the attempt at once.
       if (e.code() != ErrorCode::CONNECTION_ERROR) throw;
       last = std::current_exception();
-    } catch (const PgError&) {
+    } catch (const PgError& e) {
+      // A host that refused the login ends the attempt, as libpq's own
+      // multi-host connect does: the next one is not tried.
+      if (isAuthenticationFailure(e.sqlstate())) throw;
       last = std::current_exception();
     }
   }

@@ -46,7 +46,8 @@ class PgSessions {
   // reached) are tried one after the other, each within its share of the
   // time left (and within connect_timeout, if set), so a silent first host
   // does not use up the whole deadline: libpq's non-blocking connect would
-  // wait on it forever and never move on by itself.
+  // wait on it forever and never move on by itself. A host that refuses the
+  // login (class 28) ends it there, as in libpq: later hosts are not tried.
   std::unique_ptr<PgConn> open(Deadline deadline, int wakeFd = -1) const;
   // open() + one round trip of session settings: search_path (the
   // configured schema), lock_timeout (rowLockWait), statement_timeout

@@ -33,10 +33,12 @@ const PgStatements& pgStatements() {
        "SELECT dlm_release_shared($1, $2, $3::text[], $4, $5)"},
       // Request row (or its renewal) + deadlock check. One row per key of
       // the cycle, in order (none when registered), so no array literal
-      // has to be parsed.
+      // has to be parsed. $8: the waiter's own deadline, in ms from now
+      // (schema 18; NULL: none).
       {"dlm_register_wait",
        "SELECT u.k FROM unnest(dlm_register_wait($1, $2::text[], $3, $4, $5, "
-       "$6, $7::boolean)) WITH ORDINALITY AS u (k, i) ORDER BY u.i"},
+       "$6, $7::boolean, $8::bigint)) WITH ORDINALITY AS u (k, i) ORDER BY "
+       "u.i"},
       {"dlm_unregister_wait", "SELECT dlm_unregister_wait($1, $2)"},
       // The deadlock check again, after the registration committed.
       {"dlm_wait_cycle",
@@ -70,10 +72,11 @@ const PgStatements& pgStatements() {
        fmt::format("SELECT {} FROM dlm_holders($1, true)", kHoldColumns)},
       {"dlm_list_holds",
        fmt::format("SELECT {} FROM dlm_holders($1, false)", kHoldColumns)},
-      // Live request rows under a prefix, key order then oldest first.
+      // Live request rows under a prefix, key order then oldest first;
+      // wait_until_ms: the waiter's own deadline (schema 18).
       {"dlm_list_requests",
        "SELECT resource, owner_id, requested_at_ms, expires_at_ms, shared, "
-       "login FROM dlm_list_requests($1)"},
+       "login, wait_until_ms FROM dlm_list_requests($1)"},
       // Every version row (schema 3 on), applied_at as UTC ISO-8601 with
       // milliseconds, through the definer function.
       {"dlm_schema_versions",

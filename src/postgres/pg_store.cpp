@@ -89,6 +89,8 @@ WaitRecord toWaitRecord(const PgResult& r, int row) {
   rec.expiresAt = fromEpochMs(r, row, 3);
   if (r.boolean(row, 4)) rec.mode = LockMode::SHARED;
   rec.login = r.text(row, 5);
+  // NULL: no deadline recorded (none, or an older library's request).
+  if (!r.isNull(row, 6)) rec.deadline = fromEpochMs(r, row, 6);
   return rec;
 }
 
@@ -312,13 +314,19 @@ class DLM_HIDDEN PostgresStore::Impl {
     const Hierarchy h(request.key);
     const std::string owner(request.owner);
     const std::string maxWait = std::to_string(request.maxWait.count());
+    const std::string untilDeadline =
+        request.untilDeadline
+            ? std::to_string(std::max<std::int64_t>(
+                  request.untilDeadline->count(), 0))
+            : std::string();
     const Params params{request.key.key.c_str(),
                         h.ancestors.c_str(),
                         h.descBegin,
                         h.descEnd,
                         owner.c_str(),
                         maxWait.c_str(),
-                        sqlBoolean(request.mode == LockMode::SHARED)};
+                        sqlBoolean(request.mode == LockMode::SHARED),
+                        request.untilDeadline ? untilDeadline.c_str() : nullptr};
     const auto keysOf = [](const PgResult& r) {
       std::vector<std::string> keys;
       keys.reserve(static_cast<std::size_t>(r.rows()));

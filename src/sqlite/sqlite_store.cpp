@@ -757,13 +757,13 @@ std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
     Statement rows =
         end ? c.statement(
                   "SELECT resource, owner_id, requested_at_ms, expires_at_ms, "
-                  "mode FROM dlm_lock_requests "
+                  "mode, wait_until_ms FROM dlm_lock_requests "
                   "WHERE resource >= ?1 AND resource < ?2 "
                   "AND expires_at_ms > ?3 "
                   "ORDER BY resource, requested_at_ms, owner_id")
             : c.statement(
                   "SELECT resource, owner_id, requested_at_ms, expires_at_ms, "
-                  "mode FROM dlm_lock_requests "
+                  "mode, wait_until_ms FROM dlm_lock_requests "
                   "WHERE resource >= ?1 AND expires_at_ms > ?3 "
                   "ORDER BY resource, requested_at_ms, owner_id");
     rows.bind(1, keyPrefix).bind(3, now);
@@ -776,6 +776,8 @@ std::vector<WaitRecord> SqliteStore::listWaiters(std::string_view keyPrefix) {
       w.requestedAt = fromMs(rows.integer(2));
       w.expiresAt = fromMs(rows.integer(3));
       w.mode = internal::sqlite::modeFromText(rows.text(4));
+      // NULL: no deadline recorded (none, or a library before schema 6).
+      if (!rows.isNull(5)) w.deadline = fromMs(rows.integer(5));
       out.push_back(std::move(w));
     }
     return out;

@@ -9,6 +9,7 @@
 #include "sqlite/sqlite_wait_graph.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -26,6 +27,10 @@ namespace dlm::internal::sqlite {
 namespace {
 
 constexpr std::int64_t kAll = std::numeric_limits<std::int64_t>::max();
+
+// A waiter's deadline further away than this is recorded as none (a wait
+// without end, as far as anyone reading the listing can tell): 100 years.
+constexpr std::chrono::milliseconds kLongestRecordedWait{3153600000000};
 
 // A request as the walk sees it: what it waits for, how, and its place in
 // the queue.
@@ -147,13 +152,23 @@ WaitRegistration registerWaitIn(Connection& c, const WaitRequest& request) {
     Statement insert = c.statement(
         "INSERT OR REPLACE INTO dlm_lock_requests (resource, owner_id, "
         "requested_at_ms, expires_at_ms, ancestors, descendants_begin, "
-        "descendants_end, mode) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+        "descendants_end, mode, wait_until_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
     insert.bind(1, start.path.key)
         .bind(2, owner)
         .bind(3, start.place.requestedAt)
         .bind(4, expiryMs(now, request.maxWait))
         .bind(5, start.path.ancestors)
         .bind(8, modeText(request.mode));
+    // The waiter's own deadline (schema 6), for the listings only; none
+    // past 100 years, as on PostgreSQL.
+    if (request.untilDeadline &&
+        *request.untilDeadline <= kLongestRecordedWait) {
+      insert.bind(9, now + std::max<std::int64_t>(
+                               request.untilDeadline->count(), 0));
+    } else {
+      insert.bindNull(9);
+    }
     if (start.path.descendantsBegin.empty() &&
         start.path.descendantsEnd.empty()) {
       insert.bindNull(6).bindNull(7);

@@ -176,6 +176,18 @@ jq -e --argjson before "$first" '
   [.[].requested_at] == [$before[].requested_at]
   and ([.[].waited_ms] | min) >= ([$before[].waited_ms] | max) + 500' <<<"$out" >/dev/null ||
   fail "the waiters' request rows were not kept for the whole wait: before $first, after $out"
+# DEADLINE is the waiter's own (-w 30: about 30 s after it began to wait),
+# not its request row's lease (10 s at most, renewed), which is a field of
+# its own.
+jq -e 'def s: sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601;
+  all(.[]; ((.deadline | s) - (.requested_at | s)) as $d | $d >= 29 and $d <= 31
+    and ((.lease_expires_at | s) - (.requested_at | s)) <= 11)' <<<"$out" >/dev/null ||
+  fail "waiters --json deadline is not the waiter's -w 30: $out"
+deadline=$(jq -r --arg k "$store_key" '.[] | select(.key == $k) | .deadline' <<<"$out")
+run "${db[@]}" waiters --prefix "$store_key"
+expect_status 0 "waiters"
+grep -q "^jobs.a\\\\nb  *DC  *default  *admin$$  *EXCLUSIVE .* $deadline  *[0-9.]* s" <<<"$out" ||
+  fail "the waiters table does not show the deadline $deadline and the lease: $out"
 
 run "${db[@]}" list --json
 expect_status 0 "list --json"
@@ -218,7 +230,23 @@ run "${db[@]}" release --force "$key"
 expect_status 1 "release --force of a free lock"
 kill -TERM "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
-echo "list/show/waiters --json parsed back; release --force 0 then 1"
+
+# A waiter without a deadline (exec without -w waits until it gets the
+# lock): none recorded, shown as "-" and null.
+"$dlmctl" "${db[@]}" exec --lock jobs.b -- sleep 60 2>/dev/null &
+holder=$!
+until_length 1 list --json --prefix "DC#default#admin$$#jobs.b" || fail "list --json never showed the holder of jobs.b: $out"
+"$dlmctl" "${db[@]}" exec --lock jobs.b -- true 2>/dev/null &
+waiter1=$!
+until_length 1 waiters --json --prefix "DC#default#admin$$#jobs.b" || fail "waiters --json never showed the waiter for jobs.b: $out"
+jq -e '.[0].deadline == null and (.[0].lease_expires_at | test("Z$"))' <<<"$out" >/dev/null ||
+  fail "a waiter without a deadline: $out"
+run "${db[@]}" waiters --prefix "DC#default#admin$$#jobs.b"
+grep -q "^jobs.b  *DC  *default  *admin$$  *EXCLUSIVE .*  -  *[0-9.]* s" <<<"$out" ||
+  fail "the waiters table does not show '-' for no deadline: $out"
+kill -TERM "$waiter1" "$holder"
+wait "$waiter1" "$holder" 2>/dev/null || true
+echo "list/show/waiters --json parsed back; release --force 0 then 1; waiters show each waiter's own deadline"
 
 # Shared holders: one line (and one JSON object) per holder, each with its
 # mode; show lists them all; waiters say the mode they ask for.

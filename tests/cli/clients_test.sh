@@ -289,7 +289,7 @@ jq -e --arg c "$pay" --arg r "$svc" '.client_id == $c and .role == $r
   fail "clients bind --purge --json said: $out"
 squat_status=0
 wait "$squatter" || squat_status=$?
-[ "$squat_status" = 1 ] || fail "the squatter's exec: exit status $squat_status, wanted 1 (lock lost); $(cat "$dir/squatter.err")"
+[ "$squat_status" = 76 ] || fail "the squatter's exec: exit status $squat_status, wanted 76 (lock lost); $(cat "$dir/squatter.err")"
 jq -e --arg r "$svc" '.role == $r and .first_use == false and .separator == null
   and .hierarchy == null' <<<"$(binding "$pay")" >/dev/null ||
   fail "after bind --purge: $(binding "$pay")"
@@ -344,7 +344,7 @@ expect_status 0 "clients unbind --purge"
   fail "clients unbind --purge said: $out"
 holder_status=0
 wait "$holder" || holder_status=$?
-[ "$holder_status" = 1 ] || fail "the purged holder's exec: exit status $holder_status, wanted 1; $(cat "$dir/holder.err")"
+[ "$holder_status" = 76 ] || fail "the purged holder's exec: exit status $holder_status, wanted 76 (lock lost); $(cat "$dir/holder.err")"
 # The waiter's request went too; woken, it may take the free key at once.
 wait "$waiter" 2>/dev/null || true
 echo "clients unbind --purge: says what it ended (1 hold, 1 request), then unbinds; the holder's exec lost its lease"

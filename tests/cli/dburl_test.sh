@@ -216,6 +216,84 @@ postgres_checks() {
   [[ $out == "database postgresql://"*" (PostgreSQL, schema $schema): schema at version "* ]] ||
     fail "migrate with PG* only printed '$out'"
   no_files "commands with PG* only"
+
+  refused_login_checks "$host" "$port" "$db"
+}
+
+# A login the server refuses is PERMISSION_DENIED (exit 77) with the
+# server's SQLSTATE, at once (not retried as a lost connection), and the
+# password is never shown. The test cluster trusts every local login, so the
+# wrong password is played by a stand-in server (python3) that asks for a
+# password and refuses it as PostgreSQL does; the missing role is the real
+# server's answer.
+refused_login_checks() {
+  local host=$1 port=$2 db=$3
+  run --db "postgresql://dlm_no_such_role_$$:$secret@$host:$port/$db" list
+  expect_status 77 "list as a role that does not exist"
+  [[ $err == *'role "dlm_no_such_role_'*'" does not exist (SQLSTATE 28000)'*'[PERMISSION_DENIED]' ]] ||
+    fail "a missing role said '$err'"
+  no_secret "list as a role that does not exist"
+
+  command -v python3 >/dev/null || fail "python3 is needed for the wrong-password server"
+  python3 - "$dir/refusing.port" "$dir/refusing.logins" <<'PY' &
+import socket, struct, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+s.settimeout(30)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+logins = 0
+def read(c, n):
+    b = b""
+    while len(b) < n:
+        chunk = c.recv(n - len(b))
+        if not chunk:
+            raise EOFError
+        b += chunk
+    return b
+def message(kind, body):
+    return kind + struct.pack("!I", len(body) + 4) + body
+while True:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        break
+    try:
+        read(c, struct.unpack("!I", read(c, 4))[0] - 4)   # startup packet
+        c.sendall(message(b"R", struct.pack("!I", 3)))  # cleartext password
+        kind = read(c, 1)
+        read(c, struct.unpack("!I", read(c, 4))[0] - 4)
+        fields = b"".join(k + v + b"\0" for k, v in [
+            (b"S", b"FATAL"), (b"V", b"FATAL"), (b"C", b"28P01"),
+            (b"M", b'password authentication failed for user "app"'),
+            (b"F", b"auth.c"), (b"L", b"334"), (b"R", b"auth_failed")])
+        # Counted before the client can read the refusal.
+        logins += 1
+        open(sys.argv[2], "w").write(str(logins))
+        c.sendall(message(b"E", fields + b"\0"))
+    except (EOFError, OSError):
+        pass
+    c.close()
+PY
+  local refusing=$!
+  local i
+  for i in $(seq 1 100); do [ -s "$dir/refusing.port" ] && break; sleep 0.05; done
+  local fake_port
+  fake_port=$(cat "$dir/refusing.port") || fail "the wrong-password server did not start"
+  run --db "postgresql://app:$secret@127.0.0.1:$fake_port/app?sslmode=disable&gssencmode=disable" list
+  expect_status 77 "list with a wrong password"
+  [[ $err == *'password authentication failed for user "app" (SQLSTATE 28P01)'*'[PERMISSION_DENIED]' ]] ||
+    fail "a wrong password said '$err'"
+  [[ $err != *08001* && $err != *auth.c* ]] || fail "a wrong password said '$err'"
+  no_secret "list with a wrong password"
+  [ "$(cat "$dir/refusing.logins")" = 1 ] ||
+    fail "the refused login was tried $(cat "$dir/refusing.logins") times"
+  PGPASSWORD=$secret run --db "postgresql://app@127.0.0.1:$fake_port/app?sslmode=disable&gssencmode=disable" \
+    exec --lock jobs.import -- true
+  expect_status 77 "exec with a wrong password"
+  no_secret "exec with a wrong password"
+  kill "$refusing" 2>/dev/null
+  wait "$refusing" 2>/dev/null
 }
 
 trap 'rm -rf "$dir"' EXIT

@@ -139,7 +139,7 @@ t2=$(now_ms)
 [ -s "$dir/lost.term" ] || fail "lost: the command got no SIGTERM: $(cat "$dir/lost.err")"
 term=$(cat "$dir/lost.term")
 echo "lost lock: dlmctl ended $((t1 - t0)) ms after the force-release (status $status), $((t1 - term)) ms after SIGTERM (--kill-after 1.5); the command outlived it by $((t2 - t1)) ms"
-[ "$status" = 1 ] || fail "lost: dlmctl exited $status, wanted 1"
+[ "$status" = 76 ] || fail "lost: dlmctl exited $status, wanted 76"
 grep -q 'its status: 137' "$dir/lost.err" || fail "lost: the command was not SIGKILLed: $(cat "$dir/lost.err")"
 grep -q "the lock DC#default#[^#]*#lock.lost (EXCLUSIVE) was lost; stopping the command (SIGTERM, SIGKILL in 1.5 s); its last confirmed lease ends at [0-9-]*T[0-9:.]*Z (in [0-9.]* m\?s)$" "$dir/lost.err" ||
   fail "lost: the loss is not reported in human units: $(cat "$dir/lost.err")"
@@ -182,7 +182,7 @@ PY
     ((t1 - term >= 1100)) || fail "stall: SIGKILL came $((t1 - term)) ms after SIGTERM, wanted --kill-after 1.2 s"
     status=0
     wait "$holder" || status=$?
-    [ "$status" = 1 ] || fail "stall: dlmctl exited $status, wanted 1"
+    [ "$status" = 76 ] || fail "stall: dlmctl exited $status, wanted 76"
     grep -q "the lease of the lock DC#default#[^#]*#lock.stall (EXCLUSIVE) was not renewed in time; the command was stopped (its status: 137)" "$dir/stall.err" ||
       fail "stall: $(cat "$dir/stall.err")"
     wait "$staller"

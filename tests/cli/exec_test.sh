@@ -4,6 +4,8 @@
 # does not run its command (75), and a lease shorter than the command is kept
 # alive until the command ends; without -n, exec waits like flock(1);
 # --shared commands run at the same time, an exclusive one waits for them.
+# The command's status (1 of `false` included) is told apart from dlmctl's
+# own: 76 the lock was lost, 69 not acquired for an error.
 #
 #   exec_test.sh DLMCTL [sqlite|postgres]
 # sqlite (the default) on a temp file; postgres in a schema of its own on the
@@ -96,6 +98,43 @@ out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_
 status=0
 "$dlmctl" "${db[@]}" exec --lock jobs.import -- /nonexistent/cmd 2>/dev/null || status=$?
 [ "$status" = 127 ] || fail "missing command gave $status, wanted 127"
+
+# --- the command's status and dlmctl's own -----------------------------------
+# The command's status comes back as it is, 1 included; dlmctl's own
+# outcomes have codes of their own (docs/dlmctl.md): 76 the lock was lost,
+# 69 the lock could not be taken for an error (the command did not run).
+status=0
+"$dlmctl" "${db[@]}" exec --lock jobs.false -- false 2>"$dir/false.err" || status=$?
+[ "$status" = 1 ] || fail "exec -- false gave $status, wanted the command's 1"
+[ ! -s "$dir/false.err" ] || fail "exec -- false said: $(cat "$dir/false.err")"
+# Lost: force-released by the operator while the command runs (renewal
+# every 0.5 s finds it lost); the command is stopped and exec says 76, not
+# the command's status.
+"$dlmctl" "${db[@]}" exec --lock jobs.lost --ttl 1.5 -- sleep 30 2>"$dir/lost.err" &
+holder=$!
+for _ in $(seq 100); do
+  "$dlmctl" "${db[@]}" list --json 2>/dev/null | grep -q 'jobs.lost' && break
+  sleep 0.1
+done
+"$dlmctl" "${db[@]}" release --force jobs.lost >/dev/null || fail "release --force jobs.lost failed"
+status=0
+wait "$holder" || status=$?
+[ "$status" = 76 ] || fail "a lost lock gave $status, wanted 76: $(cat "$dir/lost.err")"
+grep -q "the lock 'jobs.lost' .* was lost while the command ran; the command was stopped (its status: 143)" "$dir/lost.err" ||
+  fail "the loss was not reported: $(cat "$dir/lost.err")"
+# Not acquired for an error: a database exec cannot use. The command does
+# not run; 69, not 1.
+if [ "$kind" = postgres ]; then
+  broken=(--db postgresql:// --schema "dlm_cli_exec_missing_$$")
+else
+  broken=(--db "sqlite:$dir/no/such/dir/locks.sqlite")
+fi
+status=0
+"$dlmctl" "${broken[@]}" exec --lock jobs.broken -- touch "$dir/ran.broken" 2>"$dir/broken.err" || status=$?
+[ "$status" = 69 ] || fail "an unusable database gave $status, wanted 69: $(cat "$dir/broken.err")"
+[ ! -e "$dir/ran.broken" ] || fail "the command ran without the lock"
+grep -q "; not running the command \[[A-Z_]*\]$" "$dir/broken.err" ||
+  fail "the failure does not say the command did not run: $(cat "$dir/broken.err")"
 
 # --- shared: flock -s ---------------------------------------------------------
 # Two shared holders of one key: each marks that it runs, then waits (10 s at

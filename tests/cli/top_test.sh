@@ -9,7 +9,8 @@
 # keys (the blocker of "c.e" is still found). The live view on a pipe prints
 # frames separated by blank lines and exits 0 on SIGTERM. Once the holders
 # are killed, every waiter runs and top shows nothing held and nobody
-# waiting.
+# waiting. An expired hold beside a live one: top and list both count two
+# holds, one of them expired (one definition, hold_summary.h).
 #
 #   top_test.sh DLMCTL sqlite|postgres
 # postgres takes the server from the PG* variables and fails without one.
@@ -79,7 +80,7 @@ owner_c=$("$dlmctl" "${db[@]}" waiters --json 2>/dev/null |
 out=$(top --once) || fail "top --once failed"
 echo "$out"
 ! grep -q $'\x1b' <<<"$out" || fail "top --once wrote terminal control codes"
-head -1 <<<"$out" | grep -q "  2 held, 4 waiting$" || fail "header: $(head -1 <<<"$out")"
+head -1 <<<"$out" | grep -q "  2 holds on 2 keys; 4 waiting$" || fail "header: $(head -1 <<<"$out")"
 # Keys by their one printed name, the canonical key (level, farm, client
 # and id: what show, release and exec take back).
 # held_row ID PID: the held table has the key of ID (DC, farm default,
@@ -168,9 +169,34 @@ done
 wait_for "nothing held" held_count 0
 out=$(top --once) || fail "top --once failed after the holders went"
 echo "$out"
-head -1 <<<"$out" | grep -q "  0 held, 0 waiting$" || fail "header: $(head -1 <<<"$out")"
+head -1 <<<"$out" | grep -q "  0 holds; 0 waiting$" || fail "header: $(head -1 <<<"$out")"
 grep -qx "no held locks" <<<"$out" || fail "something still shown held"
 grep -qx "no waiting requests" <<<"$out" || fail "a request still shown waiting"
 [ "$(top --once --json | jq -c '[.held, .waiters]')" = "[[],[]]" ] ||
   fail "top --once --json still shows holds or waiters"
+
+# An expired hold (its holder killed, nobody took the key) beside a live
+# one: top and list show two rows and count them alike, one of them
+# expired.
+"$dlmctl" "${db[@]}" exec --ttl 1 --lock gone -- sleep 60 2>/dev/null &
+gone=$!
+wait_for "the holder of gone" held_count 1
+kill -KILL "$gone"
+wait "$gone" 2>/dev/null || true
+"$dlmctl" "${db[@]}" exec --lock live -- sleep 60 2>/dev/null &
+wait_for "the holder of live" held_count 2
+expired_count() {
+  [ "$("$dlmctl" "${db[@]}" list --json 2>/dev/null | jq '[.[] | select(.state == "expired")] | length')" = "$1" ]
+}
+wait_for "the hold of gone to expire" expired_count 1
+out=$(top --once) || fail "top --once failed with an expired hold"
+echo "$out"
+head -1 <<<"$out" | grep -q "  2 holds on 2 keys, 1 of them expired; 0 waiting$" ||
+  fail "top's header: $(head -1 <<<"$out")"
+rows=$(awk '/^ID / { n++ } n == 1 && !/^ID / && NF { r++ } /^$/ && n { exit } END { print r + 0 }' <<<"$out")
+[ "$rows" = 2 ] || fail "top shows $rows held rows, wanted 2: $out"
+out=$("$dlmctl" "${db[@]}" list 2>/dev/null) || fail "list failed with an expired hold"
+echo "$out"
+tail -1 <<<"$out" | grep -q "^2 holds on 2 keys, 1 of them expired; 0 waiting requests" ||
+  fail "list's count: $(tail -1 <<<"$out")"
 echo "PASS"

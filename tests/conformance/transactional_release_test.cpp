@@ -58,6 +58,59 @@ TEST_P(TransactionalRelease,
   EXPECT_FALSE(m->rollbackLock(lock)) << "nothing left to release";
 }
 
+// The release in the library's own transaction must wait for the hold's
+// row (PostgreSQL) or the file's write lock (SQLite), which the
+// application's transaction keeps until it ends: the call says so at once
+// (no retries of a wait that cannot end while that transaction is open) and
+// works once the application commits or rolls back.
+TEST_P(TransactionalRelease,
+       RollbackLockWhileTheApplicationTransactionIsOpenSaysToEndItFirst) {
+  LockConfiguration config = fastConfig();
+  // SQLite waits for the write lock until the call's deadline.
+  config.operationTimeout = milliseconds(500);
+  auto m = manager("", "farm1", config);
+  for (const bool commit : {false, true}) {
+    Lock lock = m->getLockInstance(commit ? "order-7c" : "order-7r",
+                                   LockLevel::DC);
+    m->tryAcquireLock(lock);
+    auto app = env().beginAppTransaction();
+    app->write("order-7 shipped");
+    m->commitLock(lock, app->adapter());
+    for (const bool viaRelease : {false, true}) {
+      const auto started = std::chrono::steady_clock::now();
+      const DLMException e = errorOf([&] {
+        if (viaRelease) {
+          m->releaseLock(lock);
+        } else {
+          m->rollbackLock(lock);
+        }
+      });
+      const auto took = std::chrono::steady_clock::now() - started;
+      EXPECT_EQ(e.code(), ErrorCode::RETRIES_EXHAUSTED) << e.what();
+      EXPECT_NE(std::string(e.what()).find("commit or roll back"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("commitLock"), std::string::npos)
+          << e.what();
+      if (GetParam() != "sqlite") {
+        // One rowLockWait (50 ms), not storeRetries more with backoff.
+        EXPECT_LT(took, milliseconds(300)) << e.what();
+      }
+      EXPECT_TRUE(lock.isReleasePending()) << "the call may be repeated";
+    }
+    if (commit) {
+      app->commit();
+      // The application's commit released it; the call finds it freed.
+      EXPECT_NO_THROW(m->rollbackLock(lock));
+    } else {
+      app->rollback();
+      EXPECT_TRUE(m->rollbackLock(lock));
+    }
+    EXPECT_FALSE(lock.isReleasePending());
+    EXPECT_TRUE(isFree(*m, lock));
+  }
+}
+
 TEST_P(TransactionalRelease, RollbackLockWithoutCommitLockReleases) {
   auto m = manager();
   Lock lock = m->getLockInstance("order-3", LockLevel::DC);

@@ -98,6 +98,52 @@ TEST_P(Listing, ListWaitersIsByPrefixInKeyOrderThenOldestFirst) {
   EXPECT_EQ(listWaiters(store(), key("b").key).size(), 1U);
 }
 
+// The waiter's own deadline (WaitRequest::untilDeadline) is listed beside
+// the request's lease: a waiter for 10 minutes is not shown giving up when
+// its 10 s lease ends. None given, none listed; a renewal records it anew.
+TEST_P(Listing, ListWaitersGivesEachWaitersOwnDeadlineBesideItsLease) {
+  const StoreKey k = key("k");
+  const std::string patient = owner("patient");
+  const std::string endless = owner("endless");
+  const StoreTime before = store().now();
+  ASSERT_TRUE(store()
+                  .registerWait(WaitRequest{k, patient, seconds(10),
+                                            LockMode::EXCLUSIVE, seconds(600)})
+                  .deadlockCycle.empty());
+  ASSERT_TRUE(store()
+                  .registerWait(WaitRequest{k, endless, seconds(10),
+                                            LockMode::SHARED, std::nullopt})
+                  .deadlockCycle.empty());
+  const StoreTime after = store().now();
+  auto waiters = listWaiters(store(), k.key);
+  ASSERT_EQ(waiters.size(), 2U);
+  const WaitRecord& p =
+      waiters[0].owner == listedOwner("patient") ? waiters[0] : waiters[1];
+  const WaitRecord& e = &p == &waiters[0] ? waiters[1] : waiters[0];
+  ASSERT_TRUE(p.deadline.has_value());
+  // Whole milliseconds on both sides: a millisecond of slack.
+  EXPECT_GE(*p.deadline, before + seconds(600) - milliseconds(1));
+  EXPECT_LE(*p.deadline, after + seconds(600) + milliseconds(1));
+  EXPECT_LE(p.expiresAt, after + seconds(10) + milliseconds(1))
+      << "the lease is still the lease";
+  EXPECT_FALSE(e.deadline.has_value());
+  // Renewed without a deadline, then with one beyond any clock (100 years
+  // and more: recorded as none).
+  ASSERT_TRUE(store()
+                  .registerWait(WaitRequest{k, patient, seconds(10),
+                                            LockMode::EXCLUSIVE, std::nullopt})
+                  .deadlockCycle.empty());
+  ASSERT_TRUE(store()
+                  .registerWait(WaitRequest{k, endless, seconds(10),
+                                            LockMode::SHARED,
+                                            std::chrono::hours(24 * 365 * 200)})
+                  .deadlockCycle.empty());
+  waiters = listWaiters(store(), k.key);
+  ASSERT_EQ(waiters.size(), 2U);
+  EXPECT_FALSE(waiters[0].deadline.has_value());
+  EXPECT_FALSE(waiters[1].deadline.has_value());
+}
+
 TEST_P(Listing, ForceReleaseFreesWhoeverHolds) {
   ASSERT_TRUE(acquire("k", "A", "ta").acquired);
   EXPECT_TRUE(forceRelease(store(), key("k").key));

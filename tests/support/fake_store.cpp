@@ -357,7 +357,7 @@ std::vector<WaitRecord> FakeStore::listWaiters(std::string_view prefix) {
     }
     // No logins in a fake store.
     out.push_back(WaitRecord{key, id.first, req.requestedAt, req.expiresAt,
-                             req.mode, {}});
+                             req.mode, {}, req.deadline});
   }
   // requests_ is ordered by owner first: key order, then oldest first.
   std::sort(out.begin(), out.end(),
@@ -523,6 +523,12 @@ WaitRegistration FakeStore::registerWait(const WaitRequest& request) {
   it->second.key = request.key;
   it->second.expiresAt = now + request.maxWait;
   it->second.mode = request.mode;
+  it->second.deadline.reset();
+  // None past 100 years, as the real stores record it.
+  if (request.untilDeadline &&
+      *request.untilDeadline <= std::chrono::hours(24 * 365 * 100)) {
+    it->second.deadline = now + *request.untilDeadline;
+  }
   return {};
 }
 

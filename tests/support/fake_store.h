@@ -111,6 +111,7 @@ class FakeStore final : public LockStore, public LockStoreAdmin {
     StoreTime requestedAt;
     StoreTime expiresAt;
     LockMode mode = LockMode::EXCLUSIVE;
+    std::optional<StoreTime> deadline;  // the waiter's own, if it said
   };
   using RequestId = std::pair<std::string, std::string>;  // (owner, key)
   std::vector<std::chrono::milliseconds> registeredWaits_;
