@@ -186,7 +186,7 @@ jq -e 'def s: sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601;
 deadline=$(jq -r --arg k "$store_key" '.[] | select(.key == $k) | .deadline' <<<"$out")
 run "${db[@]}" waiters --prefix "$store_key"
 expect_status 0 "waiters"
-grep -q "^jobs.a\\\\nb  *DC  *default  *admin$$  *EXCLUSIVE .* $deadline  *[0-9.]* s" <<<"$out" ||
+grep -q "^DC#default#admin$$#jobs.a\\\\nb  *EXCLUSIVE .* $deadline  *[0-9.]* s" <<<"$out" ||
   fail "the waiters table does not show the deadline $deadline and the lease: $out"
 
 run "${db[@]}" list --json
@@ -242,7 +242,7 @@ until_length 1 waiters --json --prefix "DC#default#admin$$#jobs.b" || fail "wait
 jq -e '.[0].deadline == null and (.[0].lease_expires_at | test("Z$"))' <<<"$out" >/dev/null ||
   fail "a waiter without a deadline: $out"
 run "${db[@]}" waiters --prefix "DC#default#admin$$#jobs.b"
-grep -q "^jobs.b  *DC  *default  *admin$$  *EXCLUSIVE .*  -  *[0-9.]* s" <<<"$out" ||
+grep -q "^DC#default#admin$$#jobs.b  *EXCLUSIVE .*  -  *[0-9.]* s" <<<"$out" ||
   fail "the waiters table does not show '-' for no deadline: $out"
 kill -TERM "$waiter1" "$holder"
 wait "$waiter1" "$holder" 2>/dev/null || true

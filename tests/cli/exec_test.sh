@@ -120,7 +120,7 @@ done
 status=0
 wait "$holder" || status=$?
 [ "$status" = 76 ] || fail "a lost lock gave $status, wanted 76: $(cat "$dir/lost.err")"
-grep -q "the lock 'jobs.lost' .* was lost while the command ran; the command was stopped (its status: 143)" "$dir/lost.err" ||
+grep -q "the lock DC#default#dlmctl#jobs.lost (EXCLUSIVE) was lost while the command ran; the command was stopped (its status: 143)" "$dir/lost.err" ||
   fail "the loss was not reported: $(cat "$dir/lost.err")"
 # Not acquired for an error: a database exec cannot use. The command does
 # not run; 69, not 1.

@@ -193,7 +193,7 @@ out=$(top --once) || fail "top --once failed with an expired hold"
 echo "$out"
 head -1 <<<"$out" | grep -q "  2 holds on 2 keys, 1 of them expired; 0 waiting$" ||
   fail "top's header: $(head -1 <<<"$out")"
-rows=$(awk '/^ID / { n++ } n == 1 && !/^ID / && NF { r++ } /^$/ && n { exit } END { print r + 0 }' <<<"$out")
+rows=$(awk '/^KEY / { n++ } n == 1 && !/^KEY / && NF { r++ } /^$/ && n { exit } END { print r + 0 }' <<<"$out")
 [ "$rows" = 2 ] || fail "top shows $rows held rows, wanted 2: $out"
 out=$("$dlmctl" "${db[@]}" list 2>/dev/null) || fail "list failed with an expired hold"
 echo "$out"
