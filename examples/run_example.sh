@@ -42,7 +42,8 @@ case $kind in
     schema="dlm_example_${name%_sh}_$$"
     psql -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null ||
       { schema=; fail "cannot reach PostgreSQL through PG* (psql failed)"; }
-    "$DLMCTL" --db postgresql:// --schema "$schema" migrate >"$dir/migrate" 2>&1 ||
+    "$DLMCTL" --db postgresql:// --schema "$schema" migrate \
+      --client-role dlm_client --admin-role dlm_admin >"$dir/migrate" 2>&1 ||
       fail "dlmctl migrate failed: $(cat "$dir/migrate")"
     export PGOPTIONS="${PGOPTIONS:-} -c search_path=$schema"
     url="postgresql://"

@@ -169,7 +169,8 @@ echo "== 5. the packaged schema, applied with psql"
 database="dlm_packages_$$"
 createdb "$database"
 psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c 'CREATE SCHEMA dlm'
-PGOPTIONS='-c search_path=dlm' psql -X -q -v ON_ERROR_STOP=1 -1 \
+PGOPTIONS='-c search_path=dlm -c dlm.client_role=dlm_client -c dlm.admin_role=dlm_admin' \
+  psql -X -q -v ON_ERROR_STOP=1 -1 \
   -d "$database" -f /usr/share/dlm/schema/postgres.sql
 dlmctl --db "postgresql:///$database" --schema dlm schema status
 ls /usr/share/dlm/migrations/postgres/V1__*.sql /usr/share/dlm/schema/sqlite.sql >/dev/null

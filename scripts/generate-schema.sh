@@ -60,30 +60,53 @@ pg_header() {
 -- version that made it); the design behind them all: docs/design.md.
 --
 -- Objects are created UNQUALIFIED, in the first schema of search_path (the
--- one current_schema() names), so a DBA picks the schema:
+-- one current_schema() names), so a DBA picks the schema, and names the two
+-- roles the schema grants to, the application's and the operators' (custom
+-- settings; each is created NOLOGIN when missing, never a default one):
 --
---   psql -v ON_ERROR_STOP=1 -1 -f <this file> "dbname=app"
---   PGOPTIONS='-c search_path=locks' psql -v ON_ERROR_STOP=1 -1 -f <this file> "dbname=app"
+--   PGOPTIONS='-c dlm.client_role=orders_locks -c dlm.admin_role=orders_locks_admin' \
+--     psql -q -v ON_ERROR_STOP=1 -1 -d app \
+--       -c 'CREATE SCHEMA IF NOT EXISTS locks' -c 'SET search_path = locks' -f <this file>
 --
--- (-1: the whole file is one transaction; the second form puts everything in
--- the existing schema "locks"; the application then sets
--- PostgresStoreOptions::schema = "locks" or has that search_path.) The role
+-- (-1: the whole file is one transaction; the application then sets
+-- PostgresStoreOptions::schema = "locks" or has that search_path.) Without
+-- the two settings the file refuses before it creates anything. The role
 -- applying it owns the tables and functions; it needs CREATE on the schema,
--- and CREATEROLE when the roles below do not exist yet.
---
--- Roles: the application's role (default dlm_client) and an admin role
--- (default dlm_admin), named by custom settings when applying:
---
---   PGOPTIONS='-c dlm.client_role=orders_locks -c dlm.admin_role=orders_dlm_admin' psql ...
---
--- Both are created NOLOGIN when missing and recorded in dlm_config. Give
--- them to login roles (GRANT dlm_client TO app_login; GRANT dlm_admin TO
--- ops_login). The client role has no privilege on any table: it EXECUTEs the
--- SECURITY DEFINER dlm_* functions (pinned search_path), which never return
--- another holder's token. The admin role also force-releases and purges.
+-- and CREATEROLE when the roles do not exist yet. The roles are recorded in
+-- dlm_config; give them to login roles (GRANT orders_locks TO app_login;
+-- GRANT orders_locks_admin TO ops_login). The client role has no privilege
+-- on any table: it EXECUTEs the SECURITY DEFINER dlm_* functions (pinned
+-- search_path), which never return another holder's token. The admin role
+-- also force-releases and purges.
 --
 -- `dlmctl migrate` (or the builder's applyMigrations opt-in) applies the
 -- migration files from code, each in one transaction.
+EOF
+}
+
+# Refuses, before anything is created, a file applied without the role names.
+pg_role_names_check() {
+  cat <<'EOF'
+
+-- ------------------------------------------------------ the role names
+
+-- The two roles are named by the DBA (see above), never defaulted: a role
+-- is cluster-wide, and one nobody chose would be created behind the DBA's
+-- back and shared by every database that took the same default.
+DO $$
+BEGIN
+  IF coalesce(current_setting('dlm.client_role', true), '') = ''
+     OR coalesce(current_setting('dlm.admin_role', true), '') = '' THEN
+    RAISE EXCEPTION 'dlm: name the application''s and the operators'' roles before applying this file (dlm.client_role, dlm.admin_role; created NOLOGIN when missing)'
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'PGOPTIONS=''-c dlm.client_role=orders_locks -c dlm.admin_role=orders_locks_admin'' psql ... -f postgres.sql (the same for dlmctl migrate); docs/dba.md';
+  END IF;
+  IF current_setting('dlm.client_role') = current_setting('dlm.admin_role') THEN
+    RAISE EXCEPTION 'dlm: the client and admin roles must differ'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+END
+$$;
 EOF
 }
 
@@ -102,9 +125,10 @@ INSERT INTO dlm_release_secret (secret)
   SELECT encode(sha256(convert_to(gen_random_uuid()::text
                                   || gen_random_uuid()::text, 'UTF8')), 'hex');
 
+-- The roles the DBA named (checked at the top of this file).
 INSERT INTO dlm_config (name, value)
-  VALUES ('client_role', coalesce(nullif(current_setting('dlm.client_role', true), ''), 'dlm_client')),
-         ('admin_role', coalesce(nullif(current_setting('dlm.admin_role', true), ''), 'dlm_admin'))
+  VALUES ('client_role', current_setting('dlm.client_role')),
+         ('admin_role', current_setting('dlm.admin_role'))
   ON CONFLICT (name) DO NOTHING;
 
 -- Roles are cluster-wide: another schema (or a concurrent migration) may have
@@ -430,6 +454,7 @@ PY
       JOIN (VALUES $crcs) AS c (version, crc) USING (version)")
   {
     pg_header
+    pg_role_names_check
     printf '\n-- ------------------------------------------------------------ tables\n'
     pg_restore_text "$tmp/tables.sorted" "$tmp/pg.dump" "$schema" |
       pg_add_prose "${migration_files[@]}"

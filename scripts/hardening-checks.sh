@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 psql -qd postgres -c "CREATE DATABASE $db" || exit 1
-"$dlmctl" --db "$url" migrate >/dev/null 2>&1 || exit 1
+"$dlmctl" --db "$url" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null 2>&1 || exit 1
 
 # psql's answer, or the first lines of its error and notices.
 sql() {

@@ -29,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 
 psql -qd postgres -c "CREATE DATABASE $db" || exit 1
-"$dlmctl" --db "$admin_url" migrate >/dev/null 2>&1 || exit 1
+"$dlmctl" --db "$admin_url" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null 2>&1 || exit 1
 psql -qd "$db" -c "CREATE ROLE $victim LOGIN IN ROLE dlm_client" \
   -c "CREATE ROLE $nb LOGIN IN ROLE dlm_client" || exit 1
 # Schema 7 on: the DBA binds the victim's client id (dlmctl's own,

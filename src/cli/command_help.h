@@ -140,7 +140,11 @@ when one is close).)";
 
 inline constexpr const char* kMigrateFooter = R"(
 Applies the migrations the database is missing, each in its own transaction,
-and lists each one applied; --dry-run only lists what would be applied.)";
+and lists each one applied; --dry-run only lists what would be applied.
+PostgreSQL: a database without dlm's schema (or older than version 3) needs
+the two roles named, --client-role ROLE --admin-role ROLE (or the same as
+PGOPTIONS='-c dlm.client_role=ROLE -c dlm.admin_role=ROLE'); each is
+created NOLOGIN when missing, and none is made up.)";
 
 inline constexpr const char* kDemoFooter = R"(
 Applies the migrations, then forks N worker processes. For S seconds each

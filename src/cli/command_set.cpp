@@ -333,6 +333,16 @@ void Cli::addAdmin() {
   migrate->footer(kMigrateFooter);
   migrate->add_flag("--dry-run", line.migrate.dryRun,
                     "only list what would be applied");
+  migrate
+      ->add_option("--client-role", line.migrate.clientRole,
+                   "PostgreSQL: the applications' role a first migration "
+                   "grants to (created NOLOGIN when missing)")
+      ->type_name("ROLE");
+  migrate
+      ->add_option("--admin-role", line.migrate.adminRole,
+                   "PostgreSQL: the operators' role (created NOLOGIN when "
+                   "missing)")
+      ->type_name("ROLE");
 }
 
 void Cli::addDemo() {

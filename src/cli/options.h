@@ -108,6 +108,11 @@ struct ClientsOptions {
 
 struct MigrateOptions {
   bool dryRun = false;
+  // PostgreSQL: the roles a first migration grants to (dlm.client_role,
+  // dlm.admin_role); needed, with both, or both in PGOPTIONS, when the
+  // database has no dlm roles recorded yet (before schema version 3).
+  std::string clientRole;
+  std::string adminRole;
 };
 
 struct PurgeOptions {

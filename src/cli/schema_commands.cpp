@@ -2,6 +2,8 @@
 // bringing it to this build's version.
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "commands.h"
 #include "output_text.h"
 #include "table.h"
@@ -130,10 +132,64 @@ int runSchemaStatus(const GlobalOptions& global) {
   return kSchemaPending;
 }
 
+namespace {
+
+// `name` as a PGOPTIONS value: spaces and backslashes escaped (libpq splits
+// the options at unescaped spaces).
+std::string optionValue(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ' ' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// --client-role and --admin-role, for this process's sessions (libpq reads
+// PGOPTIONS when it connects): the settings the first migration reads.
+void nameRoles(const MigrateOptions& options) {
+  if (options.clientRole.empty() != options.adminRole.empty()) {
+    throw UsageError("migrate: --client-role and --admin-role go together");
+  }
+  if (options.clientRole.empty()) return;
+  const char* old = std::getenv("PGOPTIONS");
+  const std::string value = fmt::format(
+      "{}{}-c dlm.client_role={} -c dlm.admin_role={}", old ? old : "",
+      old && *old ? " " : "", optionValue(options.clientRole),
+      optionValue(options.adminRole));
+  ::setenv("PGOPTIONS", value.c_str(), 1);
+}
+
+// Whether this process's sessions name both roles.
+bool rolesNamed() {
+  const char* options = std::getenv("PGOPTIONS");
+  const std::string text = options ? options : "";
+  return text.find("dlm.client_role=") != std::string::npos &&
+         text.find("dlm.admin_role=") != std::string::npos;
+}
+
+// The migration that creates and records the roles (V3).
+constexpr int kRolesVersion = 3;
+
+}  // namespace
+
 int runMigrate(const GlobalOptions& global, const MigrateOptions& options) {
+  nameRoles(options);
   auto store = openCliStore(global);
   const SchemaState before = readState(*store);
   const std::vector<KnownMigration> pending = pendingMigrations(*store, before);
+  // No role is made up: a first migration needs the DBA's names.
+  if (store->name() == "postgres" && !options.dryRun && !pending.empty() &&
+      before.version() < kRolesVersion && !rolesNamed()) {
+    const std::string database = where(global, *store);
+    store->close();
+    throw UsageError(fmt::format(
+        "migrate: {} has no dlm roles yet; name the applications' and the "
+        "operators' roles: dlmctl migrate --client-role ROLE --admin-role "
+        "ROLE (or PGOPTIONS='-c dlm.client_role=ROLE -c dlm.admin_role=ROLE'). "
+        "Each is created NOLOGIN when missing (docs/dba.md)",
+        database));
+  }
   if (options.dryRun) {
     store->close();
     fmt::print("{}: schema at version {}\n", where(global, *store),

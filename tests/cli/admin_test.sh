@@ -97,7 +97,10 @@ expect_status 3 "schema status on a version-1 database"
 [[ $out == *"version found:  1"* ]] || fail "old: $out"
 [[ $out == *"${all_files[0]%%__*}"* || $out == *"create lock tables"* ]] || fail "old: applied V1 not listed: $out"
 for f in "${all_files[@]:1}"; do [[ $out == *"  $f"* ]] || fail "old: $f not pending: $out"; done
-run "${old[@]}" migrate
+# The roles a first migration (V3) grants to are named, never made up
+# (ignored by SQLite, which has no roles).
+roles=(--client-role dlm_client --admin-role dlm_admin)
+run "${old[@]}" migrate "${roles[@]}"
 expect_status 0 "migrate from version 1"
 [ "$(grep -c '^applied V' <<<"$out")" = $((${#all_files[@]} - 1)) ] || fail "migrate from 1 listed: $out"
 [[ $out == *"applied V2 "* && $out != *"applied V1 "* ]] || fail "migrate from 1 listed: $out"
@@ -107,7 +110,17 @@ expect_status 0 "schema status after migrate"
 [[ $out == *"up to date"* ]] || fail "after migrate: $out"
 
 read -ra cur <<<"$(new_db cur)"
-run "${cur[@]}" migrate
+if [ "$kind" = postgres ]; then
+  run "${cur[@]}" migrate
+  expect_status 2 "migrate of an empty database without role names"
+  [[ $err == *"has no dlm roles yet; name the applications' and the operators' roles: dlmctl migrate --client-role ROLE --admin-role ROLE"* ]] ||
+    fail "migrate without role names said: $err"
+  run "${cur[@]}" schema status
+  expect_status 3 "schema status after the refused migrate"
+  run "${cur[@]}" migrate --client-role dlm_client
+  expect_status 2 "migrate with one role named"
+fi
+run "${cur[@]}" migrate "${roles[@]}"
 expect_status 0 "migrate of an empty database"
 [ "$(grep -c '^applied V' <<<"$out")" = "${#all_files[@]}" ] || fail "migrate listed: $out"
 run "${cur[@]}" migrate
@@ -117,7 +130,7 @@ run "${cur[@]}" schema status
 expect_status 0 "schema status on a current database"
 
 read -ra new <<<"$(new_db new)"
-run "${new[@]}" migrate
+run "${new[@]}" migrate "${roles[@]}"
 db_sql new "INSERT INTO dlm_schema_version (version, description) VALUES (99, 'from the future')"
 run "${new[@]}" schema status
 expect_status 4 "schema status on a newer database"
@@ -125,7 +138,7 @@ expect_status 4 "schema status on a newer database"
 # A newer schema whose compatible_from still serves this build is usable
 # (the rolling-upgrade rule): 0, as the help says, and the commands work.
 read -ra newok <<<"$(new_db newok)"
-run "${newok[@]}" migrate
+run "${newok[@]}" migrate "${roles[@]}"
 db_sql newok "INSERT INTO dlm_schema_version (version, description, compatible_from) VALUES (99, 'from the future, compatible', $needed)"
 run "${newok[@]}" schema status
 expect_status 0 "schema status on a newer database that still serves this build"

@@ -64,7 +64,7 @@ else
     fail "cannot reach PostgreSQL through PG* (psql failed)"
   db=(--db postgresql:// --schema "$schema")
 fi
-"$dlmctl" "${db[@]}" migrate >/dev/null 2>&1 || fail "migrate failed"
+"$dlmctl" "${db[@]}" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null 2>&1 || fail "migrate failed"
 
 # run [dlmctl args...] on $db: sets out, err, status.
 run() {

@@ -158,7 +158,7 @@ postgres_checks() {
 
   # A keyword string (the test cluster trusts local connections, so the
   # password is only there to be hidden).
-  run --db "$keywords" --schema "$schema" migrate -v
+  run --db "$keywords" --schema "$schema" migrate -v --client-role dlm_client --admin-role dlm_admin
   expect_status 0 "migrate with a keyword string"
   [[ $out == *"database postgresql://$user@$host:$port/$db (PostgreSQL, schema $schema): schema at version "* ]] ||
     fail "migrate printed '$out'"
@@ -211,7 +211,7 @@ postgres_checks() {
   expect_status 0 "list with PGHOSTADDR only"
   [[ $err == "dlmctl: database: postgresql://"*"(from PGHOSTADDR)" ]] ||
     fail "list with PGHOSTADDR only announced '$err'"
-  run --schema "$schema" migrate
+  run --schema "$schema" migrate --client-role dlm_client --admin-role dlm_admin
   expect_status 0 "migrate with PG* only"
   [[ $out == "database postgresql://"*" (PostgreSQL, schema $schema): schema at version "* ]] ||
     fail "migrate with PG* only printed '$out'"

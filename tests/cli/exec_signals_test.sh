@@ -36,7 +36,7 @@ not_alive() { ! alive "$1"; }
 is_stopped() { grep -q '^[0-9]* (.*) T' "/proc/$1/stat" 2>/dev/null; }
 exists() { [ -s "$1" ]; }
 
-"${dl[@]}" migrate >/dev/null ||
+"${dl[@]}" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null ||
   fail "cannot prepare the database $db (PostgreSQL: the PG* variables of scripts/test.sh)"
 
 # start_holder NAME LOCK [exec options] -- SCRIPT: runs dlmctl exec in the

@@ -43,7 +43,7 @@ if [ "$kind" = sqlite ]; then
   "$dlmctl" --db "sqlite:$dir/fresh2.sqlite" schema status >/dev/null ||
     fail "two execs left a database without its whole schema"
 fi
-"$dlmctl" "${db[@]}" migrate >/dev/null
+"$dlmctl" "${db[@]}" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null
 
 out=$("$dlmctl" "${db[@]}" exec --lock jobs.import -- sh -c 'echo "$DLM_FENCING_TOKEN $DLM_LOCK_KEY"; exit 7') && status=0 || status=$?
 [ "$status" = 7 ] || fail "exit status $status, wanted the command's 7"

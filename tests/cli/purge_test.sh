@@ -34,7 +34,7 @@ else
   psql -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null || fail "psql failed"
   db=(--db postgresql:// --schema "$schema")
 fi
-"$dlmctl" "${db[@]}" migrate >/dev/null 2>&1 || fail "migrate failed"
+"$dlmctl" "${db[@]}" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null 2>&1 || fail "migrate failed"
 
 # Contention with the purges running alongside.
 "$dlmctl" "${db[@]}" demo --workers 4 --locks 3 --seconds 4 --hold-ms 5 \

@@ -38,7 +38,7 @@ else
   psql -v ON_ERROR_STOP=1 -qc "CREATE SCHEMA $schema" >/dev/null || fail "psql failed"
   db=(--db postgresql:// --schema "$schema")
 fi
-"$dlmctl" "${db[@]}" migrate >/dev/null 2>&1 || fail "migrate failed"
+"$dlmctl" "${db[@]}" migrate --client-role dlm_client --admin-role dlm_admin >/dev/null 2>&1 || fail "migrate failed"
 top() { "$dlmctl" "${db[@]}" top "$@" 2>/dev/null; }
 
 # wait_for WHAT COMMAND...: COMMAND succeeds within 20 s, else FAIL.

@@ -27,7 +27,8 @@ cleanup() {
 trap cleanup EXIT
 createdb "$db"
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE SCHEMA locks'
-PGOPTIONS='-c search_path=locks' psql -X -q -v ON_ERROR_STOP=1 -1 -d "$db" \
+PGOPTIONS='-c search_path=locks -c dlm.client_role=dlm_client -c dlm.admin_role=dlm_admin' \
+  psql -X -q -v ON_ERROR_STOP=1 -1 -d "$db" \
   -f "$root/schema/postgres.sql" >/dev/null 2>&1 || fail "applying schema/postgres.sql failed"
 dl=("$dlmctl" --db "postgresql:///$db" --schema locks --client proto)
 

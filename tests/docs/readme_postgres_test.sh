@@ -23,6 +23,8 @@ db="dlm_readme_$$_$RANDOM"
 work=$(mktemp -d)
 cleanup() {
   dropdb --if-exists "$db" >/dev/null 2>&1 || true
+  # The roles the README's step names (cluster-wide; nothing else uses them).
+  psql -X -q -d postgres -c 'DROP ROLE IF EXISTS orders_locks_admin, orders_locks' >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -34,6 +36,8 @@ step=$(awk '/^## The same on PostgreSQL/ { on = 1 } on && /^```sh$/ { grab = 1; 
 [[ -n $step ]] || fail "no sh block under '## The same on PostgreSQL' in README.md"
 grep -q -- '-d orders ' <<<"$step" || fail "the README's step no longer names -d orders: $step"
 grep -q -- '^createdb orders' <<<"$step" || fail "the README's step no longer creates its database: $step"
+grep -q -- "dlm.client_role=orders_locks -c dlm.admin_role=orders_locks_admin" <<<"$step" ||
+  fail "the README's step no longer names its roles: $step"
 # As on a fresh server: the database does not exist before the step.
 step=${step//-d orders /-d $db }
 step=${step//createdb orders/createdb $db}

@@ -151,6 +151,8 @@ TEST(PostgresSchema, SchemaFileAndMigrationsGiveTheSameCatalog) {
     pqxx::work tx(fromFile.admin());
     tx.exec("SET LOCAL search_path = " +
             fromFile.admin().quote_name(fromFile.name()));
+    tx.exec("SET LOCAL dlm.client_role = 'dlm_client'");
+    tx.exec("SET LOCAL dlm.admin_role = 'dlm_admin'");
     tx.exec(std::string(internal::postgresSchemaSql()));
     tx.commit();
   }
@@ -179,6 +181,35 @@ TEST(PostgresSchema, SchemaFileAndMigrationsGiveTheSameCatalog) {
         << "only from the migrations: " << line;
   }
   EXPECT_EQ(a, b);
+}
+
+// The schema file creates no role nobody named: without the two settings
+// it refuses before creating anything (until 1.0 it created dlm_client and
+// dlm_admin, cluster-wide, behind the DBA's back).
+TEST(PostgresSchema, TheSchemaFileRefusesUnnamedRolesBeforeCreatingAnything) {
+  FreshSchema schema;
+  pqxx::connection& admin = schema.admin();
+  for (const char* settings :
+       {"", "SET LOCAL dlm.client_role = 'dlm_client';",
+        "SET LOCAL dlm.client_role = 'dlm_client'; "
+        "SET LOCAL dlm.admin_role = 'dlm_client';"}) {
+    SCOPED_TRACE(settings);
+    std::string message;
+    try {
+      pqxx::work tx(admin);
+      tx.exec("SET LOCAL search_path = " + admin.quote_name(schema.name()));
+      if (*settings != '\0') tx.exec(settings);
+      tx.exec(std::string(internal::postgresSchemaSql()));
+      tx.commit();
+    } catch (const pqxx::sql_error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("dlm: "), std::string::npos) << message;
+    const pqxx::row n = pqxx::nontransaction(admin).exec1(
+        "SELECT count(*) FROM pg_class WHERE relnamespace = " +
+        admin.quote(schema.name()) + "::regnamespace");
+    EXPECT_EQ(n[0].as<long>(), 0) << "something was created";
+  }
 }
 
 TEST(PostgresSchema, EveryTableColumnAndFunctionHasAComment) {

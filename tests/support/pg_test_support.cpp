@@ -61,7 +61,10 @@ MigratedSchema::MigratedSchema() {
     tx.exec("SELECT pg_advisory_xact_lock(" +
             std::to_string(0x646c6d5f6d6967LL) + ")");
     tx.exec("SET LOCAL search_path = " + conn.quote_name(name()));
-    // The file carries each migration's checksum (schema status: "ok").
+    // The file carries each migration's checksum (schema status: "ok"),
+    // and is applied with the role names a DBA gives it (the tests' roles).
+    tx.exec("SET LOCAL dlm.client_role = 'dlm_client'");
+    tx.exec("SET LOCAL dlm.admin_role = 'dlm_admin'");
     tx.exec(std::string(internal::postgresSchemaSql()));
     const pqxx::row newest =
         tx.exec1("SELECT coalesce(max(version), 0) FROM dlm_schema_version");
