@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "dlm/error.h"
+#include "dlm/lock_store.h"
 #include "manager/in_doubt_resolver.h"
 
 namespace dlm::internal {
@@ -40,11 +41,14 @@ bool RequestRow::deletedNow() noexcept {
 }
 
 void RequestRow::deleteInBackground() noexcept {
-  // The row lives until the waiter's deadline + 1 s (maxWait).
+  // The row lives until its lease ends (at most kRequestLease after its
+  // last registration, never past the waiter's deadline) + 1 s. A wait
+  // without a deadline has an end too far off to add to a clock.
   try {
     resolver_.addStaleRequest(
         key_, owner_,
-        std::max(timeLeft(callEnd_), milliseconds::zero()) +
+        std::min(std::max(timeLeft(callEnd_), milliseconds::zero()),
+                 kRequestLease) +
             milliseconds(1000));
   } catch (...) {
     // Out of memory at worst: the row expires by itself.
