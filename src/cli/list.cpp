@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "commands.h"
@@ -77,22 +78,29 @@ std::size_t blockedBy(const LockRecord& r,
   return n;
 }
 
+// The columns of a hold in list's and show's tables, and a hold's cells
+// (LOGIN after MODE and OWNER when `logins`).
+std::vector<std::string> holdHeader(bool logins) {
+  return withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
+                    "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING"},
+                   logins, "LOGIN");
+}
+std::vector<std::string> holdCells(const LockRecord& r, StoreTime now,
+                                   bool logins) {
+  return withLogin({lockModeName(r.mode), printable(r.owner),
+                    printable(r.holder.host), std::to_string(r.holder.pid),
+                    r.holderIp.empty() ? "-" : printable(r.holderIp),
+                    std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
+                    formatUtc(r.expiresAt), formatRemaining(r, now)},
+                   logins, loginText(r.login));
+}
+
 // One row per hold of one key, for show.
 std::string holdersTable(const std::vector<LockRecord>& holders,
                          StoreTime now) {
   const bool logins = anyLogin(holders);
-  Table table(withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
-                         "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING"},
-                        logins, "LOGIN"));
-  for (const LockRecord& r : holders) {
-    table.add(
-        withLogin({lockModeName(r.mode), printable(r.owner),
-                   printable(r.holder.host), std::to_string(r.holder.pid),
-                   r.holderIp.empty() ? "-" : printable(r.holderIp),
-                   std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-                   formatUtc(r.expiresAt), formatRemaining(r, now)},
-                  logins, loginText(r.login)));
-  }
+  Table table(holdHeader(logins));
+  for (const LockRecord& r : holders) table.add(holdCells(r, now, logins));
   return table.render();
 }
 
@@ -131,20 +139,13 @@ int runList(const GlobalOptions& global, const ListOptions& options) {
     return 0;
   }
   const bool logins = anyLogin(records);
-  Table table(keyHeader(
-      withLogin({"MODE", "OWNER", "HOST*", "PID*", "IP", "FENCING",
-                 "ACQUIRED (UTC)", "EXPIRES (UTC)", "REMAINING", "WAITERS"},
-                logins, "LOGIN")));
+  std::vector<std::string> header = holdHeader(logins);
+  header.push_back("WAITERS");
+  Table table(keyHeader(std::move(header)));
   for (const LockRecord& r : records) {
-    table.add(keyRow(
-        r.key,
-        withLogin({lockModeName(r.mode), printable(r.owner),
-                   printable(r.holder.host), std::to_string(r.holder.pid),
-                   r.holderIp.empty() ? "-" : printable(r.holderIp),
-                   std::to_string(r.fencingToken), formatUtc(r.acquiredAt),
-                   formatUtc(r.expiresAt), formatRemaining(r, now),
-                   std::to_string(blockedBy(r, requests, requestKeys))},
-                  logins, loginText(r.login))));
+    std::vector<std::string> cells = holdCells(r, now, logins);
+    cells.push_back(std::to_string(blockedBy(r, requests, requestKeys)));
+    table.add(keyRow(r.key, std::move(cells)));
   }
   fmt::print("{}", table.render());
   // Counted as top counts them (hold_summary.h).
