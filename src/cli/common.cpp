@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "commands.h"
+#include "output_text.h"
 #include "dlm/error.h"
 #include "dlm/lock_key.h"
 #include "dlm/store_url.h"
@@ -180,26 +181,14 @@ KeyRelation relationOf(const StoreKey& key, const std::string& candidate) {
 StoreKey parseStoreKey(const std::string& storeKey) {
   StoreKey unrelated;
   unrelated.key = storeKey;
-  // "DC#farm#client#id" or "XDC#client#id": scope names never contain '#'
-  // (validateScopeName), ids may.
-  const bool dc = storeKey.rfind("DC#", 0) == 0;
-  const std::size_t fields = dc ? 3 : storeKey.rfind("XDC#", 0) == 0 ? 2 : 0;
-  if (fields == 0) return unrelated;
-  std::vector<std::string> scope;  // level, [farm,] client
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < fields; ++i) {
-    const std::size_t hash = storeKey.find('#', at);
-    if (hash == std::string::npos) return unrelated;
-    scope.push_back(storeKey.substr(at, hash - at));
-    at = hash + 1;
-  }
-  if (at >= storeKey.size()) return unrelated;
+  const KeyParts parts = splitStoreKey(storeKey);
+  if (parts.level.empty() || parts.id.empty()) return unrelated;
   LockKeyScope keyScope;
-  if (dc) keyScope.farmId = scope[1];
-  keyScope.clientId = scope.back();
+  keyScope.farmId = parts.farm;
+  keyScope.clientId = parts.client;
   try {
-    return lockStoreKey(dc ? LockLevel::DC : LockLevel::XDC, keyScope,
-                        storeKey.substr(at));
+    return lockStoreKey(parts.level == "DC" ? LockLevel::DC : LockLevel::XDC,
+                        keyScope, parts.id);
   } catch (const DLMException&) {
     // An id with an empty segment: written by a manager with hierarchy off.
     return unrelated;

@@ -23,12 +23,12 @@ std::optional<LockCoordinates> coordinatesOf(const std::string& text) {
 }
 
 std::vector<std::string> heldElsewhere(LockStoreAdmin& admin,
-                                       const std::string& id,
-                                       const std::string& except,
+                                       const std::string& key,
                                        std::size_t limit) {
+  const std::string id = splitStoreKey(key).id;
   std::vector<std::string> keys;
   for (const LockRecord& r : admin.listHeld("")) {
-    if (!r.held || r.key == except || splitStoreKey(r.key).id != id) continue;
+    if (!r.held || r.key == key || splitStoreKey(r.key).id != id) continue;
     if (std::find(keys.begin(), keys.end(), r.key) != keys.end()) continue;
     keys.push_back(r.key);
     if (keys.size() >= limit) break;

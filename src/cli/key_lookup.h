@@ -26,12 +26,11 @@ struct LockCoordinates {
 // nullopt for text that is not a canonical key (a short id).
 std::optional<LockCoordinates> coordinatesOf(const std::string& text);
 
-// The keys of live holds whose id is `id`, other than `except`, in key
-// order, at most `limit` of them (what the login may see: a client role
-// sees its own clients', the admin role every one).
+// The keys of live holds of the same id as `key` under another level, farm
+// or client, in key order, at most `limit` of them (what the login may see:
+// a client role sees its own clients', the admin role every one).
 std::vector<std::string> heldElsewhere(LockStoreAdmin& admin,
-                                       const std::string& id,
-                                       const std::string& except,
+                                       const std::string& key,
                                        std::size_t limit = 10);
 
 // The lines that name them for a command: "  held as KEY" each, then

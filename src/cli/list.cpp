@@ -191,7 +191,7 @@ int runShow(const GlobalOptions& global, const ShowOptions& options) {
   // client (a short id resolved under dlmctl's defaults, or a key mistyped).
   std::vector<std::string> elsewhere;
   if (!row && holders.empty() && !options.json) {
-    elsewhere = heldElsewhere(adminOf(*store), splitStoreKey(key).id, key);
+    elsewhere = heldElsewhere(adminOf(*store), key);
   }
   const StoreTime now = store->now();
   store->close();

@@ -24,7 +24,7 @@ int runRelease(const GlobalOptions& global, const ReleaseOptions& options) {
   // client is named, never released.
   const std::vector<std::string> elsewhere =
       wasHeld ? std::vector<std::string>{}
-              : heldElsewhere(adminOf(*store), splitStoreKey(key).id, key);
+              : heldElsewhere(adminOf(*store), key);
   store->close();
   if (!wasHeld) {
     fmt::print("{}: was not held; nothing released\n{}", keyText(key),
