@@ -86,17 +86,12 @@ void requireSchema(PgConn& conn, const std::string& schema, Deadline deadline) {
   bool exists = false;
   SchemaSearch search;
   try {
-    const PgResult r = conn.execParams(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace "
-        "WHERE nspname = $1), current_database()",
-        {schema.c_str()}, deadline);
-    exists = r.boolean(0, 0);
-    search.database = r.text(0, 1);
-    search.asked = schema;
-    if (!exists) {
-      search.found = dlmSchemasIn(conn, deadline);
-      search.looked = true;
-    }
+    exists = conn.execParams(
+                     "SELECT EXISTS (SELECT 1 FROM pg_catalog."
+                     "pg_namespace WHERE nspname = $1)",
+                     {schema.c_str()}, deadline)
+                 .boolean(0, 0);
+    if (!exists) search = searchDlmSchemas(conn, deadline, schema);
   } catch (...) {
     throw translatePgError("PostgreSQL migrate: looking up the schema");
   }

@@ -547,12 +547,8 @@ class DLM_HIDDEN PostgresStore::Impl {
     search.database = "DATABASE";
     search.asked = options_.schema;
     try {
-      run("initialize", "", [&](PgConn& c, Deadline d) {
-        PgResult r = c.exec("SELECT current_database()", d);
-        search.database = r.text(0, 0);
-        search.found = internal::dlmSchemasIn(c, d);
-        search.looked = true;
-        return 0;
+      search = run("initialize", "", [&](PgConn& c, Deadline d) {
+        return internal::searchDlmSchemas(c, d, options_.schema);
       });
     } catch (const DLMException&) {
       // Said in the advice: it could not look.

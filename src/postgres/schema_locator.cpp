@@ -62,17 +62,24 @@ std::string createOne(const SchemaSearch& s) {
 
 }  // namespace
 
-std::vector<std::string> dlmSchemasIn(PgConn& conn, Deadline deadline) {
+SchemaSearch searchDlmSchemas(PgConn& conn, Deadline deadline,
+                              const std::string& asked) {
+  // One row with a NULL name when there is none.
   const PgResult r = conn.exec(
-      "SELECT n.nspname FROM pg_catalog.pg_class c "
+      "SELECT current_database(), s.nspname FROM (SELECT 1) AS one "
+      "LEFT JOIN (SELECT n.nspname FROM pg_catalog.pg_class c "
       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-      "WHERE c.relname = 'dlm_schema_version' AND c.relkind IN ('r', 'p') "
-      "ORDER BY n.nspname COLLATE \"C\"",
+      "WHERE c.relname = 'dlm_schema_version' AND c.relkind IN ('r', 'p')) "
+      "AS s ON true ORDER BY s.nspname COLLATE \"C\"",
       deadline);
-  std::vector<std::string> names;
-  names.reserve(static_cast<std::size_t>(r.rows()));
-  for (int row = 0; row < r.rows(); ++row) names.push_back(r.text(row, 0));
-  return names;
+  SchemaSearch search;
+  search.asked = asked;
+  search.looked = true;
+  for (int row = 0; row < r.rows(); ++row) {
+    search.database = r.text(row, 0);
+    if (!r.isNull(row, 1)) search.found.push_back(r.text(row, 1));
+  }
+  return search;
 }
 
 std::string schemaAdvice(const SchemaSearch& search) {

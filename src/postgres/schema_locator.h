@@ -13,17 +13,19 @@ namespace dlm::internal {
 
 class PgConn;
 
-// The schemas of the connection's database that hold a dlm_schema_version
-// table, in name order (pg_catalog is readable by every login, so this
-// finds them whether or not the login may use them).
-std::vector<std::string> dlmSchemasIn(PgConn& conn, Deadline deadline);
-
 struct SchemaSearch {
   std::string database;              // current_database(), or a placeholder
   std::string asked;                 // PostgresStoreOptions::schema ("" = search_path)
-  std::vector<std::string> found;    // dlmSchemasIn
+  std::vector<std::string> found;    // the dlm schemas of the database
   bool looked = false;               // false: the lookup itself failed
 };
+
+// The search for `asked`, in one statement: the connection's database and
+// its schemas that hold a dlm_schema_version table, in name order
+// (pg_catalog is readable by every login, so this finds them whether or not
+// the login may use them).
+SchemaSearch searchDlmSchemas(PgConn& conn, Deadline deadline,
+                              const std::string& asked);
 
 // What to do about a store that finds no dlm schema where it looks:
 // use the schemas found (naming them), or, only when the database has
