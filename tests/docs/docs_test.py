@@ -147,9 +147,10 @@ def readme_builder(source):
     sys.exit("README.md: no <!-- run --> program with a builder and getLockInstance")
 
 
-def runnable_fragment(source, rel, line, text):
-    """A guide fragment as a program: README's manager, its lock acquired."""
-    builder, lock_id = readme_builder(source)
+def runnable_fragment(readme, rel, line, text):
+    """A guide fragment as a program: README's manager (readme_builder's
+    pair), its lock acquired."""
+    builder, lock_id = readme
     prologue = FRAGMENT_PROLOGUE.split("[[maybe_unused]] static void docs_fragment(")[0]
     return (INCLUDES + prologue + f"""
 int main() {{
@@ -173,6 +174,17 @@ int main() {{
 """)
 
 
+def run_fresh(tmp, exe, label):
+    """Runs exe in a new directory of its own, without the PG* variables and
+    DLM_DATABASE_URL (a program names its database itself)."""
+    rundir = os.path.join(tmp, label)
+    os.mkdir(rundir)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PG") and k != "DLM_DATABASE_URL"}
+    return subprocess.run([exe], cwd=rundir, capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
 def markdown_files(source):
     files = [os.path.join(source, "README.md")]
     docs = os.path.join(source, "docs")
@@ -191,6 +203,7 @@ def cpp(source, library, cxx):
         ["pkg-config", "--libs", "libpqxx", "libpq", "sqlite3"], text=True))
     failures = []
     count = skipped = ran = 0
+    readme = readme_builder(source)
     with tempfile.TemporaryDirectory(prefix="dlm-docs-cpp.") as tmp:
         for md in markdown_files(source):
             rel = os.path.relpath(md, source)
@@ -233,17 +246,14 @@ def cpp(source, library, cxx):
                 if marker == "fragment" and rel == GUIDE and not APP_DATABASE.search(text):
                     prog = os.path.join(tmp, name + "_readme.cpp")
                     with open(prog, "w", encoding="utf-8") as f:
-                        f.write(runnable_fragment(source, rel, line, text))
+                        f.write(runnable_fragment(readme, rel, line, text))
                     r = subprocess.run(base + ["-Wno-unused-variable", prog, "-o", exe + "_readme"]
                                        + libs, capture_output=True, text=True)
                     if r.returncode != 0:
                         failures.append(f"{where}: does not compile with README's builder:\n{r.stderr}")
                         print(f"FAIL compile {where} (README's builder)", flush=True)
                         continue
-                    rundir = os.path.join(tmp, name + ".readme")
-                    os.mkdir(rundir)
-                    r = subprocess.run([exe + "_readme"], cwd=rundir, capture_output=True,
-                                       text=True, timeout=60)
+                    r = run_fresh(tmp, exe + "_readme", name + ".readme")
                     ran += 1
                     if r.returncode != 0:
                         failures.append(f"{where}: fails with README's builder (exit "
@@ -255,12 +265,7 @@ def cpp(source, library, cxx):
                     if not has_main:
                         failures.append(f"{where}: marked run but has no main")
                         continue
-                    rundir = os.path.join(tmp, name + ".run")
-                    os.mkdir(rundir)
-                    env = {k: v for k, v in os.environ.items()
-                           if not k.startswith("PG") and k != "DLM_DATABASE_URL"}
-                    r = subprocess.run([exe], cwd=rundir, capture_output=True, text=True,
-                                       env=env, timeout=60)
+                    r = run_fresh(tmp, exe, name + ".run")
                     ran += 1
                     if r.returncode != 0:
                         failures.append(f"{where}: exit status {r.returncode} on a fresh "
