@@ -256,16 +256,11 @@ PgResult PgConn::roundTrip(Send&& send, Deadline deadline) {
   }
   const auto budget = deadline - std::chrono::steady_clock::now();
   PGconn* c = conn_.get();
-  const std::size_t kept = notices_.size();
-  try {
+  return keepingNoticesOfSuccess([&] {
     if (!send(c)) fail("sending");
     flushAll(deadline, budget);
     return readAnswer(deadline, budget, 0);
-  } catch (...) {
-    // Rolled back, or its outcome unknown: its notices may not be true.
-    dropNoticesAfter(kept);
-    throw;
-  }
+  });
 }
 
 PgResult PgConn::exec(const std::string& sql, Deadline deadline) {
@@ -302,8 +297,7 @@ PgResult PgConn::pipelined(const std::string& sql,
   std::vector<const char*> values;
   values.reserve(settingValues_.size());
   for (const auto& v : settingValues_) values.push_back(v.c_str());
-  const std::size_t kept = notices_.size();
-  try {
+  return keepingNoticesOfSuccess([&] {
     if (PQenterPipelineMode(c) != 1 ||
         PQsendQueryParams(c, settingsSql_.c_str(),
                           static_cast<int>(values.size()), nullptr,
@@ -315,11 +309,7 @@ PgResult PgConn::pipelined(const std::string& sql,
     }
     flushAll(deadline, budget);
     return readAnswer(deadline, budget, 2);
-  } catch (...) {
-    // One implicit transaction, rolled back (or unknown) as a whole.
-    dropNoticesAfter(kept);
-    throw;
-  }
+  });
 }
 
 PgResult PgConn::readAnswer(Deadline deadline, Deadline::duration budget,

@@ -212,6 +212,20 @@ class PgConn {
   // outlives every call of it). Runs inside libpq calls on the calling
   // thread; never throws.
   static void receiveNotice(void* self, const PGresult* notice) noexcept;
+  // Runs `call` (one call to the server: a plain query, or a pipeline that
+  // is one implicit transaction) and returns its result; when it throws,
+  // the notices it brought are dropped: it rolled back, or its outcome is
+  // unknown, so they may not be true.
+  template <typename Call>
+  PgResult keepingNoticesOfSuccess(Call&& call) {
+    const std::size_t kept = notices_.size();
+    try {
+      return call();
+    } catch (...) {
+      dropNoticesAfter(kept);
+      throw;
+    }
+  }
   // Drops the notices kept after the first `kept` (a failed call's).
   void dropNoticesAfter(std::size_t kept) noexcept;
 
