@@ -66,8 +66,8 @@ nlohmann::json purgeJson(const ClientPurge& p) {
           {"requests", p.requests}};
 }
 
-// With --purge: purgeClient, its line printed at once in text (so that it
-// shows even when the bind or unbind after it fails); nullopt without.
+// unbind --purge: purgeClient, its line printed at once in text (so that
+// it shows even when the unbind after it fails); nullopt without --purge.
 std::optional<ClientPurge> purgeIfAsked(LockStoreAdmin& admin,
                                         const ClientsOptions& options) {
   if (!options.purge) return std::nullopt;
