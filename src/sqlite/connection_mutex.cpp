@@ -81,4 +81,9 @@ void ConnectionMutex::unlock() {
   held_ = false;
 }
 
+std::size_t ConnectionMutex::waiting() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return waiters_.size();
+}
+
 }  // namespace dlm::internal::sqlite

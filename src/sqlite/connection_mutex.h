@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <condition_variable>
 #include <list>
 #include <mutex>
@@ -67,6 +68,10 @@ class ConnectionMutex {
   // connection open. The holder it waits for is itself bounded (its busy
   // waits end at its deadline or busy timeout).
   Guard lockForClose();
+
+  // How many threads are queued for their turn now (for tests that need a
+  // known arrival order).
+  std::size_t waiting();
 
  private:
   // A thread waiting its turn; the releasing thread hands the connection to

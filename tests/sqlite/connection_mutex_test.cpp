@@ -24,8 +24,8 @@ using std::chrono::milliseconds;
 // Generous: the waits below end by hand-over, not by these bounds.
 constexpr milliseconds kBusyTimeout{60000};
 
-// Waits (bounded) until `n` threads are queued behind the holder: each
-// queued thread is counted by the test just before it asks.
+// Waits (bounded) until `n` threads are about to ask: each is counted by
+// the test just before it asks.
 void waitUntilAsked(const std::atomic<int>& asked, int n) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (asked.load() < n && std::chrono::steady_clock::now() < until) {
@@ -35,9 +35,19 @@ void waitUntilAsked(const std::atomic<int>& asked, int n) {
   std::this_thread::sleep_for(milliseconds(50));
 }
 
+// Waits (bounded) until `n` threads are queued behind the holder, as the
+// mutex itself counts them: their arrival order is then known, however
+// slowly a busy machine schedules them.
+void waitUntilQueued(ConnectionMutex& mutex, std::size_t n) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (mutex.waiting() < n && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  ASSERT_GE(mutex.waiting(), n) << "the waiters did not queue in 30 s";
+}
+
 TEST(ConnectionMutex, ACyclingThreadQueuesBehindTheThreadsAlreadyWaiting) {
   ConnectionMutex mutex("fifo.sqlite", kBusyTimeout);
-  std::atomic<int> asked{0};
   std::mutex orderMutex;
   std::vector<int> order;
   std::optional<ConnectionMutex::Guard> held(mutex.lock("holding"));
@@ -45,13 +55,12 @@ TEST(ConnectionMutex, ACyclingThreadQueuesBehindTheThreadsAlreadyWaiting) {
   std::vector<std::thread> waiters;
   for (int i = 1; i <= 3; ++i) {
     waiters.emplace_back([&, i] {
-      ++asked;
       const ConnectionMutex::Guard guard = mutex.lock("waiting");
       const std::lock_guard<std::mutex> lock(orderMutex);
       order.push_back(i);
     });
     // One at a time, so that their arrival order is known.
-    waitUntilAsked(asked, i);
+    waitUntilQueued(mutex, static_cast<std::size_t>(i));
   }
   // The holder lets go and asks again at once, as a cycling worker does.
   held.reset();
