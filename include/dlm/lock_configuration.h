@@ -42,6 +42,20 @@ struct DLM_API LockConfiguration {
   // event, dlm/lock_events.h), after the report when it starts. > 0.
   std::chrono::milliseconds waitingReportInterval{std::chrono::seconds(10)};
 
+  // Set-based when busy (docs/design.md): concurrent acquire, release and
+  // extend calls of this manager's threads go to the store together, as one
+  // batch call per kind, while up to maxBatchesInFlight batches of that kind
+  // are already at the store; a lone call goes at once, alone. Each lock
+  // keeps its own outcome, error and deadline. false: every call alone.
+  bool batchStoreCalls = true;
+  // The most calls one batch carries. 1 to kMaxBatchSize.
+  int maxBatchSize = 64;
+  // How many batches of one kind may be at the store at once (each on a
+  // connection of its own). 1 to kMaxBatchesInFlight.
+  int maxBatchesInFlight = 2;
+
+  static constexpr int kMaxBatchSize = 1000;
+  static constexpr int kMaxBatchesInFlight = 64;
   static constexpr int kMaxStoreRetries = 1000;
   static constexpr std::chrono::milliseconds kMaxRetryBackoff{
       std::chrono::minutes(1)};

@@ -124,6 +124,37 @@ class DLM_API DistributedLockManager {
   void acquireLock(Lock& lock, std::chrono::milliseconds ttl,
                    std::chrono::milliseconds timeout);
 
+  // Several locks at once, all or none (the guide's "Several locks at
+  // once"): takes every lock of `locks` (handles of this manager, none
+  // acquired, no two naming the same key) in one store transaction, keys in
+  // key order, each with its own mode and fencing token and the same ttl
+  // (default lockTtl); or takes none and throws LOCK_UNAVAILABLE naming the
+  // key in the way. Errors as tryAcquireLock; an error of any lock (e.g.
+  // PERMISSION_DENIED) refuses all of them. INVALID_ARGUMENT for an empty
+  // list, a null or acquired handle, or two handles of one key. Each lock
+  // is released on its own (releaseLock) or together (releaseAll).
+  void tryAcquireAll(const std::vector<Lock*>& locks);
+  void tryAcquireAll(const std::vector<Lock*>& locks,
+                     std::chrono::milliseconds ttl);
+  // Attempts tryAcquireAll until it succeeds or `timeout` (default
+  // waitForLock) has passed, as acquireLock does (sleeps between attempts,
+  // woken by releases of the keys, a last attempt at the deadline; 0: one
+  // attempt). It holds nothing while it waits, so it records no request row
+  // and takes no place in the queue: a waiter of one key that keeps coming
+  // back can keep it waiting until its timeout. Throws LOCK_UNAVAILABLE on
+  // timeout.
+  void acquireAll(const std::vector<Lock*>& locks);
+  void acquireAll(const std::vector<Lock*>& locks,
+                  std::chrono::milliseconds ttl);
+  void acquireAll(const std::vector<Lock*>& locks,
+                  std::chrono::milliseconds ttl,
+                  std::chrono::milliseconds timeout);
+  // releaseLock of each handle, in one store call: how many were held by
+  // their handle and freed (see releaseLock). Handles that hold nothing are
+  // skipped. Throws CONNECTION_ERROR / RETRIES_EXHAUSTED as releaseLock;
+  // then every handle still holds.
+  std::size_t releaseAll(const std::vector<Lock*>& locks);
+
   // True when `lock` was held by this handle and the store freed it; false
   // when the handle held nothing (no store call) or when the lock had expired
   // and someone else took it (their lock is left alone). Either way the handle

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "dlm/app_transaction.h"
+#include "dlm/error.h"
 #include "dlm/export.h"
 #include "dlm/lock_mode.h"
 #include "dlm/lock_record.h"
@@ -124,6 +125,47 @@ struct DLM_API WaitRegistration {
   // holder of the previous one waits for, and the caller holds a lock that
   // blocks the last one (itself, an ancestor or a descendant).
   std::vector<std::string> deadlockCycle;
+};
+
+// One lock's answer in a batch call (LockStore::tryAcquireEach,
+// releaseEach, extendEach): its own result, or the error that refused this
+// lock alone (tenancy, a limit, a key of no client). A failure of the whole
+// call (connection lost: no lock's outcome is known) is thrown instead.
+struct DLM_API AcquireOutcome {
+  AcquireResult result;
+  std::optional<DLMException> error;
+};
+
+struct DLM_API ReleaseRequest {
+  const StoreKey& key;
+  std::string_view token;
+  LockMode mode = LockMode::EXCLUSIVE;
+};
+
+struct DLM_API ReleaseOutcome {
+  bool released = false;  // as release() answers
+  std::optional<DLMException> error;
+};
+
+struct DLM_API ExtendRequest {
+  std::string_view key;
+  std::string_view token;
+  std::chrono::milliseconds ttl;
+  LockMode mode = LockMode::EXCLUSIVE;
+};
+
+struct DLM_API ExtendOutcome {
+  std::optional<StoreTime> expiresAt;  // nullopt: the lock was lost
+  std::optional<DLMException> error;
+};
+
+// tryAcquireAll's answer: every lock taken (results, one per request, in the
+// requests' order) or none; when none, what blocked the first lock refused.
+struct DLM_API AcquireAllResult {
+  bool acquired = false;
+  std::vector<AcquireResult> results;
+  std::string blockedBy;
+  bool queued = false;
 };
 
 // Receives the keys of released locks from a store (subscribeReleases).
@@ -248,6 +290,36 @@ class DLM_API LockStore {
                                           std::string_view token,
                                           std::chrono::milliseconds ttl,
                                           LockMode mode) = 0;
+
+  // Batch calls (schema version 19 on PostgreSQL, 7 on SQLite): the work of
+  // several calls of one kind, each lock with its own outcome, in the
+  // requests' order, exactly as the single call would answer it (same
+  // rules, same limits, same checks of tenancy; an error refuses only its
+  // own lock). A store does the batch in one transaction where it can
+  // (PostgreSQL: set-based statements over arrays, row locks in key order,
+  // a row locked by someone else's transaction leaving the batch for the
+  // single call; SQLite: one BEGIN IMMEDIATE). A throw means no outcome is
+  // known for any lock (a lost connection: each may or may not have run).
+  // No two requests of one batch name the same key with the same token.
+  // The defaults make the single calls one by one, so a store (or a
+  // decorator that overrides a single call) may leave them alone.
+  virtual std::vector<AcquireOutcome> tryAcquireEach(
+      const std::vector<AcquireRequest>& requests);
+  virtual std::vector<ReleaseOutcome> releaseEach(
+      const std::vector<ReleaseRequest>& requests);
+  virtual std::vector<ExtendOutcome> extendEach(
+      const std::vector<ExtendRequest>& requests);
+
+  // Takes every lock of `requests` (distinct keys) or none, in one
+  // transaction where the store can, keys taken in key order; each with
+  // its own mode, TTL, token and fencing token, exactly as tryAcquire
+  // would. An error of any lock refuses all of them and is thrown. The
+  // default takes them one by one with tryAcquire in key order and, when
+  // one is refused or fails, releases those it took (by token) before it
+  // answers: all or none in effect, though another reader may see a part
+  // held for a moment.
+  virtual AcquireAllResult tryAcquireAll(
+      const std::vector<AcquireRequest>& requests);
 
   // Follows the wait-for graph from request.key (a request -> owners of
   // live holds that conflict with it, and owners of older live requests

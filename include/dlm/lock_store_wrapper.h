@@ -56,6 +56,27 @@ class DLM_API LockStoreWrapper : public LockStore, public LockStoreAdmin {
                    std::string_view token, LockMode mode) override {
     target_->guardWithin(tx, key, token, mode);
   }
+  // The batch calls go to the wrapped store as batches. A decorator that
+  // changes a single call (tryAcquire, release, extend) and wants batches to
+  // see that change overrides the batch call too, as
+  // `return LockStore::tryAcquireEach(requests);` (one by one, through its
+  // own single call).
+  std::vector<AcquireOutcome> tryAcquireEach(
+      const std::vector<AcquireRequest>& requests) override {
+    return target_->tryAcquireEach(requests);
+  }
+  std::vector<ReleaseOutcome> releaseEach(
+      const std::vector<ReleaseRequest>& requests) override {
+    return target_->releaseEach(requests);
+  }
+  std::vector<ExtendOutcome> extendEach(
+      const std::vector<ExtendRequest>& requests) override {
+    return target_->extendEach(requests);
+  }
+  AcquireAllResult tryAcquireAll(
+      const std::vector<AcquireRequest>& requests) override {
+    return target_->tryAcquireAll(requests);
+  }
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override {

@@ -25,6 +25,14 @@ void LockConfiguration::validate() const {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        "operationTimeout must be at most one hour");
   }
+  if (maxBatchSize < 1 || maxBatchSize > kMaxBatchSize) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "maxBatchSize must be between 1 and 1000");
+  }
+  if (maxBatchesInFlight < 1 || maxBatchesInFlight > kMaxBatchesInFlight) {
+    throw DLMException(ErrorCode::INVALID_ARGUMENT,
+                       "maxBatchesInFlight must be between 1 and 64");
+  }
   // Written so that NaN fails too.
   if (!(retryJitter >= 0.0 && retryJitter <= 0.5)) {
     throw DLMException(ErrorCode::INVALID_ARGUMENT,

@@ -11,6 +11,7 @@
 #include "dlm/error.h"
 #include "dlm/lock_store.h"
 #include "dlm/lock_store_admin.h"
+#include "batching/store_calls.h"
 #include "keys/key_builder.h"
 #include "keys/validation.h"
 #include "manager/manager_impl.h"
@@ -235,7 +236,7 @@ void DistributedLockManager::extendLock(Lock& lock, milliseconds ttl) {
   const auto started = std::chrono::steady_clock::now();
   const std::optional<StoreTime> expires =
       impl_->withStoreRetries(&lock, impl_->callDeadline(), [&] {
-        return impl_->store().extend(lock.key_.key, lock.token_, ttl,
+        return impl_->calls().extend(lock.key_.key, lock.token_, ttl,
                                      lock.mode_);
       });
   if (!expires) {

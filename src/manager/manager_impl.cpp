@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "batching/store_calls.h"
 #include "common/process_id.h"
 #include "common/random_id.h"
 #include "keys/owner_id.h"
@@ -70,6 +71,8 @@ DistributedLockManager::Impl::Impl(internal::ManagerSettings settings)
       warningRelay_(std::make_unique<internal::StoreWarningRelay>(
           *settings_.store, *telemetry_)),
       retry_(*settings_.store, *settings_.clock, settings_.config, *telemetry_),
+      calls_(std::make_unique<internal::StoreCalls>(*settings_.store,
+                                                    settings_.config)),
       hub_(std::make_unique<internal::ReleaseWaitHub>()),
       resolver_(std::make_unique<internal::InDoubtResolver>(
           *settings_.store, settings_.config.operationTimeout)) {
@@ -217,7 +220,7 @@ bool DistributedLockManager::Impl::attempt(Lock& lock, milliseconds ttl,
     AcquireResult result;
     try {
       result = withStoreRetries(&lock, deadline,
-                                [&] { return store().tryAcquire(request); });
+                                [&] { return calls_->tryAcquire(request); });
     } catch (const DLMException& e) {
       // The store may have committed the acquisition and lost the reply:
       // free it by token once the store answers again.
@@ -275,7 +278,7 @@ bool DistributedLockManager::Impl::releaseByToken(Lock& lock) {
   bool mayHaveRun = false;
   bool freed = withStoreRetries(&lock, callDeadline(), [&] {
     try {
-      return store().release(lock.key_, lock.token_, lock.mode_);
+      return calls_->release(lock.key_, lock.token_, lock.mode_);
     } catch (const DLMException& e) {
       // The reply may be what was lost: the release may have committed.
       mayHaveRun = mayHaveRun || e.transient();

@@ -23,6 +23,7 @@ namespace internal {
 
 class InDoubtResolver;
 class KeepAlive;
+class StoreCalls;
 class StoreWarningRelay;
 class Telemetry;
 class ReleaseWaitHub;
@@ -70,6 +71,9 @@ class DLM_HIDDEN DistributedLockManager::Impl {
   const internal::ManagerSettings& settings() const { return settings_; }
   const LockConfiguration& config() const { return settings_.config; }
   LockStore& store() const { return *settings_.store; }
+  // The store's acquire, release and extend, batched across this manager's
+  // threads (batching/store_calls.h).
+  internal::StoreCalls& calls() const { return *calls_; }
   Clock& clock() const { return *settings_.clock; }
   internal::Telemetry& telemetry() const { return *telemetry_; }
   internal::ReleaseWaitHub& hub() const { return *hub_; }
@@ -132,6 +136,7 @@ class DLM_HIDDEN DistributedLockManager::Impl {
   // Store warnings -> STORE_WARNING events; goes before telemetry_.
   const std::unique_ptr<internal::StoreWarningRelay> warningRelay_;
   internal::StoreRetry retry_;
+  const std::unique_ptr<internal::StoreCalls> calls_;
   const std::unique_ptr<internal::ReleaseWaitHub> hub_;
   std::unique_ptr<internal::InDoubtResolver> resolver_;
 

@@ -1,0 +1,160 @@
+// CallBatcher: concurrent store calls of one kind made by one manager's
+// threads go to the store together (docs/design.md, "Set-based when busy").
+//
+// No timer: a call made while fewer than maxInFlight batches of its kind
+// are at the store goes at once, alone or with whatever queued before it.
+// Calls made while maxInFlight batches are out queue; when one comes back,
+// a queued caller takes the queue (up to maxBatch calls) to the store as
+// one batch, on its own thread. So a lone caller never waits for company,
+// and under load each trip to the store carries the calls that arrived
+// during the previous one.
+//
+// A batch runs under the earliest deadline of its members, so it is over
+// (answered or failed) by the time each member's deadline comes and a
+// member never waits past its own. A member still queued when its deadline
+// passes leaves the queue: nothing of it was sent.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "common/hidden.h"
+#include "dlm/deadline.h"
+#include "dlm/error.h"
+
+namespace dlm::internal {
+
+template <typename Request, typename Outcome>
+class DLM_HIDDEN CallBatcher {
+ public:
+  // Sends a batch to the store (one request: the single call) and returns
+  // one outcome per request, in order; throws when the whole call failed.
+  using RunBatch =
+      std::function<std::vector<Outcome>(const std::vector<Request>&)>;
+
+  CallBatcher(RunBatch run, std::size_t maxBatch, int maxInFlight)
+      : run_(std::move(run)),
+        maxBatch_(maxBatch < 1 ? 1 : maxBatch),
+        maxInFlight_(maxInFlight < 1 ? 1 : maxInFlight) {}
+  CallBatcher(const CallBatcher&) = delete;
+  CallBatcher& operator=(const CallBatcher&) = delete;
+
+  // `request` (and what it refers to) must stay valid until this returns.
+  // Runs under the calling thread's deadline (currentDeadline(), else
+  // `fallback` from now). Returns the request's outcome or throws what its
+  // batch threw; a transient CONNECTION_ERROR when the deadline passed while
+  // it was still queued.
+  Outcome call(const Request& request, std::chrono::milliseconds fallback) {
+    Member self(&request, deadlineOr(fallback));
+    std::unique_lock<std::mutex> lock(mutex_);
+    queue_.push_back(&self);
+    for (;;) {
+      if (self.done) break;
+      if (!self.taken && inFlight_ < maxInFlight_) {
+        lead(lock);
+        continue;
+      }
+      if (self.taken) {
+        // Its batch ends by this member's deadline (see lead).
+        changed_.wait(lock);
+        continue;
+      }
+      if (changed_.wait_until(lock, self.deadline) ==
+              std::cv_status::timeout &&
+          !self.taken && !self.done) {
+        queue_.erase(std::find(queue_.begin(), queue_.end(), &self));
+        throw DLMException(ErrorCode::CONNECTION_ERROR,
+                           "the call's deadline passed while it waited for "
+                           "its turn at the store",
+                           true);
+      }
+    }
+    if (self.error) std::rethrow_exception(self.error);
+    return std::move(*self.outcome);
+  }
+
+  // Calls of this kind now at the store or queued (for tests).
+  std::size_t pending() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return queue_.size() + running_;
+  }
+
+ private:
+  struct Member {
+    Member(const Request* r, Deadline d) : request(r), deadline(d) {}
+    const Request* request;
+    Deadline deadline;
+    bool taken = false;
+    bool done = false;
+    std::optional<Outcome> outcome;
+    std::exception_ptr error;
+  };
+
+  // Takes the queue's first maxBatch members (the caller's own among them:
+  // it is queued and not taken, so it is in the queue; the queue is served
+  // first come, first served, and the caller joins it at the back, so it is
+  // taken now or by a batch that runs before it can lead again) to the
+  // store, with `lock` released meanwhile.
+  void lead(std::unique_lock<std::mutex>& lock) {
+    std::vector<Member*> batch;
+    Deadline deadline = Deadline::max();
+    while (!queue_.empty() && batch.size() < maxBatch_) {
+      Member* m = queue_.front();
+      queue_.pop_front();
+      m->taken = true;
+      deadline = std::min(deadline, m->deadline);
+      batch.push_back(m);
+    }
+    ++inFlight_;
+    running_ += batch.size();
+    lock.unlock();
+    std::vector<Outcome> outcomes;
+    std::exception_ptr failed;
+    try {
+      std::vector<Request> requests;
+      requests.reserve(batch.size());
+      for (const Member* m : batch) requests.push_back(*m->request);
+      const DeadlineScope scope(deadline);
+      outcomes = run_(requests);
+      if (outcomes.size() != batch.size()) {
+        throw DLMException(ErrorCode::INTERNAL_ERROR,
+                           "a store's batch call answered a different "
+                           "number of outcomes than it was asked");
+      }
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (failed) {
+        batch[i]->error = failed;
+      } else {
+        batch[i]->outcome = std::move(outcomes[i]);
+      }
+      batch[i]->done = true;
+    }
+    --inFlight_;
+    running_ -= batch.size();
+    changed_.notify_all();
+  }
+
+  const RunBatch run_;
+  const std::size_t maxBatch_;
+  const int maxInFlight_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Member*> queue_;  // guarded by mutex_
+  int inFlight_ = 0;           // guarded by mutex_
+  std::size_t running_ = 0;    // guarded by mutex_
+};
+
+}  // namespace dlm::internal

@@ -1,0 +1,97 @@
+// LockStore's batch calls for a store that has none of its own: the single
+// calls one by one (see dlm/lock_store.h).
+#include <algorithm>
+#include <numeric>
+
+#include "dlm/lock_store.h"
+
+namespace dlm {
+
+std::vector<AcquireOutcome> LockStore::tryAcquireEach(
+    const std::vector<AcquireRequest>& requests) {
+  std::vector<AcquireOutcome> outcomes(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      outcomes[i].result = tryAcquire(requests[i]);
+    } catch (const DLMException& e) {
+      // A failure of the store itself is every later lock's failure too.
+      if (e.transient()) throw;
+      outcomes[i].error = e;
+    }
+  }
+  return outcomes;
+}
+
+std::vector<ReleaseOutcome> LockStore::releaseEach(
+    const std::vector<ReleaseRequest>& requests) {
+  std::vector<ReleaseOutcome> outcomes(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      outcomes[i].released =
+          release(requests[i].key, requests[i].token, requests[i].mode);
+    } catch (const DLMException& e) {
+      if (e.transient()) throw;
+      outcomes[i].error = e;
+    }
+  }
+  return outcomes;
+}
+
+std::vector<ExtendOutcome> LockStore::extendEach(
+    const std::vector<ExtendRequest>& requests) {
+  std::vector<ExtendOutcome> outcomes(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const ExtendRequest& r = requests[i];
+    try {
+      outcomes[i].expiresAt = extend(r.key, r.token, r.ttl, r.mode);
+    } catch (const DLMException& e) {
+      if (e.transient()) throw;
+      outcomes[i].error = e;
+    }
+  }
+  return outcomes;
+}
+
+AcquireAllResult LockStore::tryAcquireAll(
+    const std::vector<AcquireRequest>& requests) {
+  std::vector<std::size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return requests[a].key.key < requests[b].key.key;
+  });
+  AcquireAllResult all;
+  all.results.resize(requests.size());
+  std::vector<std::size_t> taken;
+  const auto giveBack = [&]() noexcept {
+    for (const std::size_t i : taken) {
+      try {
+        release(requests[i].key, requests[i].token, requests[i].mode);
+      } catch (const DLMException&) {
+        // Left to its TTL; the caller never learns this token.
+      }
+    }
+  };
+  for (const std::size_t i : order) {
+    AcquireResult result;
+    try {
+      result = tryAcquire(requests[i]);
+    } catch (...) {
+      giveBack();
+      throw;
+    }
+    if (!result.acquired) {
+      giveBack();
+      AcquireAllResult refused;
+      refused.results.resize(requests.size());
+      refused.blockedBy = result.blockedBy;
+      refused.queued = result.queued;
+      return refused;
+    }
+    all.results[i] = std::move(result);
+    taken.push_back(i);
+  }
+  all.acquired = true;
+  return all;
+}
+
+}  // namespace dlm
