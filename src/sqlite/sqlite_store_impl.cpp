@@ -156,6 +156,14 @@ void SqliteStore::Impl::announce(std::string_view key) {
   bus_->publish(channel_, key);
 }
 
+void SqliteStore::Impl::announceAll(const std::vector<std::string>& keys) {
+  if (keys.empty() || !channelSet_.load(std::memory_order_acquire)) return;
+  if (options_.wakeOtherProcesses && !wakePath_.empty()) {
+    internal::sqlite::signalWakeFile(wakePath_);
+  }
+  for (const std::string& key : keys) bus_->publish(channel_, key);
+}
+
 void SqliteStore::Impl::throwIfClosed() const {
   if (closed_) {
     throw DLMException(

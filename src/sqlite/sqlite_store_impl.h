@@ -1,7 +1,7 @@
 // SqliteStore's state: the one connection (opened on first use, guarded by a
 // mutex), the file it must stay on, the fencing floor after a lost file, and
 // the release channel of the file. The calls of SqliteStore (sqlite_store.cpp,
-// sqlite_store_admin.cpp) run their transactions
+// sqlite_store_admin.cpp, sqlite_store_batch.cpp) run their transactions
 // through withConnection.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/hidden.h"
 #include "dlm/deadline.h"
@@ -99,6 +100,10 @@ class DLM_HIDDEN SqliteStore::Impl {
   // Once per release: reads the channel and the wake file's name without a
   // mutex or a copy (both are fixed once channelSet_ is).
   void announce(std::string_view key);
+  // announce for the keys a batch freed: each key to this process's
+  // listeners, and one signal of the wake file for them all (a signal makes
+  // every waiter of another process on the file look again).
+  void announceAll(const std::vector<std::string>& keys);
 
   bool wakeOtherProcesses() const { return options_.wakeOtherProcesses; }
 
