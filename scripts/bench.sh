@@ -23,7 +23,8 @@
 # 5. stops the standby and the cluster, whatever happened.
 #
 # Extra arguments go to dlm_bench (e.g. --cost_seconds=2, --benchmarks=cost);
-# BENCH_NOTE="..." is quoted in latest.md as the run's conditions.
+# BENCH_NOTE="..." is quoted in latest.md as the run's conditions;
+# BENCH_CMAKE_ARGS="..." are added to the build's cmake configure.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -100,8 +101,10 @@ fi
 standby_dir="$pg_dir-standby"
 
 echo "=== build (Release) -> build/bench"
+# BENCH_CMAKE_ARGS: extra configure arguments (e.g. -DDLM_UNITY_BUILD=ALL).
+# shellcheck disable=SC2086
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLM_BUILD_TESTS=OFF \
-  -DDLM_BUILD_BENCHMARKS=ON -DDLM_WERROR=ON >/dev/null
+  -DDLM_BUILD_BENCHMARKS=ON -DDLM_WERROR=ON ${BENCH_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$jobs" --target dlm_bench
 
 echo "=== dlm_bench (standard set)"
