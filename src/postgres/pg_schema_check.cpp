@@ -10,6 +10,7 @@
 #include "postgres/owner_digest.h"
 #include "postgres/pg_app_transaction.h"
 #include "postgres/pg_array.h"
+#include "postgres/pg_conninfo.h"
 #include "postgres/pg_migrate.h"
 #include "postgres/pg_replication.h"
 #include "postgres/pg_results.h"

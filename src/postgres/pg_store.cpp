@@ -8,10 +8,18 @@
 // thread).
 #include <utility>
 
+#include "dlm/lock_key.h"
 #include "dlm/postgres_store.h"
+#include "postgres/owner_digest.h"
+#include "postgres/pg_admin_calls.h"
+#include "postgres/pg_results.h"
 #include "postgres/pg_store_impl.h"
 
 namespace dlm {
+
+using internal::Params;
+using internal::PgConn;
+
 namespace {
 
 // The options of the listening connection: listenConnection's server, the
