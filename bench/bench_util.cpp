@@ -50,9 +50,16 @@ std::vector<T> numberList(const std::string& s) {
   std::cerr <<
       R"(dlm_bench: measures dlm's lock paths against raw-SQL baselines in one run.
 
-  --benchmarks=LIST   cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler,
+  --benchmarks=LIST   cost,cycle,roundtrips,handoff,contended,scale,procs,readers,extend,pooler,
                       events,junk,guard
-                      (default: all)
+                      (default: all but cycle, contended, extend, which cost replaces)
+                      cost        PG: what the server pays per operation, from /proc: CPU
+                                  (utime+stime) of the backends that served the workload
+                                  plus the WAL writer (and WAL sender), WAL flushes
+                                  (pg_stat_wal), client CPU; dlm against (e), (f), (a),
+                                  interleaved: cycle at --threads, 4 processes x 4 threads,
+                                  contended one key, extend, keep-alive of --keepalive_locks
+                                  held locks, tryAcquireAll of 10 keys against one acquire
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT
                                   FOR UPDATE; UPDATE; COMMIT), c (advisory locks),
@@ -107,6 +114,13 @@ std::vector<T> numberList(const std::string& s) {
   --sqlite_dir=DIR    where SQLite files go (default ./dlm_bench_sqlite; use a real disk)
   --results_dir=DIR   write latest.md, latest.json and plot data there
   --command=TEXT      --note=TEXT   quoted in latest.md
+  --cost_seconds=S    cost: the metered window of each slice (default 1.2)
+  --cost_rounds=N     cost: interleaved rounds, order alternating (default 3)
+  --keepalive_locks=N cost: locks held under keep-alive (default 1000)
+  --standby_start=CMD --standby_stop=CMD
+                      cost: shell commands that attach / detach a synchronous
+                      standby (scripts/pg-standby.sh); the cost workloads then
+                      run a second time, in that condition
 )";
   std::exit(rc);
 }
@@ -185,6 +199,24 @@ Flags parseFlags(int argc, char** argv) {
         f.command = v;
       } else if (name == "note") {
         f.note = v;
+      } else if (name == "cost_seconds") {
+        f.costSeconds = std::stod(v);
+      } else if (name == "cost_rounds") {
+        f.costRounds = std::stoi(v);
+      } else if (name == "standby_start") {
+        f.standbyStart = v;
+      } else if (name == "standby_stop") {
+        f.standbyStop = v;
+      } else if (name == "keepalive_locks") {
+        f.keepaliveLocks = std::stoi(v);
+      } else if (name == "child") {
+        f.child = v;
+      } else if (name == "child_variant") {
+        f.childVariant = v;
+      } else if (name == "child_app") {
+        f.childApp = v;
+      } else if (name == "child_index") {
+        f.childIndex = std::stoi(v);
       } else {
         std::cerr << "dlm_bench: unknown flag --" << name << "\n";
         usage(2);
@@ -193,6 +225,11 @@ Flags parseFlags(int argc, char** argv) {
       std::cerr << "dlm_bench: bad value for --" << name << ": '" << v << "'\n";
       usage(2);
     }
+  }
+  if (f.costSeconds <= 0 || f.costRounds < 1 || f.keepaliveLocks < 1) {
+    std::cerr << "dlm_bench: --cost_seconds, --cost_rounds, "
+                 "--keepalive_locks must be positive\n";
+    usage(2);
   }
   if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 ||
       f.rounds < 1 || f.sleepMs < 1 || f.holdMs < 0 || f.readersThreads < 1 ||
@@ -228,6 +265,12 @@ double Samples::percentileUs(double p) const {
 
 RunStats timedRun(int threads, double seconds, double warmup,
                   const std::function<Operation(int)>& makeWorker) {
+  return timedRun(threads, seconds, warmup, makeWorker, WindowHooks{});
+}
+
+RunStats timedRun(int threads, double seconds, double warmup,
+                  const std::function<Operation(int)>& makeWorker,
+                  const WindowHooks& hooks) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::atomic<bool> stop{false};
@@ -278,13 +321,28 @@ RunStats timedRun(int threads, double seconds, double warmup,
            (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
   };
   const double cpuStart = cpuNow();
-  const std::int64_t start = nowNs();
-  windowBegin = start + static_cast<std::int64_t>(warmup * 1e9);
-  windowEnd = windowBegin + static_cast<std::int64_t>(seconds * 1e9);
-  go.store(true);
-  while (!stop.load() && nowNs() < windowEnd) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (hooks.schedule && !stop.load()) {
+    const auto window = hooks.schedule();
+    windowBegin = window.first;
+    windowEnd = window.second;
+  } else {
+    const std::int64_t start = nowNs();
+    windowBegin = start + static_cast<std::int64_t>(warmup * 1e9);
+    windowEnd = windowBegin + static_cast<std::int64_t>(seconds * 1e9);
   }
+  go.store(true);
+  auto sleepUntil = [&](std::int64_t t) {
+    while (!stop.load()) {
+      const std::int64_t left = t - nowNs();
+      if (left <= 0) break;
+      std::this_thread::sleep_for(
+          std::chrono::nanoseconds(std::min<std::int64_t>(left, 5000000)));
+    }
+  };
+  sleepUntil(windowBegin);
+  if (hooks.atBegin && !stop.load()) hooks.atBegin();
+  sleepUntil(windowEnd);
+  if (hooks.atEnd && !stop.load()) hooks.atEnd();
   stop.store(true);
   for (auto& th : pool) th.join();
   if (failure) std::rethrow_exception(failure);
@@ -295,6 +353,10 @@ RunStats timedRun(int threads, double seconds, double warmup,
   for (const auto& mine : spans) {
     stats.allOps += mine.size();
     for (const Span& s : mine) {
+      if (s.end >= windowBegin && s.end < windowEnd) {
+        ++stats.endedInWindow;
+        ++stats.endedByTag[s.tag];
+      }
       if (s.begin >= windowBegin && s.end <= windowEnd) {
         ++stats.ops;
         ++stats.byTag[s.tag];
@@ -310,6 +372,8 @@ void merge(RunStats& into, const RunStats& from) {
   into.ops += from.ops;
   into.cpuSeconds += from.cpuSeconds;
   into.allOps += from.allOps;
+  into.endedInWindow += from.endedInWindow;
+  for (int i = 0; i < 4; ++i) into.endedByTag[i] += from.endedByTag[i];
   for (int i = 0; i < 4; ++i) into.byTag[i] += from.byTag[i];
   into.latency.append(from.latency);
 }

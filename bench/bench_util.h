@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dlm_bench {
@@ -23,8 +24,8 @@ std::int64_t nowNs();
 // Command-line flags, db_bench style: --name=value.
 struct Flags {
   std::vector<std::string> benchmarks{
-      "cycle",   "roundtrips", "handoff", "contended", "scale", "procs",
-      "readers", "extend",     "pooler",  "events",    "junk",  "guard"};
+      "cost",   "cycle", "roundtrips", "handoff", "scale", "procs",
+      "readers", "pooler", "events",    "junk",  "guard"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
   double seconds = 4;
@@ -57,6 +58,19 @@ struct Flags {
   std::string resultsDir;  // empty: print only
   std::string command;     // the command line to quote in latest.md
   std::string note;        // conditions to quote in latest.md
+  // The cost workloads (pg_cost.cpp): the metered window of each slice,
+  // and the commands that start / stop a synchronous standby of the
+  // cluster (empty: the standby condition does not run).
+  double costSeconds = 1.2;
+  int costRounds = 3;
+  std::string standbyStart;
+  std::string standbyStop;
+  int keepaliveLocks = 1000;
+  // Internal: a child process of the cost workload (--child=cycle).
+  std::string child;
+  std::string childVariant;
+  std::string childApp;
+  int childIndex = 0;
 
   bool wants(const std::string& benchmark) const;
   bool wantsStore(const std::string& store) const;
@@ -91,6 +105,10 @@ struct RunStats {
   // operation, which a noisy machine disturbs far less than throughput.
   double cpuSeconds = 0;
   std::uint64_t allOps = 0;
+  // Operations that ended inside the window, wherever they began (what a
+  // cost measured over the window is divided by).
+  std::uint64_t endedInWindow = 0;
+  std::uint64_t endedByTag[4] = {0, 0, 0, 0};
   double opsPerSec() const { return seconds > 0 ? ops / seconds : 0; }
   double cpuUsPerOp() const { return allOps ? cpuSeconds * 1e6 / allOps : 0; }
 };
@@ -106,6 +124,21 @@ using Operation = std::function<int()>;
 // the window count. Exceptions in a worker end the run and are rethrown.
 RunStats timedRun(int threads, double seconds, double warmup,
                   const std::function<Operation(int)>& makeWorker);
+
+// What a metered run does at the edges of its window (all optional).
+struct WindowHooks {
+  // Called once every worker is ready; returns the window [begin, end) in
+  // nowNs() time. Default: the warm-up, then `seconds`.
+  std::function<std::pair<std::int64_t, std::int64_t>()> schedule;
+  // Called on the calling thread at the window's start and end, while the
+  // workers run (no worker stops, so no connection closes, before atEnd
+  // returns).
+  std::function<void()> atBegin;
+  std::function<void()> atEnd;
+};
+RunStats timedRun(int threads, double seconds, double warmup,
+                  const std::function<Operation(int)>& makeWorker,
+                  const WindowHooks& hooks);
 
 // Adds `from` to `into` (ops, seconds, samples).
 void merge(RunStats& into, const RunStats& from);

@@ -10,6 +10,9 @@
 #include <thread>
 
 #include "bench_util.h"
+#ifdef DLM_BENCH_POSTGRES
+#include "pg_cost.h"
+#endif
 #include "speed_targets.h"
 #include "workloads.h"
 
@@ -50,6 +53,17 @@ void writeHandoffData(const std::string& dir, const dlm_bench::Flags& flags,
 int main(int argc, char** argv) {
   using namespace dlm_bench;
   const Flags flags = parseFlags(argc, argv);
+#ifdef DLM_BENCH_POSTGRES
+  if (!flags.child.empty()) {
+    // A child process of the cost workload: its stdout is its parent's.
+    try {
+      return runCostChild(flags);
+    } catch (const std::exception& e) {
+      std::cerr << "dlm_bench child: " << e.what() << std::endl;
+      return 1;
+    }
+  }
+#endif
   Report report;
   Machine machine;
   machine.cpu = cpuModel();

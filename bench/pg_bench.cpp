@@ -5,10 +5,12 @@
 #include <dlm/postgres_store.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
 #include "pg_common.h"
+#include "pg_cost.h"
 #include "pg_raw.h"
 #include "pg_shedlock.h"
 #include "pg_skeleton.h"
@@ -27,8 +29,10 @@ std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
     const dlm::LockConfiguration& config, bool migrate,
     const std::string& schema, bool poolerSafe,
-    std::shared_ptr<dlm::LockEventHandler> events) {
+    std::shared_ptr<dlm::LockEventHandler> events,
+    const std::string& applicationName) {
   dlm::PostgresStoreOptions o;
+  if (!applicationName.empty()) o.applicationName = applicationName;
   o.connection = conninfo;
   o.poolSize = pool;
   o.schema = schema;
@@ -105,7 +109,17 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
     std::cout << "after the schema: " << f.pgAfterSchema << std::endl;
   }
 
-  if (f.wants("cycle")) runCycle(ctx);
+  // cost measures the PostgreSQL cycle, contended and extend (rates and
+  // what the server pays); the older lines run when asked for without it.
+  const bool cost = f.wants("cost");
+  std::unique_ptr<PgConn> meterConn;
+  std::unique_ptr<ServerMeter> meter;
+  if (cost) {
+    meterConn = std::make_unique<PgConn>(f.pgConnection);
+    meter = std::make_unique<ServerMeter>(*meterConn);
+    runCost(ctx, *meter, "local");
+  }
+  if (f.wants("cycle") && !cost) runCycle(ctx);
   if (f.wants("roundtrips")) runRoundTrips(ctx, admin);
   if (f.wants("contended")) runContended(ctx);
   if (f.wants("extend")) runExtend(ctx);
@@ -134,6 +148,35 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
       b << "# rows depth p50_ms p99_ms (PostgreSQL, 1 thread)\n";
       for (const auto& l : depthDat) b << l << "\n";
     }
+  }
+  // The same cost workloads with commits waiting for a synchronous standby
+  // on loopback (how production runs it), last, so the other workloads ran
+  // on the local disk alone.
+  if (cost && !f.standbyStart.empty()) {
+    std::cout << "=== synchronous standby: " << f.standbyStart << std::endl;
+    if (std::system(f.standbyStart.c_str()) != 0) {
+      throw std::runtime_error("could not start the standby: " +
+                               f.standbyStart);
+    }
+    std::cout << fmt::format("synchronous_standby_names = '{}', sync "
+                             "standbys: {}",
+                             admin.value("SHOW synchronous_standby_names"),
+                             admin.value("SELECT count(*) FROM "
+                                         "pg_stat_replication WHERE "
+                                         "sync_state = 'sync'"))
+              << std::endl;
+    try {
+      runCost(ctx, *meter, "sync standby");
+    } catch (...) {
+      if (!f.standbyStop.empty() && std::system(f.standbyStop.c_str()) != 0) {
+        std::cerr << "dlm_bench: could not stop the standby" << std::endl;
+      }
+      throw;
+    }
+    if (!f.standbyStop.empty() && std::system(f.standbyStop.c_str()) != 0) {
+      std::cerr << "dlm_bench: could not stop the standby" << std::endl;
+    }
+    meter->refreshShared();
   }
   // Baseline e's table goes with the run (the database itself is dropped
   // when the next run starts).

@@ -42,7 +42,8 @@ std::unique_ptr<dlm::DistributedLockManager> makeManager(
     const std::string& conninfo, std::size_t pool, const std::string& client,
     const dlm::LockConfiguration& config, bool migrate = false,
     const std::string& schema = "", bool poolerSafe = false,
-    std::shared_ptr<dlm::LockEventHandler> events = nullptr);
+    std::shared_ptr<dlm::LockEventHandler> events = nullptr,
+    const std::string& applicationName = "");
 
 // The scoped key the library builds for `id` of `client` (DC level).
 std::string key(const std::string& client, const std::string& id);
@@ -54,6 +55,15 @@ Result fromStats(const std::string& workload, const std::string& config,
 // of a random id of its pool of `keys` (random sequence from seed + t).
 Operation libraryCycle(dlm::DistributedLockManager* m, int t, int keys,
                        std::uint64_t seed);
+// Existing, free rows for the cycle's keys of threads 0..maxThreads-1 of
+// the library ("lib"), (a), (b), (f), (d) and (e); VACUUM ANALYZE; CHECKPOINT.
+void prefillCycleRows(const Ctx& ctx, int maxThreads);
+// One cycle worker of thread t: variant 0 the library (through m), 1-6
+// baselines a-f, each on its own keys of thread t, connected through
+// `conninfo`.
+Operation cycleWorker(const Ctx& ctx, int variant, int t,
+                      const std::string& conninfo,
+                      dlm::DistributedLockManager* m);
 
 inline constexpr const char* kShedLockCycleNote =
     "raw libpq (ShedLock's statements): UPDATE .. WHERE name = $1 AND "

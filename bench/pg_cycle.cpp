@@ -22,8 +22,6 @@
 namespace dlm_bench::pg {
 
 using std::chrono::milliseconds;
-namespace {
-
 void prefillCycleRows(const Ctx& ctx, int maxThreads) {
   PgConn c(ctx.conninfo);
   const int keys = ctx.flags.keys;
@@ -53,11 +51,13 @@ void prefillCycleRows(const Ctx& ctx, int maxThreads) {
   c.exec("CHECKPOINT");
 }
 
-// The cycle's variants: 0 the library (through m), 1-6 baselines a-f, each
-// on its own keys of thread t, connected through `conninfo`.
+namespace {
+
 constexpr int kCycleVariants = 7;
 const char* const kCycleVariantNames[kCycleVariants] = {
     "dlm", "base_a", "base_b", "base_c", "base_d", "base_e", "base_f"};
+
+}  // namespace
 
 Operation cycleWorker(const Ctx& ctx, int variant, int t,
                       const std::string& conninfo,
@@ -133,8 +133,6 @@ Operation cycleWorker(const Ctx& ctx, int variant, int t,
     }
   }
 }
-
-}  // namespace
 
 void serverSlices(
     const Ctx& ctx, const std::vector<ServerVariant>& variants,

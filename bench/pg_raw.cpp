@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "proc_meter.h"
+
 namespace dlm_bench {
 
 PgConn::PgConn(const std::string& conninfo) {
@@ -17,6 +19,10 @@ PgConn::PgConn(const std::string& conninfo) {
   // Silence NOTICEs (DROP ... IF EXISTS and the like).
   PQsetNoticeProcessor(
       conn_, [](void*, const char*) {}, nullptr);
+  // A metered run counts the CPU of the backend serving this connection.
+  if (BackendRegistry::global().collecting()) {
+    BackendRegistry::global().add(std::stoi(value("SELECT pg_backend_pid()")));
+  }
 }
 
 PgConn::~PgConn() {

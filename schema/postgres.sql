@@ -512,6 +512,32 @@ $$;
 
 COMMENT ON FUNCTION dlm_cancel_requests(p_key text, p_owner text) IS 'dlm (admin): deletes the requests of a key (or of one owner on it).';
 
+-- dlm_check_batch (internal): refuses (22023) a batch whose arrays differ
+-- in length, or longer than max_keys_per_call.
+CREATE FUNCTION dlm_check_batch(p_n integer, p_lengths integer[]) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_max integer := coalesce((SELECT m.max_keys_per_call FROM dlm_limits m
+                              WHERE m.id), 64);
+BEGIN
+  IF p_n IS NULL OR p_n = 0
+     OR EXISTS (SELECT 1 FROM unnest(p_lengths) AS u (n)
+                 WHERE u.n IS DISTINCT FROM p_n) THEN
+    RAISE EXCEPTION 'dlm: a batch''s arrays must be non-empty and of one length'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF p_n > v_max THEN
+    RAISE EXCEPTION 'dlm: a batch of % keys (limit max_keys_per_call = %)', p_n, v_max
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Send fewer keys per call; an admin can raise the limit (UPDATE dlm_limits SET max_keys_per_call = ...).';
+  END IF;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_check_batch(p_n integer, p_lengths integer[]) IS 'dlm (internal): refuses a batch of arrays of different lengths or of more than max_keys_per_call keys (22023).';
+
 -- dlm_check_key (internal): refuses (22023) text that is not a key of one
 -- client: DC#<farm>#<client>#<id> or XDC#<client>#<id>, none of them empty.
 CREATE FUNCTION dlm_check_key(p_key text) RETURNS void
@@ -971,6 +997,78 @@ END
 $$;
 
 COMMENT ON FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
+
+-- dlm_extend_each: see the header. Each key's answer: 'extended' with the
+-- new expiry, 'lost' (the token no longer holds the key), 'single' (its
+-- row locked elsewhere, or a check that did not pass: sent to dlm_extend
+-- alone, which answers or raises as it does). Durable.
+CREATE FUNCTION dlm_extend_each(p_keys text[], p_tokens text[], p_ttl_ms bigint[]) RETURNS TABLE(ord integer, outcome text, expires_at_ms bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_n       integer := cardinality(p_keys);
+  v_done    bigint[];
+  v_until   bigint[];
+  v_locked  text[];
+  v_void    text;
+BEGIN
+  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_tokens),
+                                     cardinality(p_ttl_ms)]);
+  IF current_setting('synchronous_commit') = 'off' THEN
+    v_void := set_config('synchronous_commit', 'on', true);
+  END IF;
+  -- dlm_extend's conditions per key (the TTL within the cap, the login
+  -- still a member of the role its client is bound to).
+  WITH extended AS (
+    UPDATE dlm_locks l
+       SET expires_at = clock_timestamp() + u.ttl * interval '1 millisecond',
+           ttl_ms = u.ttl
+      FROM unnest(p_keys, p_tokens, p_ttl_ms) WITH ORDINALITY AS u (k, t, ttl, i),
+           (SELECT k.resource FROM dlm_locks k
+             WHERE k.resource = ANY (p_keys)
+             ORDER BY k.resource
+               FOR NO KEY UPDATE OF k SKIP LOCKED) AS mine
+     WHERE mine.resource = u.k AND l.resource = u.k
+       AND l.token = u.t AND l.status = 'HELD'
+       AND u.ttl > 0
+       AND u.ttl <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
+                               WHERE m.id), 31536000000)
+       AND NOT EXISTS (SELECT 1 FROM dlm_clients c
+                        WHERE c.client_id = dlm_scope_client(dlm_key_scope(u.k))
+                          AND NOT pg_has_role(session_user, c.role_oid, 'MEMBER'))
+    RETURNING u.i, floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms)
+  SELECT array_agg(e.i), array_agg(e.until_ms) INTO v_done, v_until
+    FROM extended e;
+  IF coalesce(cardinality(v_done), 0) = v_n THEN
+    RETURN QUERY SELECT d.i::integer, 'extended'::text, d.until_ms
+                   FROM unnest(v_done, v_until) AS d (i, until_ms) ORDER BY d.i;
+    RETURN;
+  END IF;
+  -- The others: locked now, and not this token's HELD row: lost; this
+  -- token's (a check refused it) or not lockable: the single call.
+  SELECT array_agg(q.resource) INTO v_locked
+    FROM (SELECT k.resource FROM dlm_locks k
+           WHERE k.resource = ANY (p_keys)
+           ORDER BY k.resource
+             FOR NO KEY UPDATE OF k SKIP LOCKED) AS q;
+  RETURN QUERY
+    SELECT u.i::integer,
+           CASE WHEN d.n IS NOT NULL THEN 'extended'
+                WHEN NOT u.k = ANY (coalesce(v_locked, '{}')) THEN 'single'
+                WHEN l.status = 'HELD' AND l.token = u.t THEN 'single'
+                ELSE 'lost' END,
+           v_until[d.n]
+      FROM unnest(p_keys, p_tokens) WITH ORDINALITY AS u (k, t, i)
+      LEFT JOIN LATERAL (SELECT array_position(v_done, u.i) AS n) AS d
+        ON d.n IS NOT NULL
+      LEFT JOIN dlm_locks l ON d.n IS NULL AND l.resource = u.k
+     ORDER BY u.i;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_extend_each(p_keys text[], p_tokens text[], p_ttl_ms bigint[]) IS 'dlm (client): token-conditional EXCLUSIVE lease extensions, set-based; each answered extended, lost or single.';
 
 -- dlm_extend_shared: as in V8, after FOR KEY SHARE on the key's row, so an
 -- EXCLUSIVE takeover of the key (FOR UPDATE on that row) and the extension
@@ -1838,6 +1936,78 @@ $$;
 
 COMMENT ON FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release, lazily committed; wakes waiters.';
 
+-- dlm_release_each: see the header. Each key's answer: 'released' (freed,
+-- or already freed by this token), 'lost' (another acquisition took it
+-- over), 'single' (its row was locked elsewhere or is missing: sent to
+-- dlm_release alone). Wakes the waiters of each freed key as dlm_release.
+CREATE FUNCTION dlm_release_each(p_keys text[], p_tokens text[], p_desc_end text[]) RETURNS TABLE(ord integer, outcome text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_n      integer := cardinality(p_keys);
+  v_freed  bigint[];
+  v_wake     text[];
+  v_lockable text[];
+  v_void     text;
+BEGIN
+  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_tokens),
+                                     cardinality(p_desc_end)]);
+  v_void := set_config('synchronous_commit', 'off', true);
+  -- Rows locked in key order, those locked elsewhere skipped; FOR NO KEY
+  -- UPDATE, the lock the single release's UPDATE takes, so a descendant's
+  -- acquirer (FOR KEY SHARE) does not push a key out of the batch.
+  WITH freed AS (
+    UPDATE dlm_locks l
+       SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
+      FROM unnest(p_keys, p_tokens, p_desc_end) WITH ORDINALITY AS u (k, t, de, i),
+           (SELECT k.resource FROM dlm_locks k
+             WHERE k.resource = ANY (p_keys)
+             ORDER BY k.resource
+               FOR NO KEY UPDATE OF k SKIP LOCKED) AS mine
+     WHERE mine.resource = u.k AND l.resource = u.k
+       AND l.token = u.t AND l.status = 'HELD'
+    RETURNING u.i, l.resource,
+              EXISTS (SELECT 1 FROM dlm_lock_requests r
+                       WHERE r.resource >= u.k
+                         AND r.resource < coalesce(u.de, u.k || chr(1))
+                         AND r.expires_at > clock_timestamp()) AS wake)
+  SELECT array_agg(f.i), array_agg(f.resource) FILTER (WHERE f.wake)
+    INTO v_freed, v_wake
+    FROM freed f;
+  IF v_wake IS NOT NULL THEN
+    PERFORM pg_notify('dlm_release', dlm_release_payload(w.k))
+       FROM unnest(v_wake) AS w (k);
+  END IF;
+  IF coalesce(cardinality(v_freed), 0) = v_n THEN
+    RETURN QUERY SELECT f.i::integer, 'released'::text
+                   FROM unnest(v_freed) AS f (i) ORDER BY f.i;
+    RETURN;
+  END IF;
+  -- Not all freed: the others' rows, where they can be locked now, say why
+  -- (a row freed meanwhile by its own token's earlier call: released; one
+  -- this token still holds, unlocked only now: the single call).
+  SELECT array_agg(q.resource) INTO v_lockable
+    FROM (SELECT k.resource FROM dlm_locks k
+           WHERE k.resource = ANY (p_keys)
+           ORDER BY k.resource
+             FOR NO KEY UPDATE OF k SKIP LOCKED) AS q;
+  RETURN QUERY
+    SELECT u.i::integer,
+           CASE WHEN u.i = ANY (coalesce(v_freed, '{}')) THEN 'released'
+                WHEN NOT u.k = ANY (coalesce(v_lockable, '{}')) THEN 'single'
+                WHEN l.token = u.t AND l.status = 'HELD' THEN 'single'
+                WHEN l.token = u.t THEN 'released'
+                ELSE 'lost' END
+      FROM unnest(p_keys, p_tokens) WITH ORDINALITY AS u (k, t, i)
+      LEFT JOIN dlm_locks l ON l.resource = u.k
+     ORDER BY u.i;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_release_each(p_keys text[], p_tokens text[], p_desc_end text[]) IS 'dlm (client): token-conditional EXCLUSIVE releases of keys of depth one, set-based, lazily committed; each answered released, lost or single.';
+
 -- dlm_release_hints (client): the hints of p_key and of its ancestors, as
 -- dlm_release_payload sends them, for a waiter to match payloads with.
 -- Checked as a wait is (and binds an unbound client at first use, as a
@@ -2692,6 +2862,218 @@ $$;
 
 COMMENT ON FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) IS 'dlm (client): one attempt to take a lock in either mode, hierarchy protocol and fair queueing, one transaction; one row of OUT parameters.';
 
+-- dlm_try_acquire_all: every key or none. p_paths[i] and p_crcs[i] are the
+-- text[] and bigint[] literals dlm_try_acquire takes as p_keys and p_crcs
+-- (ancestors root first, the key last); the keys are taken in the order
+-- given, which the library makes key order. Returns one row per key when
+-- all were taken; one row with acquired false and the first refusal's
+-- blocked_by and queued when not, having undone what it took. An error of
+-- any key is raised, undoing all.
+CREATE FUNCTION dlm_try_acquire_all(p_paths text[], p_crcs text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_shared boolean[], p_host text, p_pid bigint) RETURNS TABLE(ord integer, acquired boolean, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, blocked_by text, queued boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_n       integer := cardinality(p_paths);
+  v_i       integer;
+  v_r       record;
+  v_tokens  bigint[] := '{}';
+  v_at      bigint[] := '{}';
+  v_until   bigint[] := '{}';
+  v_blocked text;
+  v_queued  boolean;
+  v_key     text;
+  v_path    text[];
+BEGIN
+  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_crcs),
+    cardinality(p_desc_begin), cardinality(p_desc_end), cardinality(p_owners),
+    cardinality(p_tokens), cardinality(p_ttl_ms), cardinality(p_shared)]);
+  BEGIN
+    FOR v_i IN 1 .. v_n LOOP
+      v_path := p_paths[v_i]::text[];
+      v_key := v_path[cardinality(v_path)];
+      SELECT * INTO v_r
+        FROM dlm_try_acquire(p_paths[v_i]::text[], p_crcs[v_i]::bigint[],
+                             p_desc_begin[v_i], p_desc_end[v_i], p_owners[v_i],
+                             p_tokens[v_i], p_ttl_ms[v_i], p_host, p_pid,
+                             p_shared[v_i]);
+      IF NOT v_r.acquired THEN
+        v_blocked := v_r.blocked_by;
+        v_queued := v_r.queued;
+        -- Undoes this block's grants (the subtransaction), keeps the answer.
+        RAISE EXCEPTION USING ERRCODE = 'DL002';
+      END IF;
+      v_tokens := v_tokens || v_r.fencing_token;
+      v_at := v_at || v_r.acquired_at_ms;
+      v_until := v_until || v_r.expires_at_ms;
+    END LOOP;
+  EXCEPTION
+    WHEN SQLSTATE 'DL002' THEN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      RETURN QUERY SELECT 0, false, NULL::bigint, NULL::bigint, NULL::bigint,
+                          v_blocked, v_queued;
+      RETURN;
+    -- Someone else's open transaction holds a row a key needs past
+    -- lock_timeout: that key is busy, as dlm_try_acquire's caller hears it.
+    WHEN lock_not_available THEN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      RETURN QUERY SELECT 0, false, NULL::bigint, NULL::bigint, NULL::bigint,
+                          v_key, false;
+      RETURN;
+  END;
+  RETURN QUERY
+    SELECT g.i::integer, true, v_tokens[g.i], v_at[g.i], v_until[g.i],
+           NULL::text, false
+      FROM generate_series(1, v_n) AS g (i);
+END
+$$;
+
+COMMENT ON FUNCTION dlm_try_acquire_all(p_paths text[], p_crcs text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_shared boolean[], p_host text, p_pid bigint) IS 'dlm (client): several keys in either mode, all or none, in one transaction, each through dlm_try_acquire in the order given.';
+
+-- dlm_try_acquire_each: see the header. p_desc_begin/p_desc_end: each
+-- key's descendant range (NULL without hierarchy), as dlm_try_acquire
+-- takes them. Rows in ord order of the arguments (1-based).
+CREATE FUNCTION dlm_try_acquire_each(p_keys text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_host text, p_pid bigint) RETURNS TABLE(ord integer, outcome text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_n       integer := cardinality(p_keys);
+  v_locked  bigint[];
+  v_granted bigint[];
+  v_tokens  bigint[];
+  v_at      bigint[];
+  v_until   bigint[];
+  v_void    text;
+BEGIN
+  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_desc_begin),
+    cardinality(p_desc_end), cardinality(p_owners), cardinality(p_tokens),
+    cardinality(p_ttl_ms)]);
+  -- Durable whatever the default (see V3).
+  IF current_setting('synchronous_commit') = 'off' THEN
+    v_void := set_config('synchronous_commit', 'on', true);
+  END IF;
+  -- Tenancy, limits and the row locks, as dlm_try_acquire's first
+  -- statement at depth one: the conditions filter the rows before they are
+  -- locked, so a key that fails them locks nothing. Rows locked in key
+  -- order; rows locked by someone else skipped. The login's holds are
+  -- counted once, as if every key of the batch were granted.
+  SELECT array_agg(q.i) INTO v_locked
+    FROM (SELECT u.i
+            FROM unnest(p_keys, p_desc_begin, p_desc_end, p_owners, p_tokens,
+                        p_ttl_ms) WITH ORDINALITY AS u (k, db, de, o, t, ttl, i)
+            JOIN dlm_locks l ON l.resource = u.k
+            JOIN dlm_clients c ON c.client_id = dlm_scope_client(dlm_key_scope(u.k))
+            JOIN dlm_limits m ON m.id
+           WHERE u.ttl > 0 AND u.ttl <= m.max_ttl_ms
+             AND octet_length(u.k) <= m.max_key_bytes
+             AND octet_length(u.o) <= m.max_owner_bytes
+             AND octet_length(u.t) <= m.max_token_bytes
+             AND octet_length(coalesce(p_host, '')) <= m.max_host_bytes
+             AND c.hierarchy = (u.db IS NOT NULL)
+             AND (c.separator IS NULL
+                  OR (u.db = u.k || c.separator
+                      AND u.de = u.k || chr(ascii(c.separator) + 1)
+                      AND position(c.separator IN
+                            substr(u.k, length(dlm_key_scope(u.k)) + 1)) = 0))
+             AND pg_has_role(session_user, c.role_oid, 'MEMBER')
+             AND (SELECT count(*) FROM (
+                    SELECT 1 FROM dlm_locks h
+                     WHERE h.holder_login = session_user::text AND h.status = 'HELD'
+                       AND h.expires_at > clock_timestamp()
+                     LIMIT (SELECT n.max_holds_per_login FROM dlm_limits n
+                             WHERE n.id)) AS z) + v_n <= m.max_holds_per_login
+           ORDER BY l.resource
+             FOR UPDATE OF l SKIP LOCKED) AS q;
+
+  -- The grant, in a statement of its own (a fresh snapshot: it sees what
+  -- committed while the row locks were taken): every locked key whose row
+  -- is free, expired or not this token's, with nothing on its descendants,
+  -- no SHARED hold on it or under it and no live request of another owner
+  -- (dlm_try_acquire's fast path). A waiter's own request ends with it.
+  IF v_locked IS NOT NULL THEN
+    WITH granted AS (
+      UPDATE dlm_locks l
+         SET status = 'HELD', owner_id = dlm_owner_digest(u.o), token = u.t,
+             fencing_token = greatest(l.fencing_token,
+                                      (SELECT f.floor_token FROM dlm_fencing_floor f
+                                        WHERE f.id)) + 1,
+             (acquired_at, expires_at) =
+               (SELECT g.at, g.at + u.ttl * interval '1 millisecond'
+                  FROM (SELECT clock_timestamp() AS at) AS g),
+             ttl_ms = u.ttl,
+             holder_host = p_host, holder_pid = p_pid,
+             holder_ip = inet_client_addr(), holder_login = session_user
+        FROM unnest(p_keys, p_desc_begin, p_desc_end, p_owners, p_tokens,
+                    p_ttl_ms) WITH ORDINALITY AS u (k, db, de, o, t, ttl, i)
+       WHERE u.i = ANY (v_locked) AND l.resource = u.k
+         AND (l.status IS DISTINCT FROM 'HELD'
+              OR (l.token IS DISTINCT FROM u.t
+                  AND l.expires_at <= clock_timestamp()))
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_locks a
+                WHERE a.resource >= u.db AND a.resource < u.de
+                  AND a.status = 'HELD')
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_shared_holds s
+                WHERE s.resource >= u.k
+                  AND s.resource < coalesce(u.de, u.k || chr(1)))
+         AND NOT EXISTS (
+               SELECT 1 FROM dlm_lock_requests r
+                WHERE r.resource >= u.k
+                  AND r.resource < coalesce(u.de, u.k || chr(1))
+                  AND r.owner_id <> dlm_owner_digest(u.o)
+                  AND r.expires_at > clock_timestamp())
+      RETURNING u.i, l.resource, l.owner_id, l.fencing_token,
+                floor(extract(epoch FROM l.acquired_at) * 1000)::bigint AS at_ms,
+                floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms,
+                EXISTS (SELECT 1 FROM dlm_lock_requests m
+                         WHERE m.resource = u.k AND m.owner_id = l.owner_id)
+                  AS requested),
+    ended AS (
+      DELETE FROM dlm_lock_requests r USING granted g
+       WHERE g.requested AND r.resource = g.resource AND r.owner_id = g.owner_id)
+    SELECT array_agg(g.i), array_agg(g.fencing_token), array_agg(g.at_ms),
+           array_agg(g.until_ms)
+      INTO v_granted, v_tokens, v_at, v_until
+      FROM granted g;
+  END IF;
+  -- Nothing granted: nothing a crash could lose changed (lazy commit).
+  IF v_granted IS NULL THEN
+    v_void := set_config('synchronous_commit', 'off', true);
+  END IF;
+
+  -- Each key's answer. A locked key not granted: this token's already (a
+  -- retry after a lost reply: answered as the first time), or held live
+  -- by another ('held'); anything else goes to the single call.
+  RETURN QUERY
+    SELECT u.i::integer,
+           CASE WHEN gi.n IS NOT NULL THEN 'acquired'
+                WHEN l.status = 'HELD' AND l.token = u.t THEN 'acquired'
+                WHEN l.status = 'HELD' AND l.expires_at > clock_timestamp()
+                  THEN 'held'
+                ELSE 'single' END,
+           CASE WHEN gi.n IS NOT NULL THEN v_tokens[gi.n]
+                WHEN l.status = 'HELD' AND l.token = u.t THEN l.fencing_token END,
+           CASE WHEN gi.n IS NOT NULL THEN v_at[gi.n]
+                WHEN l.status = 'HELD' AND l.token = u.t
+                  THEN floor(extract(epoch FROM l.acquired_at) * 1000)::bigint END,
+           CASE WHEN gi.n IS NOT NULL THEN v_until[gi.n]
+                WHEN l.status = 'HELD' AND l.token = u.t
+                  THEN floor(extract(epoch FROM l.expires_at) * 1000)::bigint END
+      FROM unnest(p_keys, p_tokens) WITH ORDINALITY AS u (k, t, i)
+      LEFT JOIN LATERAL (SELECT array_position(v_granted, u.i) AS n) AS gi
+        ON gi.n IS NOT NULL
+      LEFT JOIN dlm_locks l
+        ON gi.n IS NULL AND u.i = ANY (v_locked) AND l.resource = u.k
+     ORDER BY u.i;
+END
+$$;
+
+COMMENT ON FUNCTION dlm_try_acquire_each(p_keys text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_host text, p_pid bigint) IS 'dlm (client): EXCLUSIVE attempts on keys of depth one, set-based, each answered acquired, held or single (to be sent to dlm_try_acquire alone); rows locked elsewhere skipped.';
+
 -- dlm_unbind_client (admin): forgets the binding of p_client and its
 -- recorded hierarchy setting; the next acquire or wait under it binds it
 -- again (to its login). True if there was one.
@@ -2926,6 +3308,7 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_cancel_requests(text,text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_describe(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend(text,text,bigint) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend_each(text[],text[],bigint[]) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_extend_shared(text,text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_force_release(text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_guard_within(text,text,boolean) TO %2$I', v_schema, v_client);
@@ -2941,12 +3324,15 @@ BEGIN
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_register_wait(text,text[],text,text,text,bigint,boolean,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release(text,text,text[],text,text) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_each(text[],text[],text[]) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_hints(text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_shared(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_shared_within(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_release_within(text,text,text[],text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_schema_versions() TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_try_acquire(text[],bigint[],text,text,text,text,bigint,text,bigint,boolean) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_try_acquire_all(text[],text[],text[],text[],text[],text[],bigint[],boolean[],text,bigint) TO %2$I', v_schema, v_client);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_try_acquire_each(text[],text[],text[],text[],text[],bigint[],text,bigint) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_unbind_client(text) TO %2$I', v_schema, v_admin);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_unregister_wait(text,text) TO %2$I', v_schema, v_client);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %1$I.dlm_wait_cycle(text,text) TO %2$I', v_schema, v_client);
@@ -2982,4 +3368,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
          (15, 'limits on owner, token and host sizes', 4, 659704011),
          (16, 'first-use binding can be switched off', 4, 3051958215),
          (17, 'logins recorded, limits per login, client purge', 4, 4033752408),
-         (18, 'waiter deadlines recorded and listed', 4, 2367057277);
+         (18, 'waiter deadlines recorded and listed', 4, 2367057277),
+         (19, 'set-based batches and several locks at once', 4, 3704243786);

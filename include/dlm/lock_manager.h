@@ -137,12 +137,13 @@ class DLM_API DistributedLockManager {
   void tryAcquireAll(const std::vector<Lock*>& locks,
                      std::chrono::milliseconds ttl);
   // Attempts tryAcquireAll until it succeeds or `timeout` (default
-  // waitForLock) has passed, as acquireLock does (sleeps between attempts,
-  // woken by releases of the keys, a last attempt at the deadline; 0: one
-  // attempt). It holds nothing while it waits, so it records no request row
-  // and takes no place in the queue: a waiter of one key that keeps coming
-  // back can keep it waiting until its timeout. Throws LOCK_UNAVAILABLE on
-  // timeout.
+  // waitForLock) has passed: sleeps min(sleepBetweenRetries, time left)
+  // between attempts and makes a last attempt at the deadline (0: one
+  // attempt); returns or throws by timeout + operationTimeout. It holds
+  // nothing while it waits, so it records no request row and takes no place
+  // in the queue (no deadlock can involve it; a single-key waiter that keeps
+  // coming back can keep it waiting until its timeout). Throws
+  // LOCK_UNAVAILABLE on timeout.
   void acquireAll(const std::vector<Lock*>& locks);
   void acquireAll(const std::vector<Lock*>& locks,
                   std::chrono::milliseconds ttl);

@@ -128,9 +128,10 @@ struct DLM_API WaitRegistration {
 };
 
 // One lock's answer in a batch call (LockStore::tryAcquireEach,
-// releaseEach, extendEach): its own result, or the error that refused this
-// lock alone (tenancy, a limit, a key of no client). A failure of the whole
-// call (connection lost: no lock's outcome is known) is thrown instead.
+// releaseEach, extendEach): its own result, or the error of this lock alone
+// (tenancy, a limit, a key of no client; or transient: this lock's call was
+// cut off and its outcome is unknown). A failure of the whole call (no
+// lock's outcome is known) is thrown instead.
 struct DLM_API AcquireOutcome {
   AcquireResult result;
   std::optional<DLMException> error;
@@ -291,7 +292,7 @@ class DLM_API LockStore {
                                           std::chrono::milliseconds ttl,
                                           LockMode mode) = 0;
 
-  // Batch calls (schema version 19 on PostgreSQL, 7 on SQLite): the work of
+  // Batch calls (schema version 19 on PostgreSQL): the work of
   // several calls of one kind, each lock with its own outcome, in the
   // requests' order, exactly as the single call would answer it (same
   // rules, same limits, same checks of tenancy; an error refuses only its

@@ -204,6 +204,15 @@ class DLM_API PostgresStore final : public LockStore, public LockStoreAdmin {
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;
+  // Set-based (schema 19): see the batch functions in schema/postgres.sql.
+  std::vector<AcquireOutcome> tryAcquireEach(
+      const std::vector<AcquireRequest>& requests) override;
+  std::vector<ReleaseOutcome> releaseEach(
+      const std::vector<ReleaseRequest>& requests) override;
+  std::vector<ExtendOutcome> extendEach(
+      const std::vector<ExtendRequest>& requests) override;
+  AcquireAllResult tryAcquireAll(
+      const std::vector<AcquireRequest>& requests) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> holdersOf(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;

@@ -171,6 +171,30 @@ class DLM_API SqliteStore final : public LockStore, public LockStoreAdmin {
   std::optional<StoreTime> extend(std::string_view key, std::string_view token,
                                   std::chrono::milliseconds ttl,
                                   LockMode mode) override;
+  // The batch calls (see LockStore): one BEGIN IMMEDIATE transaction per
+  // batch, so one wait for the file's write lock and one COMMIT (one fsync
+  // for acquisitions and extensions; releases commit lazily, as release
+  // does). Each lock runs in key order under a savepoint of its own and is
+  // answered exactly as the single call would answer it, in the requests'
+  // order. A lock over a cap of dlm_limits gets its INVALID_ARGUMENT in its
+  // outcome, with nothing written for it, and the others go on. Any other
+  // failure (RETRIES_EXHAUSTED when the write lock stays taken past the
+  // thread's deadline or busyTimeout, as for the single calls; the file
+  // lost; I/O) is thrown and commits nothing. releaseEach wakes the waiters
+  // of every key it freed after the COMMIT, as release does (the wake file
+  // once for the batch).
+  std::vector<AcquireOutcome> tryAcquireEach(
+      const std::vector<AcquireRequest>& requests) override;
+  std::vector<ReleaseOutcome> releaseEach(
+      const std::vector<ReleaseRequest>& requests) override;
+  std::vector<ExtendOutcome> extendEach(
+      const std::vector<ExtendRequest>& requests) override;
+  // One BEGIN IMMEDIATE transaction, keys in key order: COMMIT when every
+  // lock is granted; otherwise ROLLBACK, so no other connection ever sees a
+  // part of the batch held, and the answer names what blocked the first
+  // lock refused (in key order), or the error of a lock is thrown.
+  AcquireAllResult tryAcquireAll(
+      const std::vector<AcquireRequest>& requests) override;
   std::optional<LockRecord> describe(std::string_view key) override;
   std::vector<LockRecord> holdersOf(std::string_view key) override;
   std::vector<LockRecord> listHeld(std::string_view keyPrefix) override;

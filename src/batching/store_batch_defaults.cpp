@@ -14,8 +14,6 @@ std::vector<AcquireOutcome> LockStore::tryAcquireEach(
     try {
       outcomes[i].result = tryAcquire(requests[i]);
     } catch (const DLMException& e) {
-      // A failure of the store itself is every later lock's failure too.
-      if (e.transient()) throw;
       outcomes[i].error = e;
     }
   }
@@ -30,7 +28,6 @@ std::vector<ReleaseOutcome> LockStore::releaseEach(
       outcomes[i].released =
           release(requests[i].key, requests[i].token, requests[i].mode);
     } catch (const DLMException& e) {
-      if (e.transient()) throw;
       outcomes[i].error = e;
     }
   }
@@ -45,7 +42,6 @@ std::vector<ExtendOutcome> LockStore::extendEach(
     try {
       outcomes[i].expiresAt = extend(r.key, r.token, r.ttl, r.mode);
     } catch (const DLMException& e) {
-      if (e.transient()) throw;
       outcomes[i].error = e;
     }
   }

@@ -89,49 +89,72 @@ void KeepAlive::renewAllNow() {
   changed_.notify_all();
 }
 
-bool KeepAlive::renew(KeepAliveEntry& e, SteadyTime deadline, bool* renewed) {
-  *renewed = false;
-  {
-    std::lock_guard<std::mutex> lock(e.mutex);
-    if (e.cancelled || e.lost) return false;
-    e.renewing = true;
+std::vector<KeepAlive::Renewal> KeepAlive::renewAll(
+    const std::vector<std::shared_ptr<KeepAliveEntry>>& due,
+    SteadyTime deadline) {
+  std::vector<Renewal> renewals;
+  std::vector<ExtendRequest> requests;
+  for (const auto& e : due) {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    if (e->cancelled || e->lost) continue;
+    e->renewing = true;
+    renewals.push_back(Renewal{e, false, false});
   }
+  // The entries' keys and tokens do not change while they are renewing.
+  requests.reserve(renewals.size());
+  for (const Renewal& r : renewals) {
+    requests.push_back(ExtendRequest{r.entry->key.key, r.entry->token,
+                                     r.entry->ttl, r.entry->mode});
+  }
+  if (renewals.empty()) return renewals;
   const SteadyTime started = std::chrono::steady_clock::now();
-  std::optional<StoreTime> expires;
-  bool failed = false;
-  bool transient = false;
+  std::vector<ExtendOutcome> outcomes(renewals.size());
   try {
-    // No manager-level retries here: a failed renewal is simply tried again
-    // at the next retry period while the lease lasts.
+    // One call for every lease due (the store's batch; no manager-level
+    // retries here: a failed renewal is simply tried again at the next
+    // retry period while the lease lasts).
     const DeadlineScope scope(deadline);
-    expires = store_.extend(e.key.key, e.token, e.ttl, e.mode);
+    outcomes = renewals.size() == 1
+                   ? std::vector<ExtendOutcome>(1)
+                   : store_.extendEach(requests);
+    if (renewals.size() == 1) {
+      const ExtendRequest& r = requests.front();
+      outcomes[0].expiresAt = store_.extend(r.key, r.token, r.ttl, r.mode);
+    }
   } catch (const DLMException& ex) {
-    failed = true;
-    transient = ex.transient();
-    emitStoreError(e, ex);
-  }
-  const SteadyTime now = std::chrono::steady_clock::now();
-  bool lost = false;
-  {
-    std::lock_guard<std::mutex> lock(e.mutex);
-    e.renewing = false;
-    if (!failed && expires) {
-      *renewed = true;
-      e.expiresAt = *expires;
-      e.leaseEnd = started + e.ttl;
-      e.nextRenewal = started + renewalPeriod(e.ttl);
-    } else if (failed && transient && now + retryPeriod(e.ttl) < e.lossAt()) {
-      e.nextRenewal = now + retryPeriod(e.ttl);
-    } else if (failed && transient && now < e.lossAt()) {
-      // One last try right before the loss time.
-      e.nextRenewal = e.lossAt();
-    } else {
-      e.lost = !e.cancelled;
-      lost = e.lost;
+    for (ExtendOutcome& o : outcomes) {
+      o.expiresAt.reset();
+      o.error = ex;
     }
   }
-  e.idle.notify_all();
-  return lost;
+  const SteadyTime now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < renewals.size(); ++i) {
+    KeepAliveEntry& e = *renewals[i].entry;
+    const ExtendOutcome& o = outcomes[i];
+    const bool failed = o.error.has_value();
+    const bool transient = failed && o.error->transient();
+    if (failed) emitStoreError(e, *o.error);
+    {
+      std::lock_guard<std::mutex> lock(e.mutex);
+      e.renewing = false;
+      if (!failed && o.expiresAt) {
+        renewals[i].renewed = true;
+        e.expiresAt = *o.expiresAt;
+        e.leaseEnd = started + e.ttl;
+        e.nextRenewal = started + renewalPeriod(e.ttl);
+      } else if (transient && now + retryPeriod(e.ttl) < e.lossAt()) {
+        e.nextRenewal = now + retryPeriod(e.ttl);
+      } else if (transient && now < e.lossAt()) {
+        // One last try right before the loss time.
+        e.nextRenewal = e.lossAt();
+      } else {
+        e.lost = !e.cancelled;
+        renewals[i].lost = e.lost;
+      }
+    }
+    e.idle.notify_all();
+  }
+  return renewals;
 }
 
 void KeepAlive::emit(const KeepAliveEntry& e, LockEventKind kind) {
@@ -227,14 +250,13 @@ void KeepAlive::run() {
     for (const auto& e : expired) {
       if (reportLost(*e)) emit(*e, LockEventKind::LEASE_LOST);
     }
-    for (const auto& e : due) {
-      const SteadyTime deadline =
-          std::min(deadlineAfter(operationTimeout_), earliestLoss);
-      bool renewed = false;
-      if (renew(*e, deadline, &renewed)) {
-        if (reportLost(*e)) emit(*e, LockEventKind::LEASE_LOST);
-      } else if (renewed) {
-        emit(*e, LockEventKind::LEASE_RENEWED);
+    const SteadyTime deadline =
+        std::min(deadlineAfter(operationTimeout_), earliestLoss);
+    for (const Renewal& r : renewAll(due, deadline)) {
+      if (r.lost) {
+        if (reportLost(*r.entry)) emit(*r.entry, LockEventKind::LEASE_LOST);
+      } else if (r.renewed) {
+        emit(*r.entry, LockEventKind::LEASE_RENEWED);
       }
     }
     lock.lock();

@@ -96,10 +96,18 @@ class KeepAlive {
 
  private:
   void run();
-  // Renews one entry under `deadline`; true when it was found lost.
-  // True when the lease turned out lost; *renewed when it was extended.
-  bool renew(KeepAliveEntry& entry, SteadyTime deadline, bool* renewed);
-  // False when the entry was cancelled meanwhile (nothing reported).
+  // What one renewal round did to an entry.
+  struct Renewal {
+    std::shared_ptr<KeepAliveEntry> entry;
+    bool renewed = false;  // extended
+    bool lost = false;     // found lost (report it)
+  };
+  // Renews every entry of `due` (not cancelled or lost) in one store call
+  // (LockStore::extendEach; a lone one with extend) under `deadline`; each
+  // entry's outcome is its own.
+  std::vector<Renewal> renewAll(
+      const std::vector<std::shared_ptr<KeepAliveEntry>>& due,
+      SteadyTime deadline);
   bool reportLost(KeepAliveEntry& entry);
   void emit(const KeepAliveEntry& entry, LockEventKind kind);
   // A STORE_ERROR event for a renewal the store failed.

@@ -25,9 +25,7 @@ using internal::blockedMessage;
 using internal::lockName;
 using std::chrono::milliseconds;
 
-namespace {
-
-void validateTtl(milliseconds ttl) {
+void internal::validateTtl(milliseconds ttl) {
   internal::requirePositive("ttl", ttl);
   if (ttl > internal::kMaxTtl) {
     throw DLMException(
@@ -35,6 +33,10 @@ void validateTtl(milliseconds ttl) {
         fmt::format("ttl of {} ms is over the 365-day limit", ttl.count()));
   }
 }
+
+namespace {
+
+using internal::validateTtl;
 
 [[noreturn]] void throwAlreadyHeld(const Lock& lock) {
   throw DLMException(

@@ -297,6 +297,13 @@ bool DistributedLockManager::Impl::releaseByToken(Lock& lock) {
   // the earlier try freed it (its reply was lost) and someone took the key
   // since. The hold was intact until the release, which is what true means.
   if (!freed && mayHaveRun && sentInLease) freed = true;
+  settleRelease(lock, freed, ttl, callStart);
+  return freed;
+}
+
+void DistributedLockManager::Impl::settleRelease(
+    Lock& lock, bool freed, milliseconds ttl,
+    std::chrono::steady_clock::time_point callStart) {
   if (freed) {
     const auto now = std::chrono::steady_clock::now();
     telemetry_->released(now - callStart);
@@ -313,7 +320,6 @@ bool DistributedLockManager::Impl::releaseByToken(Lock& lock) {
         ttl > milliseconds::zero() ? ttl : settings_.config.lockTtl);
   }
   lock.clearAcquisition();
-  return freed;
 }
 
 void DistributedLockManager::Impl::abandon(Lock& lock) noexcept {

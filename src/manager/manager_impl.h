@@ -30,6 +30,9 @@ class ReleaseWaitHub;
 
 // The longest TTL (and request lifetime) the manager accepts.
 constexpr std::chrono::milliseconds kMaxTtl = std::chrono::hours(24 * 365);
+// INVALID_ARGUMENT for a TTL that is not positive or over kMaxTtl.
+void validateTtl(std::chrono::milliseconds ttl);
+
 // How long a manager whose store could not subscribe it to release
 // announcements polls before it asks again (at its next wait).
 constexpr std::chrono::seconds kResubscribeAfter{30};
@@ -109,6 +112,13 @@ class DLM_HIDDEN DistributedLockManager::Impl {
                            Deadline deadline, bool related);
   // releaseLock's store call and report, for a lock held or pending.
   bool releaseByToken(Lock& lock);
+  // One tryAcquireAll store attempt under `deadline` for `locks` (checked
+  // by the caller); on success fills every lock, else says why not.
+  bool attemptAll(const std::vector<Lock*>& locks,
+                  std::chrono::milliseconds ttl, Refusal* refusal,
+                  Deadline deadline);
+  // releaseAll: the held locks of `locks` released in one store call.
+  std::size_t releaseAllByToken(const std::vector<Lock*>& locks);
   // The guard gave up releasing `lock`: release it by token in the
   // background, and forget it in the handle.
   void abandon(Lock& lock) noexcept;
@@ -129,6 +139,10 @@ class DLM_HIDDEN DistributedLockManager::Impl {
 
  private:
   void stopWatchingReleases();
+  // After a release's store call: reports a freed lock and remembers its
+  // lazily committed release; the handle holds nothing afterwards.
+  void settleRelease(Lock& lock, bool freed, std::chrono::milliseconds ttl,
+                     std::chrono::steady_clock::time_point callStart);
 
   const internal::ManagerSettings settings_;
   const Holder holder_;  // this host; the pid is read per attempt

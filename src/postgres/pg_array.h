@@ -16,6 +16,9 @@ namespace dlm::internal {
 // '{"a","b"}': each element in double quotes, with '"' and '\' escaped by a
 // backslash. '{}' for no elements.
 std::string textArrayLiteral(const std::vector<std::string_view>& items);
+// The same with SQL NULL for item i where isNull[i] (missing: not null).
+std::string textArrayLiteral(const std::vector<std::string_view>& items,
+                             const std::vector<bool>& isNull);
 
 // '{1,-2,3}'; '{}' for no elements.
 std::string bigintArrayLiteral(const std::vector<std::int64_t>& items);

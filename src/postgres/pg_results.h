@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dlm/lock_record.h"
+#include "dlm/lock_store_admin.h"
 #include "dlm/store_key.h"
 #include "postgres/pg_conn.h"
 

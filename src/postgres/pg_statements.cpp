@@ -113,6 +113,22 @@ const PgStatements& pgStatements() {
       // The database clock.
       {"dlm_now",
        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"},
+      // Batches (schema 19): one row per request, in order (ord, 1-based).
+      {"dlm_try_acquire_each",
+       "SELECT ord, outcome, fencing_token, acquired_at_ms, expires_at_ms "
+       "FROM dlm_try_acquire_each($1::text[], $2::text[], $3::text[], "
+       "$4::text[], $5::text[], $6::bigint[], $7, $8::bigint)"},
+      {"dlm_release_each",
+       "SELECT ord, outcome FROM dlm_release_each($1::text[], $2::text[], "
+       "$3::text[])"},
+      {"dlm_extend_each",
+       "SELECT ord, outcome, expires_at_ms FROM dlm_extend_each($1::text[], "
+       "$2::text[], $3::bigint[])"},
+      {"dlm_try_acquire_all",
+       "SELECT ord, acquired, fencing_token, acquired_at_ms, expires_at_ms, "
+       "blocked_by, queued FROM dlm_try_acquire_all($1::text[], $2::text[], "
+       "$3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], "
+       "$8::boolean[], $9, $10::bigint)"},
   };
   return kStatements;
 }

@@ -33,6 +33,11 @@ struct PgStatements {
   PreparedStatement purgeClient;
   PreparedStatement rebindClient;
   PreparedStatement now;
+  // Batches (schema 19).
+  PreparedStatement acquireEach;
+  PreparedStatement releaseEach;
+  PreparedStatement extendEach;
+  PreparedStatement acquireAll;
 };
 
 // The one set (built on first use).

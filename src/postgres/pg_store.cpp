@@ -120,6 +120,22 @@ std::optional<StoreTime> PostgresStore::extend(std::string_view key,
                                                LockMode mode) {
   return impl_->extend(key, token, ttl, mode);
 }
+std::vector<AcquireOutcome> PostgresStore::tryAcquireEach(
+    const std::vector<AcquireRequest>& requests) {
+  return impl_->tryAcquireEach(requests);
+}
+std::vector<ReleaseOutcome> PostgresStore::releaseEach(
+    const std::vector<ReleaseRequest>& requests) {
+  return impl_->releaseEach(requests);
+}
+std::vector<ExtendOutcome> PostgresStore::extendEach(
+    const std::vector<ExtendRequest>& requests) {
+  return impl_->extendEach(requests);
+}
+AcquireAllResult PostgresStore::tryAcquireAll(
+    const std::vector<AcquireRequest>& requests) {
+  return impl_->tryAcquireAll(requests);
+}
 std::optional<LockRecord> PostgresStore::describe(std::string_view key) {
   return impl_->describe(key);
 }

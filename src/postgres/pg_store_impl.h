@@ -86,6 +86,15 @@ class DLM_HIDDEN PostgresStore::Impl {
                                   std::chrono::milliseconds ttl,
                                   LockMode mode);
 
+  // pg_batch_calls.cpp
+  std::vector<AcquireOutcome> tryAcquireEach(
+      const std::vector<AcquireRequest>& requests);
+  std::vector<ReleaseOutcome> releaseEach(
+      const std::vector<ReleaseRequest>& requests);
+  std::vector<ExtendOutcome> extendEach(
+      const std::vector<ExtendRequest>& requests);
+  AcquireAllResult tryAcquireAll(const std::vector<AcquireRequest>& requests);
+
   std::optional<LockRecord> describe(std::string_view key);
 
   // Holds of one key (exact) or under a prefix (the prefix range is

@@ -1,5 +1,5 @@
 // The SQL text of the SQLite store's acquisition (sqlite_acquire.cpp,
-// conflicts.cpp) and release (sqlite_store.cpp), in one place. The
+// conflicts.cpp) and release (sqlite_release.cpp), in one place. The
 // benchmark's raw sqlite3 baseline runs these too (bench/CMakeLists.txt
 // makes its header from this file). Each is an inline constant: one address
 // program-wide, which is what Connection::statement caches prepared

@@ -115,11 +115,10 @@ void takeOverOtherHolds(Connection& c, const PathKey& path, LockMode mode,
 
 }  // namespace
 
-AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
-                        std::int64_t tokenFloor) {
+AcquireResult acquireWithin(Connection& c, const AcquireRequest& request,
+                            std::int64_t tokenFloor) {
   const StoreKey& key = request.key;
   AcquireResult result;
-  Transaction tx(c, Durability::kDurable);
   // Read the clock once the write lock is ours: BEGIN IMMEDIATE may have
   // waited for it, and the lease starts now, not when we asked.
   const std::int64_t now = nowMs();
@@ -128,10 +127,7 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
 
   // A retry is answered as the acquisition it repeats, whatever the caps
   // say now (a DBA may have lowered one since): the lock is held either way.
-  if (findRetried(c, request, result)) {
-    tx.commit();  // nothing changed
-    return result;
-  }
+  if (findRetried(c, request, result)) return result;  // nothing changed
   // Over a cap, nothing is written: checked before the rows are made.
   checkAcquireLimits(limits, key, request.ttl);
 
@@ -145,7 +141,6 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
   if (auto holds = conflictingHolds(c, path, request.mode, now, 1);
       !holds.empty()) {
     result.blockedBy = std::move(holds.front().key);
-    tx.commit();
     return result;
   }
   // Fair queueing: an older live request of another owner in the way goes
@@ -157,7 +152,6 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
       !queued.empty()) {
     result.queued = true;
     result.blockedBy = std::move(queued.front().key);
-    tx.commit();
     return result;
   }
 
@@ -193,11 +187,20 @@ AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
   } else {
     grantExclusive(c, request, fencing, now, expires);
   }
-  tx.commit();
   result.acquired = true;
   result.fencingToken = fencing;
   result.acquiredAt = fromMs(now);
   result.expiresAt = fromMs(expires);
+  return result;
+}
+
+AcquireResult acquireIn(Connection& c, const AcquireRequest& request,
+                        std::int64_t tokenFloor) {
+  Transaction tx(c, Durability::kDurable);
+  AcquireResult result = acquireWithin(c, request, tokenFloor);
+  // A refused attempt commits too: the rows it made for the key and its
+  // ancestors stay (they change nothing that anyone holds).
+  tx.commit();
   return result;
 }
 

@@ -293,4 +293,35 @@ void Transaction::commit() {
   open_ = false;
 }
 
+// --- Savepoint ---------------------------------------------------------------
+
+Savepoint::Savepoint(Connection& connection) : connection_(connection) {
+  connection_.statement("SAVEPOINT dlm_lock").run();
+  open_ = true;
+}
+
+Savepoint::~Savepoint() {
+  // Only while the enclosing transaction is still open: an error that made
+  // SQLite roll it back took the savepoint with it.
+  if (open_ && sqlite3_get_autocommit(connection_.handle()) == 0) {
+    // Failure here cannot be reported from a destructor; the Transaction
+    // around it rolls everything back next.
+    sqlite3_exec(connection_.handle(), "ROLLBACK TO dlm_lock; RELEASE dlm_lock",
+                 nullptr, nullptr, nullptr);
+  }
+}
+
+void Savepoint::release() {
+  connection_.statement("RELEASE dlm_lock").run();
+  open_ = false;
+}
+
+void Savepoint::rollback() {
+  // ROLLBACK TO undoes the work but keeps the savepoint open; RELEASE ends
+  // it (it has nothing left to keep).
+  connection_.statement("ROLLBACK TO dlm_lock").run();
+  connection_.statement("RELEASE dlm_lock").run();
+  open_ = false;
+}
+
 }  // namespace dlm::internal::sqlite

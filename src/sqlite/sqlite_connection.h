@@ -223,4 +223,29 @@ class Transaction {
   bool open_ = false;
 };
 
+// SAVEPOINT ... RELEASE inside an open Transaction: the work of one lock of
+// a batch, which rollback() undoes alone (ROLLBACK TO) when an error of its
+// own refuses that lock, while the batch's transaction goes on. Destroyed
+// without release() or rollback() (an exception left the scope), it rolls
+// back to the savepoint as best it can; the transaction it sits in is then
+// rolled back by its own Transaction anyway. One at a time per connection.
+class Savepoint {
+ public:
+  explicit Savepoint(Connection& connection);
+  Savepoint(const Savepoint&) = delete;
+  Savepoint& operator=(const Savepoint&) = delete;
+  ~Savepoint();
+
+  // Keeps the work done since the savepoint (in the enclosing transaction).
+  void release();
+  // Undoes the work done since the savepoint and ends it. Throws like
+  // Connection::check when SQLite cannot (the transaction is then in an
+  // unknown state: its Transaction rolls it back).
+  void rollback();
+
+ private:
+  Connection& connection_;
+  bool open_ = false;
+};
+
 }  // namespace dlm::internal::sqlite
