@@ -36,6 +36,7 @@
 #include "hold_log.h"
 #include "support/fake_store.h"
 #include "support/scheduling_lag.h"
+#include "support/single_call_batches.h"
 #include "support/test_stores.h"
 #include "temp_dir.h"
 
@@ -426,9 +427,9 @@ TEST(ContentionOnFakeStore, SixteenThreadsNeverOverlap) {
 
 // A store that grants every request (exclusion broken on purpose), to prove
 // that the scenario and the checker would notice.
-class GrantEverythingStore final : public LockStoreWrapper {
+class GrantEverythingStore final : public SingleCallBatches {
  public:
-  using LockStoreWrapper::LockStoreWrapper;
+  using SingleCallBatches::SingleCallBatches;
   AcquireResult tryAcquire(const AcquireRequest& r) override {
     AcquireResult result;
     result.acquired = true;

@@ -34,6 +34,19 @@ class EnvironmentDatabase final : public ContractDatabase {
   explicit EnvironmentDatabase(const std::string& name)
       : env_(makeEnvironment(name)) {}
   std::shared_ptr<LockStore> newStore() override { return env_->newStore(); }
+  std::string postgresSchema() const override {
+    return env_->postgresSchema();
+  }
+  // The login of "postgresql://ROLE@..." (the environments' URLs name it).
+  std::string clientRole() const override {
+    const std::string url = env_->url();
+    const auto scheme = url.find("://");
+    const auto at = url.find('@');
+    if (scheme == std::string::npos || at == std::string::npos || at < scheme) {
+      return "";
+    }
+    return url.substr(scheme + 3, at - scheme - 3);
+  }
 
  private:
   std::unique_ptr<StoreEnvironment> env_;
@@ -149,9 +162,17 @@ LockStore& StoreContract::store() {
 }
 
 std::shared_ptr<LockStore> StoreContract::otherStore() {
-  if (own_) return own_->newStore();
-  return sharedDatabase(GetParam()).newStore();
+  return database().newStore();
 }
+
+ContractDatabase& StoreContract::database() {
+  if (own_) return *own_;
+  return sharedDatabase(GetParam());
+}
+
+std::string StoreContract::postgresSchema() { return database().postgresSchema(); }
+
+std::string StoreContract::clientRole() { return database().clientRole(); }
 
 void StoreContract::freshDatabase() {
   ASSERT_EQ(store_, nullptr) << "freshDatabase() after store()";

@@ -52,6 +52,10 @@ class ContractDatabase {
  public:
   virtual ~ContractDatabase() = default;
   virtual std::shared_ptr<LockStore> newStore() = 0;
+  // PostgreSQL (and PgBouncer): the schema dlm lives in and the login role
+  // the stores use; "" elsewhere.
+  virtual std::string postgresSchema() const { return ""; }
+  virtual std::string clientRole() const { return ""; }
 };
 
 // A database of store kind `name`, fresh and private.
@@ -90,6 +94,11 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
   // From now on this test uses a database of its own (call before store()):
   // for purges and anything that counts rows of the whole database.
   void freshDatabase();
+  // PostgreSQL (and PgBouncer): the schema of the test's database and the
+  // login role its stores use (another session can lock rows there or end
+  // that role's backends); "" on the other stores.
+  std::string postgresSchema();
+  std::string clientRole();
 
   // "<suite>_<test name>#": every key of the test starts with it.
   std::string scope() const;
@@ -149,6 +158,8 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
   static constexpr std::chrono::milliseconds kShort{150};
 
  private:
+  ContractDatabase& database();
+
   std::unique_ptr<ContractDatabase> own_;
   // Who registered a wait, by the owner the listings show (waiting()).
   std::map<std::string, std::string> waiterNames_;

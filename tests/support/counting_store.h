@@ -1,21 +1,25 @@
 // A store decorator for tests: counts calls and throws queued failures
-// before forwarding to the wrapped store.
+// before forwarding to the wrapped store. Batch calls go one by one through
+// its single calls (support/single_call_batches.h), so the counts and the
+// failures see every lock; each batch call is counted too.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "dlm/error.h"
-#include "dlm/lock_store_wrapper.h"
+#include "support/single_call_batches.h"
 
 namespace dlm::test {
 
 // Counts calls and throws queued failures before forwarding.
-class CountingStore final : public LockStoreWrapper {
+class CountingStore final : public SingleCallBatches {
  public:
-  using LockStoreWrapper::LockStoreWrapper;
+  using SingleCallBatches::SingleCallBatches;
 
   std::atomic<int> calls{0};
   // tryAcquire calls that got past the queued failures.
@@ -23,6 +27,13 @@ class CountingStore final : public LockStoreWrapper {
   // Every tryAcquire call, failed ones too.
   std::atomic<int> acquireAttempts{0};
   std::atomic<int> releases{0};
+  // Batch calls (each lock of one is counted above as a single call too).
+  std::atomic<int> acquireBatches{0};
+  std::atomic<int> releaseBatches{0};
+  std::atomic<int> extendBatches{0};
+  std::atomic<int> acquireAllCalls{0};
+  // The most requests one batch call carried.
+  std::atomic<std::size_t> largestBatch{0};
 
   // The next calls (of any kind) throw these, in order.
   void failNext(DLMException e) {
@@ -52,8 +63,37 @@ class CountingStore final : public LockStoreWrapper {
     count();
     return LockStoreWrapper::extend(key, token, ttl, mode);
   }
+  std::vector<AcquireOutcome> tryAcquireEach(
+      const std::vector<AcquireRequest>& requests) override {
+    ++acquireBatches;
+    sized(requests.size());
+    return SingleCallBatches::tryAcquireEach(requests);
+  }
+  std::vector<ReleaseOutcome> releaseEach(
+      const std::vector<ReleaseRequest>& requests) override {
+    ++releaseBatches;
+    sized(requests.size());
+    return SingleCallBatches::releaseEach(requests);
+  }
+  std::vector<ExtendOutcome> extendEach(
+      const std::vector<ExtendRequest>& requests) override {
+    ++extendBatches;
+    sized(requests.size());
+    return SingleCallBatches::extendEach(requests);
+  }
+  AcquireAllResult tryAcquireAll(
+      const std::vector<AcquireRequest>& requests) override {
+    ++acquireAllCalls;
+    sized(requests.size());
+    return SingleCallBatches::tryAcquireAll(requests);
+  }
 
  private:
+  void sized(std::size_t n) {
+    std::size_t seen = largestBatch.load();
+    while (n > seen && !largestBatch.compare_exchange_weak(seen, n)) {
+    }
+  }
   void count() {
     ++calls;
     std::lock_guard<std::mutex> lock(mutex_);

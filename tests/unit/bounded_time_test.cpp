@@ -17,6 +17,7 @@
 #include "support/joining_thread.h"
 #include "support/owners.h"
 #include "support/recorded_events.h"
+#include "support/single_call_batches.h"
 
 namespace dlm {
 namespace {
@@ -38,9 +39,9 @@ DLMException noAnswer() {
 
 // Injects the faults of a store that stops answering, loses replies or
 // loses a lazily committed release.
-class FaultyStore final : public LockStoreWrapper {
+class FaultyStore final : public test::SingleCallBatches {
  public:
-  using LockStoreWrapper::LockStoreWrapper;
+  using SingleCallBatches::SingleCallBatches;
 
   // Every call waits for its deadline (at most 10 s without one), then
   // fails as a silent server's would.

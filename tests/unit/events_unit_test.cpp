@@ -18,6 +18,7 @@
 #include "support/error_code.h"
 #include "support/fake_store.h"
 #include "support/recorded_events.h"
+#include "support/single_call_batches.h"
 
 namespace dlm::test {
 namespace {
@@ -27,9 +28,9 @@ using namespace std::chrono_literals;
 // Fails the next `failures` acquire attempts with a transient
 // CONNECTION_ERROR whose message quotes a password-free URL, and reports
 // `reconnects` as its reconnection count.
-class FlakyStore final : public LockStoreWrapper {
+class FlakyStore final : public SingleCallBatches {
  public:
-  using LockStoreWrapper::LockStoreWrapper;
+  using SingleCallBatches::SingleCallBatches;
   AcquireResult tryAcquire(const AcquireRequest& request) override {
     if (failures > 0) {
       --failures;

@@ -13,6 +13,7 @@
 #include "support/fake_store.h"
 #include "dlm/lock_store_wrapper.h"
 #include "support/recorded_events.h"
+#include "support/single_call_batches.h"
 
 namespace dlm::test {
 namespace {
@@ -21,9 +22,9 @@ using namespace std::chrono_literals;
 
 // Fails the next `failures` releases with a non-transient INTERNAL_ERROR
 // (no store retries).
-class FailingReleaseStore final : public LockStoreWrapper {
+class FailingReleaseStore final : public SingleCallBatches {
  public:
-  using LockStoreWrapper::LockStoreWrapper;
+  using SingleCallBatches::SingleCallBatches;
   bool release(const StoreKey& key, std::string_view token,
                LockMode mode) override {
     if (failures > 0) {
