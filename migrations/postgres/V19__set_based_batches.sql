@@ -82,9 +82,18 @@ DECLARE
   v_until   bigint[];
   v_void    text;
 BEGIN
-  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_desc_begin),
-    cardinality(p_desc_end), cardinality(p_owners), cardinality(p_tokens),
-    cardinality(p_ttl_ms)]);
+  -- The full check (and its error) only when a cheap one fails; a limit
+  -- lowered under 64 sends every key to the single call (statement one).
+  IF v_n IS NULL OR v_n = 0 OR v_n > 64
+     OR cardinality(p_desc_begin) IS DISTINCT FROM v_n
+     OR cardinality(p_desc_end) IS DISTINCT FROM v_n
+     OR cardinality(p_owners) IS DISTINCT FROM v_n
+     OR cardinality(p_tokens) IS DISTINCT FROM v_n
+     OR cardinality(p_ttl_ms) IS DISTINCT FROM v_n THEN
+    PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_desc_begin),
+      cardinality(p_desc_end), cardinality(p_owners), cardinality(p_tokens),
+      cardinality(p_ttl_ms)]);
+  END IF;
   -- Durable whatever the default (see V3).
   IF current_setting('synchronous_commit') = 'off' THEN
     v_void := set_config('synchronous_commit', 'on', true);
@@ -98,10 +107,14 @@ BEGIN
     FROM (SELECT u.i
             FROM unnest(p_keys, p_desc_begin, p_desc_end, p_owners, p_tokens,
                         p_ttl_ms) WITH ORDINALITY AS u (k, db, de, o, t, ttl, i)
+            -- The scope once per key, as a column: dlm_scope_client is
+            -- inlined on it (on the expression it would be called per row).
+            CROSS JOIN LATERAL (SELECT dlm_key_scope(u.k) AS scope) AS ks
             JOIN dlm_locks l ON l.resource = u.k
-            JOIN dlm_clients c ON c.client_id = dlm_scope_client(dlm_key_scope(u.k))
+            JOIN dlm_clients c ON c.client_id = dlm_scope_client(ks.scope)
             JOIN dlm_limits m ON m.id
-           WHERE u.ttl > 0 AND u.ttl <= m.max_ttl_ms
+           WHERE v_n <= m.max_keys_per_call
+             AND u.ttl > 0 AND u.ttl <= m.max_ttl_ms
              AND octet_length(u.k) <= m.max_key_bytes
              AND octet_length(u.o) <= m.max_owner_bytes
              AND octet_length(u.t) <= m.max_token_bytes
@@ -111,7 +124,7 @@ BEGIN
                   OR (u.db = u.k || c.separator
                       AND u.de = u.k || chr(ascii(c.separator) + 1)
                       AND position(c.separator IN
-                            substr(u.k, length(dlm_key_scope(u.k)) + 1)) = 0))
+                            substr(u.k, length(ks.scope) + 1)) = 0))
              AND pg_has_role(session_user, c.role_oid, 'MEMBER')
              AND (SELECT count(*) FROM (
                     SELECT 1 FROM dlm_locks h
@@ -227,8 +240,12 @@ DECLARE
   v_lockable text[];
   v_void     text;
 BEGIN
-  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_tokens),
-                                     cardinality(p_desc_end)]);
+  IF v_n IS NULL OR v_n = 0 OR v_n > 64
+     OR cardinality(p_tokens) IS DISTINCT FROM v_n
+     OR cardinality(p_desc_end) IS DISTINCT FROM v_n THEN
+    PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_tokens),
+                                       cardinality(p_desc_end)]);
+  END IF;
   v_void := set_config('synchronous_commit', 'off', true);
   -- Rows locked in key order, those locked elsewhere skipped; FOR NO KEY
   -- UPDATE, the lock the single release's UPDATE takes, so a descendant's
@@ -302,8 +319,12 @@ DECLARE
   v_locked  text[];
   v_void    text;
 BEGIN
-  PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_tokens),
-                                     cardinality(p_ttl_ms)]);
+  IF v_n IS NULL OR v_n = 0 OR v_n > 64
+     OR cardinality(p_tokens) IS DISTINCT FROM v_n
+     OR cardinality(p_ttl_ms) IS DISTINCT FROM v_n THEN
+    PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_tokens),
+                                       cardinality(p_ttl_ms)]);
+  END IF;
   IF current_setting('synchronous_commit') = 'off' THEN
     v_void := set_config('synchronous_commit', 'on', true);
   END IF;
@@ -313,7 +334,8 @@ BEGIN
     UPDATE dlm_locks l
        SET expires_at = clock_timestamp() + u.ttl * interval '1 millisecond',
            ttl_ms = u.ttl
-      FROM unnest(p_keys, p_tokens, p_ttl_ms) WITH ORDINALITY AS u (k, t, ttl, i),
+      FROM unnest(p_keys, p_tokens, p_ttl_ms) WITH ORDINALITY AS u (k, t, ttl, i)
+           CROSS JOIN LATERAL (SELECT dlm_key_scope(u.k) AS scope) AS ks,
            (SELECT k.resource FROM dlm_locks k
              WHERE k.resource = ANY (p_keys)
              ORDER BY k.resource
@@ -324,7 +346,7 @@ BEGIN
        AND u.ttl <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
                                WHERE m.id), 31536000000)
        AND NOT EXISTS (SELECT 1 FROM dlm_clients c
-                        WHERE c.client_id = dlm_scope_client(dlm_key_scope(u.k))
+                        WHERE c.client_id = dlm_scope_client(ks.scope)
                           AND NOT pg_has_role(session_user, c.role_oid, 'MEMBER'))
     RETURNING u.i, floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms)
   SELECT array_agg(e.i), array_agg(e.until_ms) INTO v_done, v_until

@@ -327,7 +327,18 @@ PgResult PgConn::readAnswer(Deadline deadline, Deadline::duration budget,
           return kept;
         }
         // A pipeline: the end of one query's results; the Sync's comes last.
-        if (++query > pipelined) fail("reading the answer");
+        if (++query > pipelined) {
+          // The answer broke off before its Sync: a transaction pooler
+          // whose server connection died mid-call answers so. The call's
+          // outcome is unknown and the connection out of step: dropped, and
+          // reported as a lost connection (with the server's reason when
+          // one came).
+          conn_.reset();
+          if (error) throw PgError(error->sqlstate(), error->what(), true);
+          throw PgError("08006", "reading the answer: it broke off before "
+                                 "its end (server connection lost)",
+                        true);
+        }
         continue;
       }
       PgResult result(r);

@@ -100,7 +100,7 @@ class SqliteBatchCalls : public ::testing::Test {
     return tokens_.back();
   }
   AcquireRequest request(const StoreKey& k, const std::string& tok,
-                         const std::string& owner = "owner-1",
+                         std::string_view owner = "owner-1",
                          milliseconds ttl = seconds(30),
                          LockMode mode = LockMode::EXCLUSIVE) {
     return AcquireRequest{k, owner, tok, ttl, kBatchHolder, mode};
