@@ -107,11 +107,14 @@ BEGIN
     FROM (SELECT u.i
             FROM unnest(p_keys, p_desc_begin, p_desc_end, p_owners, p_tokens,
                         p_ttl_ms) WITH ORDINALITY AS u (k, db, de, o, t, ttl, i)
-            -- The scope once per key, as a column: dlm_scope_client is
-            -- inlined on it (on the expression it would be called per row).
-            CROSS JOIN LATERAL (SELECT dlm_key_scope(u.k) AS scope) AS ks
+            -- The scope once per key, kept a column (OFFSET 0: not
+            -- flattened), so dlm_scope_client is inlined on it; on the
+            -- expression it would run as a function call per row.
+            CROSS JOIN LATERAL (
+              SELECT s.scope, dlm_scope_client(s.scope) AS client
+                FROM (SELECT dlm_key_scope(u.k) AS scope OFFSET 0) AS s) AS ks
             JOIN dlm_locks l ON l.resource = u.k
-            JOIN dlm_clients c ON c.client_id = dlm_scope_client(ks.scope)
+            JOIN dlm_clients c ON c.client_id = ks.client
             JOIN dlm_limits m ON m.id
            WHERE v_n <= m.max_keys_per_call
              AND u.ttl > 0 AND u.ttl <= m.max_ttl_ms
@@ -335,7 +338,9 @@ BEGIN
        SET expires_at = clock_timestamp() + u.ttl * interval '1 millisecond',
            ttl_ms = u.ttl
       FROM unnest(p_keys, p_tokens, p_ttl_ms) WITH ORDINALITY AS u (k, t, ttl, i)
-           CROSS JOIN LATERAL (SELECT dlm_key_scope(u.k) AS scope) AS ks,
+           CROSS JOIN LATERAL (
+             SELECT dlm_scope_client(s.scope) AS client
+               FROM (SELECT dlm_key_scope(u.k) AS scope OFFSET 0) AS s) AS ks,
            (SELECT k.resource FROM dlm_locks k
              WHERE k.resource = ANY (p_keys)
              ORDER BY k.resource
@@ -346,7 +351,7 @@ BEGIN
        AND u.ttl <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
                                WHERE m.id), 31536000000)
        AND NOT EXISTS (SELECT 1 FROM dlm_clients c
-                        WHERE c.client_id = dlm_scope_client(ks.scope)
+                        WHERE c.client_id = ks.client
                           AND NOT pg_has_role(session_user, c.role_oid, 'MEMBER'))
     RETURNING u.i, floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms)
   SELECT array_agg(e.i), array_agg(e.until_ms) INTO v_done, v_until

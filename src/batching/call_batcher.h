@@ -54,6 +54,19 @@ class DLM_HIDDEN CallBatcher {
   // batch threw; a transient CONNECTION_ERROR when the deadline passed while
   // it was still queued.
   Outcome call(const Request& request, std::chrono::milliseconds fallback) {
+    // A call made from inside this thread's own batch (an event handler run
+    // by the store call, which may call the manager) goes alone at once:
+    // queued, it would wait for the batch that waits for it.
+    if (leading(this)) {
+      const DeadlineScope scope(deadlineOr(fallback));
+      std::vector<Outcome> one = run_(std::vector<Request>{request});
+      if (one.size() != 1) {
+        throw DLMException(ErrorCode::INTERNAL_ERROR,
+                           "a store's batch call answered a different "
+                           "number of outcomes than it was asked");
+      }
+      return std::move(one.front());
+    }
     Member self(&request, deadlineOr(fallback));
     std::unique_lock<std::mutex> lock(mutex_);
     queue_.push_back(&self);
@@ -124,6 +137,7 @@ class DLM_HIDDEN CallBatcher {
       requests.reserve(batch.size());
       for (const Member* m : batch) requests.push_back(*m->request);
       const DeadlineScope scope(deadline);
+      const Leading mark(this);
       outcomes = run_(requests);
       if (outcomes.size() != batch.size()) {
         throw DLMException(ErrorCode::INTERNAL_ERROR,
@@ -146,6 +160,35 @@ class DLM_HIDDEN CallBatcher {
     running_ -= batch.size();
     changed_.notify_all();
   }
+
+  // Marks the calling thread as running a batch of `batcher` while it
+  // lives; the marks of nested batches (of other kinds) form a chain.
+  class Leading {
+   public:
+    explicit Leading(const void* batcher)
+        : batcher_(batcher), outer_(top()) {
+      top() = this;
+    }
+    ~Leading() { top() = outer_; }
+    Leading(const Leading&) = delete;
+    Leading& operator=(const Leading&) = delete;
+
+    static bool of(const void* batcher) {
+      for (const Leading* l = top(); l != nullptr; l = l->outer_) {
+        if (l->batcher_ == batcher) return true;
+      }
+      return false;
+    }
+
+   private:
+    static const Leading*& top() {
+      thread_local const Leading* innermost = nullptr;
+      return innermost;
+    }
+    const void* const batcher_;
+    const Leading* const outer_;
+  };
+  static bool leading(const void* batcher) { return Leading::of(batcher); }
 
   const RunBatch run_;
   const std::size_t maxBatch_;
