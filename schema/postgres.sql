@@ -1025,7 +1025,13 @@ BEGIN
   END IF;
   -- dlm_extend's conditions per key (the TTL within the cap, the login
   -- still a member of the role its client is bound to).
-  WITH extended AS (
+  -- The locked rows once (see dlm_release_each).
+  WITH mine AS MATERIALIZED (
+    SELECT k.resource FROM dlm_locks k
+     WHERE k.resource = ANY (p_keys)
+     ORDER BY k.resource
+       FOR NO KEY UPDATE OF k SKIP LOCKED),
+  extended AS (
     UPDATE dlm_locks l
        SET expires_at = clock_timestamp() + u.ttl * interval '1 millisecond',
            ttl_ms = u.ttl
@@ -1033,10 +1039,7 @@ BEGIN
            CROSS JOIN LATERAL (
              SELECT dlm_scope_client(s.scope) AS client
                FROM (SELECT dlm_key_scope(u.k) AS scope OFFSET 0) AS s) AS ks,
-           (SELECT k.resource FROM dlm_locks k
-             WHERE k.resource = ANY (p_keys)
-             ORDER BY k.resource
-               FOR NO KEY UPDATE OF k SKIP LOCKED) AS mine
+           mine
      WHERE mine.resource = u.k AND l.resource = u.k
        AND l.token = u.t AND l.status = 'HELD'
        AND u.ttl > 0
@@ -1969,14 +1972,18 @@ BEGIN
   -- Rows locked in key order, those locked elsewhere skipped; FOR NO KEY
   -- UPDATE, the lock the single release's UPDATE takes, so a descendant's
   -- acquirer (FOR KEY SHARE) does not push a key out of the batch.
-  WITH freed AS (
+  -- The locked rows once (MATERIALIZED: as a subquery of the join it was
+  -- scanned again for every key).
+  WITH mine AS MATERIALIZED (
+    SELECT k.resource FROM dlm_locks k
+     WHERE k.resource = ANY (p_keys)
+     ORDER BY k.resource
+       FOR NO KEY UPDATE OF k SKIP LOCKED),
+  freed AS (
     UPDATE dlm_locks l
        SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
       FROM unnest(p_keys, p_tokens, p_desc_end) WITH ORDINALITY AS u (k, t, de, i),
-           (SELECT k.resource FROM dlm_locks k
-             WHERE k.resource = ANY (p_keys)
-             ORDER BY k.resource
-               FOR NO KEY UPDATE OF k SKIP LOCKED) AS mine
+           mine
      WHERE mine.resource = u.k AND l.resource = u.k
        AND l.token = u.t AND l.status = 'HELD'
     RETURNING u.i, l.resource,
@@ -3396,4 +3403,4 @@ INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
          (16, 'first-use binding can be switched off', 4, 3051958215),
          (17, 'logins recorded, limits per login, client purge', 4, 4033752408),
          (18, 'waiter deadlines recorded and listed', 4, 2367057277),
-         (19, 'set-based batches and several locks at once', 4, 874219623);
+         (19, 'set-based batches and several locks at once', 4, 2899702982);

@@ -51,9 +51,8 @@ struct DLM_API LockConfiguration {
   // The most calls one batch carries. 1 to kMaxBatchSize.
   int maxBatchSize = 64;
   // How many batches of one kind may be at the store at once (each on a
-  // connection of its own). 1 to kMaxBatchesInFlight. 1 by measure: with
-  // 16 threads on one PostgreSQL manager, 1 gave 5.5 locks per call and
-  // 88 us of server CPU per cycle, 2 gave 2.8 and 112 us (docs/performance.md).
+  // connection of its own). 1 to kMaxBatchesInFlight. More batches in
+  // flight make each smaller: more calls, more server work per lock.
   int maxBatchesInFlight = 1;
 
   static constexpr int kMaxBatchSize = 1000;
