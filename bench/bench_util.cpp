@@ -60,6 +60,11 @@ std::vector<T> numberList(const std::string& s) {
                                   interleaved: cycle at --threads, 4 processes x 4 threads,
                                   contended one key, extend, keep-alive of --keepalive_locks
                                   held locks, tryAcquireAll of 10 keys against one acquire
+                      floor       PG, with cost or alone: the floor of the batched protocol,
+                                  (g) a two-function PL/pgSQL skeleton of set-based acquire +
+                                  release, against dlm_try_acquire_each + dlm_release_each
+                                  called raw, 1, 4, 16 and 64 keys per call, one connection;
+                                  per lock cycle, metered as cost
                       cycle       uncontended acquire+release, per-thread keys; PG baselines
                                   a (raw dlm_try_acquire/dlm_release), b (client-side BEGIN; SELECT
                                   FOR UPDATE; UPDATE; COMMIT), c (advisory locks),
@@ -117,6 +122,7 @@ std::vector<T> numberList(const std::string& s) {
   --cost_seconds=S    cost: the metered window of each slice (default 1.2)
   --cost_rounds=N     cost: interleaved rounds, order alternating (default 3)
   --keepalive_locks=N cost: locks held under keep-alive (default 1000)
+  --floor_seconds=S   floor: the metered window of each slice (default 0.6)
   --standby_start=CMD --standby_stop=CMD
                       cost: shell commands that attach / detach a synchronous
                       standby (scripts/pg-standby.sh); the cost workloads then
@@ -209,6 +215,8 @@ Flags parseFlags(int argc, char** argv) {
         f.standbyStop = v;
       } else if (name == "keepalive_locks") {
         f.keepaliveLocks = std::stoi(v);
+      } else if (name == "floor_seconds") {
+        f.floorSeconds = std::stod(v);
       } else if (name == "child") {
         f.child = v;
       } else if (name == "child_variant") {
@@ -226,9 +234,10 @@ Flags parseFlags(int argc, char** argv) {
       usage(2);
     }
   }
-  if (f.costSeconds <= 0 || f.costRounds < 1 || f.keepaliveLocks < 1) {
+  if (f.costSeconds <= 0 || f.costRounds < 1 || f.keepaliveLocks < 1 ||
+      f.floorSeconds <= 0) {
     std::cerr << "dlm_bench: --cost_seconds, --cost_rounds, "
-                 "--keepalive_locks must be positive\n";
+                 "--keepalive_locks, --floor_seconds must be positive\n";
     usage(2);
   }
   if (f.keys < 1 || f.seconds <= 0 || f.warmup < 0 || f.procs < 1 ||
@@ -415,6 +424,11 @@ void Report::addTarget(const std::string& text, bool met,
   targets_.push_back(Target{group, text, met});
 }
 
+void Report::addNote(const std::string& group, const std::string& text) {
+  std::cout << "NOTE    " << text << std::endl;
+  notes_.push_back(Target{group, text, true});
+}
+
 const Result* Report::find(const std::string& workload,
                            const std::string& config) const {
   for (const auto& r : results_) {
@@ -523,6 +537,20 @@ void writeMarkdown(const std::string& path, const Flags& flags,
                        fmtDouble(r.opsPerSec, 0), fmtDouble(r.p50Ms, 3),
                        fmtDouble(r.p99Ms, 3), mdCell(r.ratio), mdCell(r.extra));
   }
+  // The notes' sections (figures, no verdict), then the targets'.
+  std::vector<std::string> noteGroups;
+  for (const auto& n : report.notes()) {
+    if (std::find(noteGroups.begin(), noteGroups.end(), n.group) ==
+        noteGroups.end()) {
+      noteGroups.push_back(n.group);
+    }
+  }
+  for (const auto& group : noteGroups) {
+    out << fmt::format("\n## {}\n\n", group);
+    for (const auto& n : report.notes()) {
+      if (n.group == group) out << fmt::format("- {}\n", n.text);
+    }
+  }
   // One section per group, in the order their first target came.
   std::vector<std::string> groups;
   for (const auto& t : report.targets()) {
@@ -577,6 +605,13 @@ void writeJson(const std::string& path, const Flags& flags, const Machine& m,
                        jsonString(ts[i].group), jsonString(ts[i].text),
                        ts[i].met ? "true" : "false",
                        i + 1 < ts.size() ? "," : "");
+  }
+  out << "  ],\n  \"notes\": [\n";
+  const auto& ns = report.notes();
+  for (std::size_t i = 0; i < ns.size(); ++i) {
+    out << fmt::format("    {{\"group\": {}, \"text\": {}}}{}\n",
+                       jsonString(ns[i].group), jsonString(ns[i].text),
+                       i + 1 < ns.size() ? "," : "");
   }
   out << "  ]\n}\n";
 }

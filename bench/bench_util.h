@@ -25,7 +25,7 @@ std::int64_t nowNs();
 struct Flags {
   std::vector<std::string> benchmarks{
       "cost",   "cycle", "roundtrips", "handoff", "scale", "procs",
-      "readers", "pooler", "events",    "junk",  "guard"};
+      "readers", "pooler", "events",    "junk",  "guard", "floor"};
   std::vector<std::string> stores{"postgres", "sqlite"};
   std::vector<int> threads{1, 4, 16};
   double seconds = 4;
@@ -66,6 +66,8 @@ struct Flags {
   std::string standbyStart;
   std::string standbyStop;
   int keepaliveLocks = 1000;
+  // floor (pg_cost.cpp): the metered window of each batch-skeleton slice.
+  double floorSeconds = 0.6;
   // Internal: a child process of the cost workload (--child=cycle).
   std::string child;
   std::string childVariant;
@@ -185,12 +187,16 @@ class Report {
   void addTarget(const std::string& text, bool met,
                  const std::string& group = "library against raw SQL");
   const std::vector<Target>& targets() const { return targets_; }
+  // A line of figures (not a target) under a heading of its own.
+  void addNote(const std::string& group, const std::string& text);
+  const std::vector<Target>& notes() const { return notes_; }
   const Result* find(const std::string& workload,
                      const std::string& config) const;
 
  private:
   std::vector<Result> results_;
   std::vector<Target> targets_;
+  std::vector<Target> notes_;
 };
 
 // Machine and software facts for latest.md.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "pg_batch_floor.h"
 #include "pg_common.h"
 #include "pg_cost.h"
 #include "pg_raw.h"
@@ -78,6 +79,7 @@ void createSchema(const std::string& conninfo, const Flags& f) {
       "NOT NULL)");
   createShedLockTable(c);
   createSkeletonFunctions(c);
+  createBatchSkeletonFunctions(c);
   c.exec(fmt::format(
       "INSERT INTO {} SELECT n, now() - interval '1 hour', now() - interval "
       "'1 hour', 'nobody' FROM unnest(ARRAY['contended', 'extend']) n",
@@ -118,6 +120,11 @@ void runPostgres(const Flags& f, Report& report, Machine& machine) {
     meterConn = std::make_unique<PgConn>(f.pgConnection);
     meter = std::make_unique<ServerMeter>(*meterConn);
     runCost(ctx, *meter, "local");
+  }
+  if (f.wants("floor") && !cost) {
+    meterConn = std::make_unique<PgConn>(f.pgConnection);
+    meter = std::make_unique<ServerMeter>(*meterConn);
+    runFloor(ctx, *meter, "local");
   }
   if (f.wants("cycle") && !cost) runCycle(ctx);
   if (f.wants("roundtrips")) runRoundTrips(ctx, admin);

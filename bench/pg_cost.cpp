@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "pg_baselines.h"
+#include "pg_batch_floor.h"
 #include "pg_shedlock.h"
 #include "pg_skeleton.h"
 
@@ -759,7 +760,219 @@ void costAcquireAll(const Ctx& ctx, ServerMeter& meter,
 #endif
 }
 
+// --- the floor of the batched protocol: (g) against dlm's batch functions ---
+
+// Rows per variant (a multiple of the largest batch); each call takes a
+// block of consecutive keys, chosen at random.
+constexpr int kFloorPool = 1024;
+constexpr int kFloorSizes[] = {1, 4, 16, 64};
+
+std::vector<std::string> floorPoolKeys(const std::string& client) {
+  std::vector<std::string> keys;
+  keys.reserve(kFloorPool);
+  for (int i = 0; i < kFloorPool; ++i) {
+    keys.push_back(key(client, fmt::format("b{}", i)));
+  }
+  return keys;
+}
+
+// The rows of (g) ("rawg") and of dlm's batch functions ("rawh"), free;
+// the client rawh bound (a batch serves only a bound client: its first
+// single call binds it, hierarchy on, as the library's first call would).
+void prefillFloorRows(const Ctx& ctx) {
+  PgConn c(ctx.conninfo);
+  c.exec(fmt::format(
+      "INSERT INTO dlm_locks (resource, resource_crc) SELECT "
+      "format('DC#{}#%s#b%s', v, i), 0 FROM unnest(ARRAY['rawg', 'rawh']) v, "
+      "generate_series(0, {}) i ON CONFLICT DO NOTHING",
+      kFarm, kFloorPool - 1));
+  RawFunctions bind(ctx.conninfo, 9700);
+  const std::string k = key("rawh", "bind");
+  if (bind.acquire(k, ctx.flags.ttlMs)) bind.release(k);
+  c.exec("VACUUM ANALYZE dlm_locks");
+}
+
+// One acquire call of n keys + one release call of them, per operation.
+template <typename Raw>
+CostVariant floorVariant(const Ctx& ctx, const std::string& name,
+                         const std::string& client, int n,
+                         std::uint64_t seed) {
+  return {name, [&ctx, client, n, seed](const std::string&) {
+            CostSetup s;
+            s.worker = [&ctx, client, n, seed](int) -> Operation {
+              auto raw = std::make_shared<Raw>(ctx.conninfo, seed);
+              auto pool = std::make_shared<std::vector<std::string>>(
+                  floorPoolKeys(client));
+              auto rng = std::make_shared<std::mt19937_64>(seed + 1);
+              const int ttl = ctx.flags.ttlMs;
+              return [raw, pool, rng, n, ttl]() {
+                const auto blocks =
+                    static_cast<std::uint64_t>(kFloorPool / n);
+                const auto from = static_cast<std::ptrdiff_t>(
+                    ((*rng)() % blocks) * static_cast<std::uint64_t>(n));
+                const std::vector<std::string> batch(
+                    pool->begin() + from, pool->begin() + from + n);
+                raw->acquire(batch, ttl);
+                raw->release();
+                return 0;
+              };
+            };
+            return s;
+          }};
+}
+
+// Per call (n acquisitions and n releases) to per lock cycle.
+void perLockCycle(SliceCost& c, int n) {
+  c.opsPerSec *= n;
+  c.serverUs /= n;
+  c.sharedUs /= n;
+  if (c.walSync >= 0) c.walSync /= n;
+  c.clientUs /= n;
+  c.ops *= n;
+}
+
+std::string floorFigures(const SliceCost& m) {
+  return fmt::format(
+      "server CPU {:.1f} us (of it WAL writer/sender {:.1f}), WAL flushes "
+      "{:.3f}, client CPU {:.1f} us",
+      m.serverUs, m.sharedUs, m.walSync, m.clientUs);
+}
+
+void costFloor(const Ctx& ctx, ServerMeter& meter, const std::string& cond) {
+  prefillFloorRows(ctx);
+  const double seconds = ctx.flags.floorSeconds;
+  // (e)'s cycle of this run (1 thread); measured here when the cost
+  // workloads did not run.
+  double eUs = -1;
+  std::string eWhere = "cost.cycle.e threads=1 of this run";
+  if (const Result* e = ctx.report.find("cost.cycle.e",
+                                        "threads=1 [" + cond + "]")) {
+    eUs = e->numbers.at("server_us_per_op");
+  } else {
+    std::vector<CostVariant> ev;
+    ev.push_back({"e", [&ctx](const std::string&) {
+                    CostSetup s;
+                    s.worker = [&ctx](int t) {
+                      return cycleWorker(ctx, 5, t, ctx.conninfo, nullptr);
+                    };
+                    return s;
+                  }});
+    const auto all = interleavedCost(ctx, ev, [&](const CostVariant& v) {
+      return meteredSlice(ctx, meter, 1, v, seconds);
+    });
+    reportCost(ctx, "floor", "threads=1", cond, "cycle",
+               "(e) ShedLock's statements, raw libpq, one connection: the "
+               "reference of the floor lines",
+               all, "");
+    eUs = all[0].median.serverUs;
+    eWhere = "cost.floor.e threads=1, measured beside the floor";
+  }
+  const std::string group =
+      "The floor of the batched protocol on this machine [" + cond + "]";
+  ctx.report.addNote(
+      group,
+      fmt::format(
+          "(g) is the batched protocol's skeleton: two SECURITY DEFINER "
+          "PL/pgSQL functions (pinned search_path); acquire = one SELECT .. "
+          "WHERE resource = ANY($1) ORDER BY resource FOR UPDATE SKIP LOCKED "
+          "+ one UPDATE .. FROM unnest(..) granting free or expired rows, "
+          "durable; release = one UPDATE .. FROM unnest(..), lazy "
+          "(synchronous_commit off); no tenancy, limits or hierarchy. dlm = "
+          "dlm_try_acquire_each + dlm_release_each called raw the same way "
+          "(prepared, autocommit, generic plans, the store's statements). "
+          "One connection, n keys per call; figures per lock cycle (an "
+          "acquisition and its release), median of {} rounds of {} s. (g) is "
+          "the floor: what the batched protocol's shape (least privilege, "
+          "set-based statements, row locks in key order, durable acquire, "
+          "lazy release) costs on this machine before any of dlm's checks; "
+          "a target below it cannot be met by checking less. (e) = {:.1f} "
+          "us server CPU per cycle ({}).",
+          ctx.flags.costRounds, seconds, eUs, eWhere));
+  for (const int n : kFloorSizes) {
+    std::vector<CostVariant> v;
+    v.push_back(floorVariant<RawBatchSkeleton>(ctx, "g", "rawg", n,
+                                               9800 + static_cast<unsigned>(n)));
+    v.push_back(floorVariant<RawBatchEach>(ctx, "dlm_each", "rawh", n,
+                                           9900 + static_cast<unsigned>(n)));
+    auto all = interleavedCost(ctx, v, [&](const CostVariant& x) {
+      return meteredSlice(ctx, meter, 1, x, seconds);
+    });
+    for (auto& s : all) {
+      for (auto& r : s.rounds) perLockCycle(r, n);
+      s.median = medianOf(s.rounds);
+    }
+    const SliceCost& g = all[0].median;
+    const SliceCost& d = all[1].median;
+    const std::string config =
+        fmt::format("keys={} per call threads=1 [{}]", n, cond);
+    for (const auto& s : all) {
+      const SliceCost& m = s.median;
+      const bool isG = s.name == "g";
+      Result r;
+      r.workload = "cost.floor." + s.name;
+      r.store = "postgres";
+      r.config = config;
+      r.opsPerSec = m.opsPerSec;
+      r.extra = fmt::format(
+          "{}; per lock cycle: {}; {} backends; {}{}",
+          isG ? "(g) batch skeleton: bench_batch_acquire + "
+                "bench_batch_release, raw libpq; rate in lock cycles/s"
+              : "dlm_try_acquire_each + dlm_release_each, raw libpq; rate "
+                "in lock cycles/s",
+          floorFigures(m), m.backends, roundsText(s),
+          m.lost ? fmt::format("; {} backends exited in a window", m.lost)
+                 : "");
+      r.numbers["keys_per_call"] = n;
+      r.numbers["server_us_per_op"] = m.serverUs;
+      r.numbers["shared_us_per_op"] = m.sharedUs;
+      r.numbers["wal_sync_per_op"] = m.walSync;
+      r.numbers["client_cpu_us_per_op"] = m.clientUs;
+      if (eUs > 0) {
+        r.numbers["server_ratio_e"] = m.serverUs / eUs;
+      }
+      if (isG) {
+        r.ratio = fmt::format("server CPU {:.2f}x e", m.serverUs / eUs);
+      } else if (g.serverUs > 0 && g.opsPerSec > 0) {
+        r.ratio = fmt::format(
+            "server CPU {:.2f}x g, {:.2f}x e; rate {:.2f}x g",
+            m.serverUs / g.serverUs, m.serverUs / eUs,
+            m.opsPerSec / g.opsPerSec);
+        r.numbers["server_ratio_g"] = m.serverUs / g.serverUs;
+        r.numbers["client_ratio_g"] = m.clientUs / g.clientUs;
+        r.numbers["ratio_g"] = m.opsPerSec / g.opsPerSec;
+      }
+      ctx.report.add(r);
+    }
+    ctx.report.addNote(
+        group,
+        fmt::format(
+            "{} key{} per call: (g) {:.1f} us server CPU per lock cycle, "
+            "{:.3f} WAL flushes, {:.1f} us client CPU, {:.0f} cycles/s; dlm "
+            "{:.1f} us, {:.3f}, {:.1f} us, {:.0f} cycles/s. dlm / (g): "
+            "server CPU {:.2f}x, client CPU {:.2f}x. Against (e)'s {:.1f} us "
+            "per cycle: (g) {:.2f}x, dlm {:.2f}x",
+            n, n == 1 ? "" : "s", g.serverUs, g.walSync, g.clientUs,
+            g.opsPerSec, d.serverUs, d.walSync, d.clientUs, d.opsPerSec,
+            g.serverUs > 0 ? d.serverUs / g.serverUs : -1,
+            g.clientUs > 0 ? d.clientUs / g.clientUs : -1, eUs,
+            eUs > 0 ? g.serverUs / eUs : -1, eUs > 0 ? d.serverUs / eUs : -1));
+  }
+}
+
 }  // namespace
+
+void runFloor(const Ctx& ctx, ServerMeter& meter,
+              const std::string& condition) {
+  meter.refreshShared();
+  std::cout << fmt::format(
+                   "floor [{}]: server CPU = the workload's backends + {}; "
+                   "{} rounds of {} s per batch size",
+                   condition, meter.sharedDescription(), ctx.flags.costRounds,
+                   ctx.flags.floorSeconds)
+            << std::endl;
+  prefillCycleRows(ctx, 1);
+  costFloor(ctx, meter, condition);
+}
 
 void runCost(const Ctx& ctx, ServerMeter& meter, const std::string& condition) {
   const Flags& f = ctx.flags;
@@ -788,6 +1001,7 @@ void runCost(const Ctx& ctx, ServerMeter& meter, const std::string& condition) {
   costExtend(ctx, meter, condition);
   costKeepAlive(ctx, meter, condition);
   costAcquireAll(ctx, meter, condition);
+  if (f.wants("floor")) costFloor(ctx, meter, condition);
 }
 
 }  // namespace dlm_bench::pg

@@ -16,6 +16,13 @@ namespace dlm_bench::pg {
 // adding "cost.*" results whose config ends in " [<condition>]".
 void runCost(const Ctx& ctx, ServerMeter& meter, const std::string& condition);
 
+// The floor of the batched protocol alone (--benchmarks=floor without
+// cost): (g) against dlm's batch functions, and (e)'s cycle beside them.
+// runCost runs the same lines after the cost workloads when floor is
+// wanted, against that run's (e).
+void runFloor(const Ctx& ctx, ServerMeter& meter,
+              const std::string& condition);
+
 }  // namespace dlm_bench
 
 namespace dlm_bench {

@@ -19,7 +19,7 @@
 #    writes bench/results/latest.md (with the targets judged in both
 #    conditions), latest.json, the plot data and handoff.png / scale.png;
 #    about 10 minutes on 2 cores, --quick about 5 (shorter windows, fewer
-#    workloads: cost, handoff, junk, events and the SQLite cycle);
+#    workloads: cost (with the floor), handoff, junk, events and the SQLite cycle);
 # 5. stops the standby and the cluster, whatever happened.
 #
 # Extra arguments go to dlm_bench (e.g. --cost_seconds=2, --benchmarks=cost);
@@ -39,7 +39,7 @@ quick=()
 if [[ "${1:-}" == --quick ]]; then
   shift
   quick=(--seconds=2 --cost_seconds=0.8 --cost_rounds=3 --waiters=1
-    --benchmarks=cost,cycle,handoff,junk,events)
+    --benchmarks=cost,floor,cycle,handoff,junk,events)
 fi
 
 readonly packages=(build-essential cmake pkg-config libpqxx-dev libpq-dev
