@@ -24,8 +24,9 @@
 --     row is free to lock; 'released'/'extended', 'lost' (the token no
 --     longer holds it), or 'single' as above.
 --   * dlm_try_acquire_all: several keys, any depth and mode, all or none,
---     in one call: each key through dlm_try_acquire in key order inside one
---     subtransaction, undone whole when one key is refused.
+--     in one call, inside one subtransaction undone whole when one key is
+--     refused: EXCLUSIVE keys without ancestors set-based as above first;
+--     whatever that leaves, each key through dlm_try_acquire in key order.
 -- Durable acquire, lazy release, as the single calls (V6). A batch is at
 -- most max_keys_per_call keys (22023 beyond).
 --
@@ -418,11 +419,47 @@ DECLARE
   v_queued  boolean;
   v_key     text;
   v_path    text[];
+  v_outcomes text[];
 BEGIN
   PERFORM dlm_check_batch(v_n, ARRAY[cardinality(p_crcs),
     cardinality(p_desc_begin), cardinality(p_desc_end), cardinality(p_owners),
     cardinality(p_tokens), cardinality(p_ttl_ms), cardinality(p_shared)]);
   BEGIN
+    -- EXCLUSIVE keys without ancestors (the usual set): set-based first,
+    -- as dlm_try_acquire_each. All granted: done. One held by a live
+    -- holder: refused. Else the loop below takes every key, those granted
+    -- here answered as this token's retries.
+    IF NOT (true = ANY (p_shared))
+       AND NOT EXISTS (SELECT 1 FROM unnest(p_paths) AS p (path)
+                        WHERE cardinality(p.path::text[]) <> 1) THEN
+      SELECT array_agg(e.outcome ORDER BY e.ord),
+             array_agg(e.fencing_token ORDER BY e.ord),
+             array_agg(e.acquired_at_ms ORDER BY e.ord),
+             array_agg(e.expires_at_ms ORDER BY e.ord)
+        INTO v_outcomes, v_tokens, v_at, v_until
+        FROM dlm_try_acquire_each(
+               ARRAY(SELECT (p.path::text[])[1]
+                       FROM unnest(p_paths) WITH ORDINALITY AS p (path, i)
+                      ORDER BY p.i),
+               p_desc_begin, p_desc_end, p_owners, p_tokens, p_ttl_ms,
+               p_host, p_pid) AS e;
+      IF 'acquired' = ALL (v_outcomes) THEN
+        RETURN QUERY
+          SELECT g.i::integer, true, v_tokens[g.i], v_at[g.i], v_until[g.i],
+                 NULL::text, false
+            FROM generate_series(1, v_n) AS g (i);
+        RETURN;
+      END IF;
+      v_i := array_position(v_outcomes, 'held');
+      IF v_i IS NOT NULL THEN
+        v_blocked := (p_paths[v_i]::text[])[1];
+        v_queued := false;
+        RAISE EXCEPTION USING ERRCODE = 'DL002';
+      END IF;
+      v_tokens := '{}';
+      v_at := '{}';
+      v_until := '{}';
+    END IF;
     FOR v_i IN 1 .. v_n LOOP
       v_path := p_paths[v_i]::text[];
       v_key := v_path[cardinality(v_path)];
