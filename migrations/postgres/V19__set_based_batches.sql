@@ -255,9 +255,12 @@ BEGIN
   -- UPDATE, the lock the single release's UPDATE takes, so a descendant's
   -- acquirer (FOR KEY SHARE) does not push a key out of the batch.
   -- The locked rows once (MATERIALIZED: as a subquery of the join it was
-  -- scanned again for every key).
+  -- scanned again for every key), with what the UPDATE checks: they are
+  -- this call's to change, so those values stay current, and the UPDATE
+  -- finds each row by its ctid alone (a condition on l.status let a
+  -- generic plan scan every HELD row through the partial index instead).
   WITH mine AS MATERIALIZED (
-    SELECT k.resource FROM dlm_locks k
+    SELECT k.ctid AS row_id, k.resource, k.token, k.status FROM dlm_locks k
      WHERE k.resource = ANY (p_keys)
      ORDER BY k.resource
        FOR NO KEY UPDATE OF k SKIP LOCKED),
@@ -266,8 +269,8 @@ BEGIN
        SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
       FROM unnest(p_keys, p_tokens, p_desc_end) WITH ORDINALITY AS u (k, t, de, i),
            mine
-     WHERE mine.resource = u.k AND l.resource = u.k
-       AND l.token = u.t AND l.status = 'HELD'
+     WHERE l.ctid = mine.row_id AND mine.resource = u.k
+       AND mine.token = u.t AND mine.status = 'HELD'
     RETURNING u.i, l.resource,
               EXISTS (SELECT 1 FROM dlm_lock_requests r
                        WHERE r.resource >= u.k
@@ -338,9 +341,9 @@ BEGIN
   END IF;
   -- dlm_extend's conditions per key (the TTL within the cap, the login
   -- still a member of the role its client is bound to).
-  -- The locked rows once (see dlm_release_each).
+  -- The locked rows once, found again by ctid (see dlm_release_each).
   WITH mine AS MATERIALIZED (
-    SELECT k.resource FROM dlm_locks k
+    SELECT k.ctid AS row_id, k.resource, k.token, k.status FROM dlm_locks k
      WHERE k.resource = ANY (p_keys)
      ORDER BY k.resource
        FOR NO KEY UPDATE OF k SKIP LOCKED),
@@ -353,8 +356,8 @@ BEGIN
              SELECT dlm_scope_client(s.scope) AS client
                FROM (SELECT dlm_key_scope(u.k) AS scope OFFSET 0) AS s) AS ks,
            mine
-     WHERE mine.resource = u.k AND l.resource = u.k
-       AND l.token = u.t AND l.status = 'HELD'
+     WHERE l.ctid = mine.row_id AND mine.resource = u.k
+       AND mine.token = u.t AND mine.status = 'HELD'
        AND u.ttl > 0
        AND u.ttl <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
                                WHERE m.id), 31536000000)
