@@ -22,10 +22,10 @@
 
 namespace dlm {
 
+using internal::fromEpochMs;
 using internal::Params;
 using internal::PgConn;
 using internal::PgResult;
-using internal::fromEpochMs;
 
 namespace {
 

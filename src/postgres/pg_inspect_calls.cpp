@@ -21,16 +21,11 @@
 
 namespace dlm {
 
-using internal::ConnectionPool;
-using internal::Hierarchy;
+using internal::fromEpochMs;
 using internal::Params;
 using internal::PgConn;
 using internal::PgResult;
-using internal::fromEpochMs;
 using internal::single;
-using internal::sqlBoolean;
-using internal::boundOrNull;
-using internal::kLockNotAvailable;
 using internal::toRecord;
 using internal::toWaitRecord;
 

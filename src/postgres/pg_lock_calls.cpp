@@ -23,18 +23,15 @@
 
 namespace dlm {
 
-using internal::ConnectionPool;
+using internal::boundOrNull;
+using internal::fromEpochMs;
 using internal::Hierarchy;
+using internal::kLockNotAvailable;
 using internal::Params;
 using internal::PgConn;
 using internal::PgResult;
-using internal::fromEpochMs;
 using internal::single;
 using internal::sqlBoolean;
-using internal::boundOrNull;
-using internal::kLockNotAvailable;
-using internal::toRecord;
-using internal::toWaitRecord;
 
 AcquireResult PostgresStore::Impl::tryAcquire(const AcquireRequest& request) {
   const StoreKey& key = request.key;

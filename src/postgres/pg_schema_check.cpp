@@ -21,18 +21,9 @@
 
 namespace dlm {
 
-using internal::ConnectionPool;
-using internal::Hierarchy;
 using internal::Params;
 using internal::PgConn;
 using internal::PgResult;
-using internal::fromEpochMs;
-using internal::single;
-using internal::sqlBoolean;
-using internal::boundOrNull;
-using internal::kLockNotAvailable;
-using internal::toRecord;
-using internal::toWaitRecord;
 
 void PostgresStore::Impl::initialize(bool applyMigrations) {
   // A LISTEN connection that cannot be opened only costs wake-ups (a

@@ -17,7 +17,6 @@
 
 namespace dlm {
 
-using internal::Params;
 using internal::PgConn;
 
 namespace {
