@@ -1,8 +1,7 @@
 // LockStore's batch calls for a store that has none of its own: the single
 // calls one by one (see dlm/lock_store.h).
-#include <algorithm>
-#include <numeric>
 
+#include "common/key_order.h"
 #include "dlm/lock_store.h"
 
 namespace dlm {
@@ -50,11 +49,9 @@ std::vector<ExtendOutcome> LockStore::extendEach(
 
 AcquireAllResult LockStore::tryAcquireAll(
     const std::vector<AcquireRequest>& requests) {
-  std::vector<std::size_t> order(requests.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return requests[a].key.key < requests[b].key.key;
-  });
+  const std::vector<std::size_t> order = internal::indicesInKeyOrder(
+      requests.size(),
+      [&](std::size_t i) -> std::string_view { return requests[i].key.key; });
   AcquireAllResult all;
   all.results.resize(requests.size());
   std::vector<std::size_t> taken;

@@ -7,13 +7,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "common/crc32.h"
+#include "common/key_order.h"
 #include "common/utf8.h"
 #include "postgres/pg_array.h"
 #include "postgres/pg_results.h"
@@ -112,14 +112,12 @@ std::vector<AcquireOutcome> PostgresStore::Impl::tryAcquireEach(
     const auto at = [&](std::size_t i) -> const AcquireRequest& {
       return requests[i];
     };
-    const std::string keys =
-        textArrayOf(picked, [&](std::size_t i) -> std::string_view {
-          return at(i).key.key;
-        });
-    const std::string descBegin =
-        textArrayOf(picked, [&](std::size_t i) {
-          return boundOrNullView(at(i).key.descendantsBegin);
-        });
+    const std::string keys = textArrayOf(
+        picked,
+        [&](std::size_t i) -> std::string_view { return at(i).key.key; });
+    const std::string descBegin = textArrayOf(picked, [&](std::size_t i) {
+      return boundOrNullView(at(i).key.descendantsBegin);
+    });
     const std::string descEnd = textArrayOf(picked, [&](std::size_t i) {
       return boundOrNullView(at(i).key.descendantsEnd);
     });
@@ -131,40 +129,36 @@ std::vector<AcquireOutcome> PostgresStore::Impl::tryAcquireEach(
     for (const std::size_t i : picked) ttlValues.push_back(at(i).ttl.count());
     const std::string ttls = internal::bigintArrayLiteral(ttlValues);
     const std::string pid = std::to_string(holder->pid);
-    const Params params{keys.c_str(),   descBegin.c_str(), descEnd.c_str(),
-                        owners.c_str(), tokens.c_str(),    ttls.c_str(),
-                        holder->host.c_str(), pid.c_str()};
+    const Params params{
+        keys.c_str(),   descBegin.c_str(), descEnd.c_str(),      owners.c_str(),
+        tokens.c_str(), ttls.c_str(),      holder->host.c_str(), pid.c_str()};
     batchOrSingles(answers, [&] {
-    run("acquire", at(picked.front()).key.key, [&](PgConn& c, Deadline d) {
-      const PgResult r =
-          c.execPrepared(internal::pgStatements().acquireEach, params, d);
-      if (r.rows() != static_cast<int>(picked.size())) {
-        throw DLMException(ErrorCode::INTERNAL_ERROR,
-                           fmt::format("dlm_try_acquire_each returned {} rows "
-                                       "for {} keys",
-                                       r.rows(), picked.size()));
-      }
-      for (int row = 0; row < r.rows(); ++row) {
-        const std::size_t i = picked[static_cast<std::size_t>(row)];
-        const std::string outcome = r.text(row, 1);
-        AcquireResult& result = outcomes[i].result;
-        if (outcome == "acquired") {
-          result.acquired = true;
-          result.fencingToken = r.int64(row, 2);
-          result.acquiredAt = fromEpochMs(r, row, 3);
-          result.expiresAt = fromEpochMs(r, row, 4);
-          answers[i] = Answer::kDone;
-        } else if (outcome == "held") {
-          result.blockedBy = requests[i].key.key;
-          answers[i] = Answer::kRefused;
+      run("acquire", at(picked.front()).key.key, [&](PgConn& c, Deadline d) {
+        const PgResult r =
+            c.execPrepared(internal::pgStatements().acquireEach, params, d);
+        internal::rowPerKey(r, picked.size(), "dlm_try_acquire_each");
+        for (int row = 0; row < r.rows(); ++row) {
+          const std::size_t i = picked[static_cast<std::size_t>(row)];
+          const std::string outcome = r.text(row, 1);
+          AcquireResult& result = outcomes[i].result;
+          if (outcome == "acquired") {
+            result.acquired = true;
+            result.fencingToken = r.int64(row, 2);
+            result.acquiredAt = fromEpochMs(r, row, 3);
+            result.expiresAt = fromEpochMs(r, row, 4);
+            answers[i] = Answer::kDone;
+          } else if (outcome == "held") {
+            result.blockedBy = requests[i].key.key;
+            answers[i] = Answer::kRefused;
+          }
         }
-      }
-    });
+      });
     });
     // A second request of a key the batch answered: held, by the first's
     // grant or by the holder that refused the first.
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (sameAs[i] < requests.size() && answers[sameAs[i]] != Answer::kSingle) {
+      if (sameAs[i] < requests.size() &&
+          answers[sameAs[i]] != Answer::kSingle) {
         outcomes[i].result.blockedBy = requests[i].key.key;
         answers[i] = Answer::kRefused;
       }
@@ -190,12 +184,10 @@ std::vector<ReleaseOutcome> PostgresStore::Impl::releaseEach(
       picked.push_back(i);
     }
   }
-  if (picked.size() > 1 &&
-      picked.size() <= kMaxBatchKeys) {
-    const std::string keys =
-        textArrayOf(picked, [&](std::size_t i) -> std::string_view {
-          return requests[i].key.key;
-        });
+  if (picked.size() > 1 && picked.size() <= kMaxBatchKeys) {
+    const std::string keys = textArrayOf(
+        picked,
+        [&](std::size_t i) -> std::string_view { return requests[i].key.key; });
     const std::string tokens =
         textArrayOf(picked, [&](std::size_t i) { return requests[i].token; });
     const std::string descEnd = textArrayOf(picked, [&](std::size_t i) {
@@ -203,32 +195,26 @@ std::vector<ReleaseOutcome> PostgresStore::Impl::releaseEach(
     });
     const Params params{keys.c_str(), tokens.c_str(), descEnd.c_str()};
     batchOrSingles(answers, [&] {
-    run("release", requests[picked.front()].key.key,
-        [&](PgConn& c, Deadline d) {
-          const PgResult r =
-              c.execPrepared(internal::pgStatements().releaseEach, params, d);
-          if (r.rows() != static_cast<int>(picked.size())) {
-            throw DLMException(ErrorCode::INTERNAL_ERROR,
-                               fmt::format("dlm_release_each returned {} rows "
-                                           "for {} keys",
-                                           r.rows(), picked.size()));
-          }
-          for (int row = 0; row < r.rows(); ++row) {
-            const std::size_t i = picked[static_cast<std::size_t>(row)];
-            const std::string outcome = r.text(row, 1);
-            if (outcome == "single") continue;
-            outcomes[i].released = outcome == "released";
-            answers[i] = Answer::kDone;
-          }
-        });
+      run("release", requests[picked.front()].key.key,
+          [&](PgConn& c, Deadline d) {
+            const PgResult r =
+                c.execPrepared(internal::pgStatements().releaseEach, params, d);
+            internal::rowPerKey(r, picked.size(), "dlm_release_each");
+            for (int row = 0; row < r.rows(); ++row) {
+              const std::size_t i = picked[static_cast<std::size_t>(row)];
+              const std::string outcome = r.text(row, 1);
+              if (outcome == "single") continue;
+              outcomes[i].released = outcome == "released";
+              answers[i] = Answer::kDone;
+            }
+          });
     });
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (answers[i] != Answer::kSingle) continue;
     const ReleaseRequest& r = requests[i];
-    singleInto(outcomes[i], [&] {
-      outcomes[i].released = release(r.key, r.token, r.mode);
-    });
+    singleInto(outcomes[i],
+               [&] { outcomes[i].released = release(r.key, r.token, r.mode); });
   }
   return outcomes;
 }
@@ -254,32 +240,29 @@ std::vector<ExtendOutcome> PostgresStore::Impl::extendEach(
         picked.begin() +
             static_cast<std::ptrdiff_t>(std::min(picked.size(), from + chunk)));
     if (part.size() < 2) break;
-    const std::string keys = textArrayOf(
-        part, [&](std::size_t i) { return requests[i].key; });
-    const std::string tokens = textArrayOf(
-        part, [&](std::size_t i) { return requests[i].token; });
+    const std::string keys =
+        textArrayOf(part, [&](std::size_t i) { return requests[i].key; });
+    const std::string tokens =
+        textArrayOf(part, [&](std::size_t i) { return requests[i].token; });
     std::vector<std::int64_t> ttlValues;
-    for (const std::size_t i : part) ttlValues.push_back(requests[i].ttl.count());
+    for (const std::size_t i : part)
+      ttlValues.push_back(requests[i].ttl.count());
     const std::string ttls = internal::bigintArrayLiteral(ttlValues);
     const Params params{keys.c_str(), tokens.c_str(), ttls.c_str()};
     batchOrSingles(answers, [&] {
-    run("extend", requests[part.front()].key, [&](PgConn& c, Deadline d) {
-      const PgResult r =
-          c.execPrepared(internal::pgStatements().extendEach, params, d);
-      if (r.rows() != static_cast<int>(part.size())) {
-        throw DLMException(ErrorCode::INTERNAL_ERROR,
-                           fmt::format("dlm_extend_each returned {} rows for "
-                                       "{} keys",
-                                       r.rows(), part.size()));
-      }
-      for (int row = 0; row < r.rows(); ++row) {
-        const std::size_t i = part[static_cast<std::size_t>(row)];
-        const std::string outcome = r.text(row, 1);
-        if (outcome == "single") continue;
-        if (outcome == "extended") outcomes[i].expiresAt = fromEpochMs(r, row, 2);
-        answers[i] = Answer::kDone;
-      }
-    });
+      run("extend", requests[part.front()].key, [&](PgConn& c, Deadline d) {
+        const PgResult r =
+            c.execPrepared(internal::pgStatements().extendEach, params, d);
+        internal::rowPerKey(r, part.size(), "dlm_extend_each");
+        for (int row = 0; row < r.rows(); ++row) {
+          const std::size_t i = part[static_cast<std::size_t>(row)];
+          const std::string outcome = r.text(row, 1);
+          if (outcome == "single") continue;
+          if (outcome == "extended")
+            outcomes[i].expiresAt = fromEpochMs(r, row, 2);
+          answers[i] = Answer::kDone;
+        }
+      });
     });
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -298,11 +281,9 @@ AcquireAllResult PostgresStore::Impl::tryAcquireAll(
     throw DLMException(ErrorCode::INVALID_ARGUMENT,
                        "PostgreSQL store: tryAcquireAll: no keys");
   }
-  std::vector<std::size_t> order(requests.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return requests[a].key.key < requests[b].key.key;
-  });
+  const std::vector<std::size_t> order = internal::indicesInKeyOrder(
+      requests.size(),
+      [&](std::size_t i) -> std::string_view { return requests[i].key.key; });
   std::vector<std::string> paths(requests.size()), crcs(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const StoreKey& key = requests[i].key;
@@ -322,9 +303,7 @@ AcquireAllResult PostgresStore::Impl::tryAcquireAll(
     paths[i] = internal::textArrayLiteral(path);
     crcs[i] = internal::bigintArrayLiteral(crc);
   }
-  const auto all = [&](auto field) {
-    return textArrayOf(order, field);
-  };
+  const auto all = [&](auto field) { return textArrayOf(order, field); };
   const std::string pathArray =
       all([&](std::size_t i) -> std::string_view { return paths[i]; });
   const std::string crcArray =
@@ -365,13 +344,7 @@ AcquireAllResult PostgresStore::Impl::tryAcquireAll(
                  result.queued = r.boolean(0, 6);
                  return result;
                }
-               if (r.rows() != static_cast<int>(requests.size())) {
-                 throw DLMException(
-                     ErrorCode::INTERNAL_ERROR,
-                     fmt::format("dlm_try_acquire_all returned {} rows for {} "
-                                 "keys",
-                                 r.rows(), requests.size()));
-               }
+               internal::rowPerKey(r, requests.size(), "dlm_try_acquire_all");
                for (int row = 0; row < r.rows(); ++row) {
                  AcquireResult& one =
                      result.results[order[static_cast<std::size_t>(row)]];

@@ -57,6 +57,16 @@ const PgResult& single(const PgResult& r, const char* what) {
   return r;
 }
 
+const PgResult& rowPerKey(const PgResult& r, std::size_t keys,
+                          const char* what) {
+  if (r.rows() < 0 || static_cast<std::size_t>(r.rows()) != keys) {
+    throw DLMException(ErrorCode::INTERNAL_ERROR,
+                       fmt::format("{} returned {} rows for {} keys", what,
+                                   r.rows(), keys));
+  }
+  return r;
+}
+
 
 Hierarchy::Hierarchy(const StoreKey& key)
     : descBegin(boundOrNull(key.descendantsBegin)),

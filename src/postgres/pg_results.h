@@ -29,6 +29,10 @@ inline const char* sqlBoolean(bool value) { return value ? "true" : "false"; }
 // Checks the shape of a one-row, one-column result.
 const PgResult& single(const PgResult& r, const char* what);
 
+// Checks that a batch function answered one row per key it was given.
+const PgResult& rowPerKey(const PgResult& r, std::size_t keys,
+                          const char* what);
+
 // A key's hierarchy as the dlm_* functions take it: the ancestors as a
 // text[] literal, the descendant range as two nullable bounds.
 struct Hierarchy {

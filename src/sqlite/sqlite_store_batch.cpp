@@ -4,14 +4,13 @@
 // one per lock. Each lock runs the single call's own code (acquireWithin,
 // releaseWithin, extendWithin) in that transaction, so its answer is the
 // single call's; locks go in key order, answers come back in request order.
-#include <algorithm>
 #include <cstddef>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/key_order.h"
 #include "dlm/error.h"
 #include "dlm/sqlite_store.h"
 #include "sqlite/sqlite_acquire.h"
@@ -29,20 +28,6 @@ using internal::sqlite::Savepoint;
 using internal::sqlite::Transaction;
 
 namespace {
-
-// The indices of a batch's requests in the order of their keys; requests of
-// one key keep their order. Every writer of the file takes its keys in the
-// same order.
-template <typename KeyOf>
-std::vector<std::size_t> batchKeyOrder(std::size_t size, KeyOf keyOf) {
-  std::vector<std::size_t> order(size);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(
-      order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return std::string_view(keyOf(a)) < std::string_view(keyOf(b));
-      });
-  return order;
-}
 
 // Whether `e`, thrown while one lock of a batch was worked on, refuses that
 // lock alone: its request is over a cap of dlm_limits (the only error of a
@@ -80,8 +65,9 @@ std::vector<AcquireOutcome> SqliteStore::tryAcquireEach(
     const std::vector<AcquireRequest>& requests) {
   std::vector<AcquireOutcome> outcomes(requests.size());
   if (requests.empty()) return outcomes;
-  const auto order = batchKeyOrder(
-      requests.size(), [&](std::size_t i) { return requests[i].key.key; });
+  const auto order = internal::indicesInKeyOrder(
+      requests.size(),
+      [&](std::size_t i) -> std::string_view { return requests[i].key.key; });
   impl_->withConnection("acquiring a batch", [&](Connection& c) {
     // Durable, as a single acquisition: a granted token must survive a
     // power loss.
@@ -105,8 +91,9 @@ std::vector<ReleaseOutcome> SqliteStore::releaseEach(
     const std::vector<ReleaseRequest>& requests) {
   std::vector<ReleaseOutcome> outcomes(requests.size());
   if (requests.empty()) return outcomes;
-  const auto order = batchKeyOrder(
-      requests.size(), [&](std::size_t i) { return requests[i].key.key; });
+  const auto order = internal::indicesInKeyOrder(
+      requests.size(),
+      [&](std::size_t i) -> std::string_view { return requests[i].key.key; });
   std::vector<std::string> freed;
   impl_->withConnection("releasing a batch", [&](Connection& c) {
     // Lazy, as a single release: a release lost on power loss only keeps
@@ -134,8 +121,9 @@ std::vector<ExtendOutcome> SqliteStore::extendEach(
     const std::vector<ExtendRequest>& requests) {
   std::vector<ExtendOutcome> outcomes(requests.size());
   if (requests.empty()) return outcomes;
-  const auto order = batchKeyOrder(
-      requests.size(), [&](std::size_t i) { return requests[i].key; });
+  const auto order = internal::indicesInKeyOrder(
+      requests.size(),
+      [&](std::size_t i) -> std::string_view { return requests[i].key; });
   impl_->withConnection("extending a batch", [&](Connection& c) {
     Transaction tx(c, Durability::kDurable);
     for (const std::size_t i : order) {
@@ -160,8 +148,9 @@ AcquireAllResult SqliteStore::tryAcquireAll(
     all.acquired = true;  // every one of none, as LockStore's default says
     return all;
   }
-  const auto order = batchKeyOrder(
-      requests.size(), [&](std::size_t i) { return requests[i].key.key; });
+  const auto order = internal::indicesInKeyOrder(
+      requests.size(),
+      [&](std::size_t i) -> std::string_view { return requests[i].key.key; });
   impl_->withConnection("acquiring all of a batch", [&](Connection& c) {
     Transaction tx(c, Durability::kDurable);
     for (const std::size_t i : order) {
