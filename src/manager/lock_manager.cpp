@@ -157,12 +157,8 @@ void DistributedLockManager::acquireLock(Lock& lock, milliseconds ttl,
                      Clock::TimePoint::max() - start)
           ? Clock::TimePoint::max()
           : start + timeout;
-  // The whole call, store calls included, ends by timeout + operationTimeout
-  // (saturating: both are bounded, but a huge timeout must not wrap).
-  const milliseconds operationTimeout = impl_->config().operationTimeout;
-  const Deadline callEnd = timeout > milliseconds::max() - operationTimeout
-                               ? Deadline::max()
-                               : deadlineAfter(timeout + operationTimeout);
+  // The whole call, store calls included, ends by timeout + operationTimeout.
+  const Deadline callEnd = impl_->waitingCallDeadline(timeout);
   const auto callStart = std::chrono::steady_clock::now();
   Impl::Refusal refusal;
   if (!impl_->attempt(lock, ttl, &refusal,

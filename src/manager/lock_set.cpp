@@ -102,15 +102,7 @@ bool DistributedLockManager::Impl::attemptAll(const std::vector<Lock*>& locks,
     return false;
   }
   for (std::size_t i = 0; i < locks.size(); ++i) {
-    Lock& lock = *locks[i];
-    const AcquireResult& one = result.results[i];
-    lock.acquired_ = true;
-    lock.owner_ = owner;
-    lock.token_ = tokens[i];
-    lock.fencingToken_ = one.fencingToken;
-    lock.acquiredAt_ = one.acquiredAt;
-    lock.expiresAt_ = one.expiresAt;
-    lock.leaseEnd_ = started + ttl;
+    holdAcquired(*locks[i], owner, tokens[i], result.results[i], started, ttl);
   }
   return true;
 }
@@ -206,11 +198,8 @@ void DistributedLockManager::acquireAll(const std::vector<Lock*>& locks,
   internal::validateTtl(ttl);
   internal::requireNonNegative("timeout", timeout);
   impl_->requireInitialized();
-  const milliseconds operationTimeout = impl_->config().operationTimeout;
   const Deadline waitEnd = deadlineAfter(timeout);
-  const Deadline callEnd = timeout > milliseconds::max() - operationTimeout
-                               ? Deadline::max()
-                               : deadlineAfter(timeout + operationTimeout);
+  const Deadline callEnd = impl_->waitingCallDeadline(timeout);
   const auto callStart = std::chrono::steady_clock::now();
   Impl::Refusal refusal;
   for (;;) {

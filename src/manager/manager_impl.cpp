@@ -150,6 +150,14 @@ Deadline DistributedLockManager::Impl::callDeadline() const {
   return deadlineAfter(settings_.config.operationTimeout);
 }
 
+Deadline DistributedLockManager::Impl::waitingCallDeadline(
+    milliseconds timeout) const {
+  const milliseconds operationTimeout = settings_.config.operationTimeout;
+  return timeout > milliseconds::max() - operationTimeout
+             ? Deadline::max()
+             : deadlineAfter(timeout + operationTimeout);
+}
+
 // --- release announcements and keep-alive ------------------------------------
 
 void DistributedLockManager::Impl::watchReleases() {
@@ -231,13 +239,7 @@ bool DistributedLockManager::Impl::attempt(Lock& lock, milliseconds ttl,
       throw;
     }
     if (result.acquired) {
-      lock.acquired_ = true;
-      lock.owner_ = owner;
-      lock.token_ = token;
-      lock.fencingToken_ = result.fencingToken;
-      lock.acquiredAt_ = result.acquiredAt;
-      lock.expiresAt_ = result.expiresAt;
-      lock.leaseEnd_ = started + ttl;
+      holdAcquired(lock, owner, token, result, started, ttl);
       return true;
     }
     refusal->blockedBy = result.blockedBy;
@@ -249,6 +251,19 @@ bool DistributedLockManager::Impl::attempt(Lock& lock, milliseconds ttl,
       return false;
     }
   }
+}
+
+void DistributedLockManager::Impl::holdAcquired(
+    Lock& lock, const std::string& owner, const std::string& token,
+    const AcquireResult& result, std::chrono::steady_clock::time_point started,
+    milliseconds ttl) const {
+  lock.acquired_ = true;
+  lock.owner_ = owner;
+  lock.token_ = token;
+  lock.fencingToken_ = result.fencingToken;
+  lock.acquiredAt_ = result.acquiredAt;
+  lock.expiresAt_ = result.expiresAt;
+  lock.leaseEnd_ = started + ttl;
 }
 
 bool DistributedLockManager::Impl::releaseOwnLeftovers(const std::string& owner,

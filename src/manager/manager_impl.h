@@ -100,6 +100,10 @@ class DLM_HIDDEN DistributedLockManager::Impl {
   void checkOwnLock(const Lock& lock) const;
   // operationTimeout from now.
   Deadline callDeadline() const;
+  // The end of a call that waits up to `timeout`: timeout +
+  // operationTimeout from now (saturating: both are bounded, but a huge
+  // timeout must not wrap).
+  Deadline waitingCallDeadline(std::chrono::milliseconds timeout) const;
 
   // One store attempt under `deadline`; on success fills `lock`, else
   // says why not. An attempt blocked by a leftover of the calling owner
@@ -112,6 +116,12 @@ class DLM_HIDDEN DistributedLockManager::Impl {
                            Deadline deadline, bool related);
   // releaseLock's store call and report, for a lock held or pending.
   bool releaseByToken(Lock& lock);
+  // Fills `lock` with the acquisition `result` that `token` made for
+  // `owner`, by a call that began at `started` with `ttl`.
+  void holdAcquired(Lock& lock, const std::string& owner,
+                    const std::string& token, const AcquireResult& result,
+                    std::chrono::steady_clock::time_point started,
+                    std::chrono::milliseconds ttl) const;
   // One tryAcquireAll store attempt under `deadline` for `locks` (checked
   // by the caller); on success fills every lock, else says why not.
   bool attemptAll(const std::vector<Lock*>& locks,
