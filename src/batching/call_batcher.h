@@ -59,13 +59,7 @@ class DLM_HIDDEN CallBatcher {
     // queued, it would wait for the batch that waits for it.
     if (leading(this)) {
       const DeadlineScope scope(deadlineOr(fallback));
-      std::vector<Outcome> one = run_(std::vector<Request>{request});
-      if (one.size() != 1) {
-        throw DLMException(ErrorCode::INTERNAL_ERROR,
-                           "a store's batch call answered a different "
-                           "number of outcomes than it was asked");
-      }
-      return std::move(one.front());
+      return std::move(runBatch(std::vector<Request>{request}).front());
     }
     Member self(&request, deadlineOr(fallback));
     std::unique_lock<std::mutex> lock(mutex_);
@@ -112,6 +106,17 @@ class DLM_HIDDEN CallBatcher {
     std::exception_ptr error;
   };
 
+  // run_, checked to answer one outcome per request.
+  std::vector<Outcome> runBatch(const std::vector<Request>& requests) const {
+    std::vector<Outcome> outcomes = run_(requests);
+    if (outcomes.size() != requests.size()) {
+      throw DLMException(ErrorCode::INTERNAL_ERROR,
+                         "a store's batch call answered a different number "
+                         "of outcomes than it was asked");
+    }
+    return outcomes;
+  }
+
   // Takes the queue's first maxBatch members (the caller's own among them:
   // it is queued and not taken, so it is in the queue; the queue is served
   // first come, first served, and the caller joins it at the back, so it is
@@ -138,12 +143,7 @@ class DLM_HIDDEN CallBatcher {
       for (const Member* m : batch) requests.push_back(*m->request);
       const DeadlineScope scope(deadline);
       const Leading mark(this);
-      outcomes = run_(requests);
-      if (outcomes.size() != batch.size()) {
-        throw DLMException(ErrorCode::INTERNAL_ERROR,
-                           "a store's batch call answered a different "
-                           "number of outcomes than it was asked");
-      }
+      outcomes = runBatch(requests);
     } catch (...) {
       failed = std::current_exception();
     }
