@@ -114,10 +114,9 @@ std::vector<KeepAlive::Renewal> KeepAlive::renewAll(
     // retries here: a failed renewal is simply tried again at the next
     // retry period while the lease lasts).
     const DeadlineScope scope(deadline);
-    outcomes = renewals.size() == 1
-                   ? std::vector<ExtendOutcome>(1)
-                   : store_.extendEach(requests);
-    if (renewals.size() == 1) {
+    if (requests.size() > 1) {
+      outcomes = store_.extendEach(requests);
+    } else {
       const ExtendRequest& r = requests.front();
       outcomes[0].expiresAt = store_.extend(r.key, r.token, r.ttl, r.mode);
     }
