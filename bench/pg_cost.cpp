@@ -30,6 +30,7 @@
 
 #include "pg_baselines.h"
 #include "pg_batch_floor.h"
+#include "pg_batch_threads.h"
 #include "pg_shedlock.h"
 #include "pg_skeleton.h"
 
@@ -278,6 +279,30 @@ std::vector<CostVariant> cycleVariants(const Ctx& ctx, int threads,
                      return cycleWorker(ctx, variant, t, ctx.conninfo,
                                         nullptr);
                    };
+                   return s;
+                 }});
+  }
+  if (threads > 1) {
+    // The floor of the batched protocol at this thread count (see
+    // pg_batch_threads.h).
+    v.push_back({"g", [&ctx](const std::string&) {
+                   auto g = std::make_shared<ThreadedBatchSkeleton>(
+                       ctx.conninfo);
+                   CostSetup s;
+                   s.worker = [&ctx, g](int t) -> Operation {
+                     auto i = std::make_shared<int>(0);
+                     auto rng = std::make_shared<std::mt19937_64>(
+                         9600 + static_cast<unsigned>(t));
+                     const int keys = ctx.flags.keys;
+                     const int ttl = ctx.flags.ttlMs;
+                     return [g, t, i, rng, keys, ttl]() {
+                       g->cycle(key("rawg", fmt::format("c{}k{}", t,
+                                                         (*i)++ % keys)),
+                                randomHex(*rng, 32), ttl);
+                       return 0;
+                     };
+                   };
+                   s.close = [g] { g->close(); };
                    return s;
                  }});
   }
@@ -550,6 +575,23 @@ void costContended(const Ctx& ctx, ServerMeter& meter, const std::string& cond) 
                  };
                  return s;
                }});
+  // (f): the one-call skeleton on one key, the floor of the contended rate.
+  v.push_back({"f", [&ctx, ttl](const std::string&) {
+                 CostSetup s;
+                 s.tag = 0;
+                 s.worker = [&ctx, ttl](int t) -> Operation {
+                   auto f = std::make_shared<RawSkeleton>(ctx.conninfo,
+                                                          9300 + t);
+                   const std::string k = key("rawf", "contended");
+                   f->ensureRow(k);
+                   return [f, k, ttl]() {
+                     if (!f->acquire(k, ttl)) return 1;
+                     f->release(k);
+                     return 0;
+                   };
+                 };
+                 return s;
+               }});
   const auto all = interleavedCost(ctx, v, [&](const CostVariant& x) {
     return meteredSlice(ctx, meter, threads, x);
   });
@@ -609,11 +651,36 @@ void costExtend(const Ctx& ctx, ServerMeter& meter, const std::string& cond) {
                  };
                  return s;
                }});
+  // (f)'s extend: the floor of an extend made through a SECURITY DEFINER
+  // function (least privilege), one statement.
+  v.push_back({"f", [&ctx, ttl](const std::string&) {
+                 CostSetup s;
+                 s.worker = [&ctx, ttl](int) -> Operation {
+                   auto f = std::make_shared<RawSkeleton>(ctx.conninfo, 9501);
+                   const std::string k = key("rawf", "extend");
+                   f->ensureRow(k);
+                   if (!f->acquire(k, ttl)) {
+                     throw std::runtime_error("f: extend row held");
+                   }
+                   auto release = std::shared_ptr<void>(nullptr, [f, k](void*) {
+                     try {
+                       f->release(k);
+                     } catch (const std::exception&) {
+                     }
+                   });
+                   return [f, k, ttl, release]() {
+                     f->extend(k, ttl);
+                     return 0;
+                   };
+                 };
+                 return s;
+               }});
   const auto all = interleavedCost(ctx, v, [&](const CostVariant& x) {
     return meteredSlice(ctx, meter, 1, x);
   });
   reportCost(ctx, "extend", "threads=1 held lock", cond, "extend",
-             "extendLock of a held lock; (e): its conditional extend UPDATE",
+             "extendLock of a held lock; (e): its conditional extend UPDATE; "
+             "(f): one SECURITY DEFINER function running that UPDATE",
              all, "e");
 }
 

@@ -30,7 +30,7 @@ void prefillCycleRows(const Ctx& ctx, int maxThreads) {
   c.exec(fmt::format(
       "INSERT INTO dlm_locks (resource, resource_crc) SELECT "
       "format('DC#{}#%s#c%sk%s', v, t, i), 0 FROM unnest(ARRAY['lib', "
-      "'rawa', 'rawb', 'rawf']) v, generate_series(0, {}) t, generate_series(0, {}) "
+      "'rawa', 'rawb', 'rawf', 'rawg']) v, generate_series(0, {}) t, generate_series(0, {}) "
       "i ON CONFLICT DO NOTHING",
       kFarm, maxThreads - 1, keys - 1));
   c.exec(fmt::format(

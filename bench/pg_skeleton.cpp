@@ -53,11 +53,50 @@ $$)",
                      schema));
 }
 
+void createSkeletonExtend(PgConn& c) {
+  const std::string schema = c.value("SELECT current_schema()");
+  // One conditional UPDATE; durable commit (an extension lost in a crash
+  // would let the lock expire while its holder counts on it).
+  c.exec(fmt::format(R"(
+CREATE FUNCTION bench_skeleton_extend(p_key text, p_token text,
+    p_ttl_ms bigint) RETURNS boolean
+  LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog, "{0}", pg_temp
+AS $$
+BEGIN
+  UPDATE dlm_locks l
+     SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond',
+         ttl_ms = p_ttl_ms
+   WHERE l.resource = p_key AND l.token = p_token AND l.status = 'HELD'
+     AND l.expires_at > clock_timestamp();
+  RETURN FOUND;
+END
+$$)",
+                     schema));
+}
+
 RawSkeleton::RawSkeleton(const std::string& conninfo, std::uint64_t seed)
     : conn_(conninfo), rng_(seed) {
   conn_.exec("SET plan_cache_mode = force_generic_plan");
   conn_.prepare("f_acq", "SELECT bench_skeleton_acquire($1, $2, $3)");
   conn_.prepare("f_rel", "SELECT bench_skeleton_release($1, $2)");
+  conn_.prepare("f_ext", "SELECT bench_skeleton_extend($1, $2, $3)");
+  conn_.prepare("f_row",
+                "INSERT INTO dlm_locks (resource, resource_crc) VALUES ($1, 0) "
+                "ON CONFLICT DO NOTHING");
+}
+
+void RawSkeleton::ensureRow(const std::string& key) {
+  conn_.execPrepared("f_row", {key.c_str()});
+}
+
+void RawSkeleton::extend(const std::string& key, int ttlMs) {
+  const std::string ttl = std::to_string(ttlMs);
+  const PgResult r = conn_.execPrepared(
+      "f_ext", {key.c_str(), token_.c_str(), ttl.c_str()});
+  if (PQgetvalue(r.get(), 0, 0)[0] != 't') {
+    throw std::runtime_error("baseline f: extend found no hold of " + key);
+  }
 }
 
 bool RawSkeleton::acquire(const std::string& key, int ttlMs) {

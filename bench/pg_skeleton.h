@@ -18,6 +18,9 @@ namespace dlm_bench {
 // Creates bench_skeleton_acquire and bench_skeleton_release over dlm_locks
 // in the bench's database (the connection's current schema).
 void createSkeletonFunctions(PgConn& c);
+// Creates bench_skeleton_extend: (f)'s extend, one conditional UPDATE in a
+// SECURITY DEFINER function, durable.
+void createSkeletonExtend(PgConn& c);
 
 class RawSkeleton {
  public:
@@ -26,6 +29,10 @@ class RawSkeleton {
   bool acquire(const std::string& key, int ttlMs);
   // Throws when this token did not hold it.
   void release(const std::string& key);
+  // Extends what the last acquire of `key` took; throws when not held.
+  void extend(const std::string& key, int ttlMs);
+  // Creates `key`'s row when missing.
+  void ensureRow(const std::string& key);
 
  private:
   PgConn conn_;
