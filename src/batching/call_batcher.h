@@ -4,10 +4,11 @@
 // No timer: a call made while fewer than maxInFlight batches of its kind
 // are at the store goes at once, alone or with whatever queued before it.
 // Calls made while maxInFlight batches are out queue; when one comes back,
-// a queued caller takes the queue (up to maxBatch calls) to the store as
-// one batch, on its own thread. So a lone caller never waits for company,
-// and under load each trip to the store carries the calls that arrived
-// during the previous one.
+// the first queued caller takes the queue (up to maxBatch calls) to the
+// store as one batch, on its own thread. So a lone caller never waits for
+// company, and under load each trip to the store carries the calls that
+// arrived during the previous one. A batch that comes back wakes its own
+// members and that first queued caller, nobody else.
 //
 // A batch runs under the earliest deadline of its members, so it is over
 // (answered or failed) by the time each member's deadline comes and a
@@ -64,29 +65,30 @@ class DLM_HIDDEN CallBatcher {
     Member self(&request, deadlineOr(fallback));
     std::unique_lock<std::mutex> lock(mutex_);
     queue_.push_back(&self);
-    for (;;) {
-      if (self.done) break;
-      if (!self.taken && inFlight_ < maxInFlight_) {
-        lead(lock);
+    while (!self.taken) {
+      if (inFlight_ < maxInFlight_) {
+        if (lead(lock, &self)) return self.result();
+        lock.lock();
         continue;
       }
-      if (self.taken) {
-        // Its batch ends by this member's deadline (see lead).
-        changed_.wait(lock);
-        continue;
-      }
-      if (changed_.wait_until(lock, self.deadline) ==
-              std::cv_status::timeout &&
-          !self.taken && !self.done) {
+      lock.unlock();
+      const Wake wake = self.waitUntil(self.deadline);
+      if (wake == Wake::kDone) return self.result();
+      lock.lock();
+      if (wake == Wake::kTimeout && !self.taken) {
         queue_.erase(std::find(queue_.begin(), queue_.end(), &self));
+        // It may have been woken to lead as its deadline came.
+        wakeNextLeader();
         throw DLMException(ErrorCode::CONNECTION_ERROR,
                            "the call's deadline passed while it waited for "
                            "its turn at the store",
                            true);
       }
     }
-    if (self.error) std::rethrow_exception(self.error);
-    return std::move(*self.outcome);
+    lock.unlock();
+    // Its batch ends by this member's deadline (see lead).
+    self.waitUntilDone();
+    return self.result();
   }
 
   // Calls of this kind now at the store or queued (for tests).
@@ -96,14 +98,60 @@ class DLM_HIDDEN CallBatcher {
   }
 
  private:
-  struct Member {
+  enum class Wake { kDone, kToLead, kTimeout };
+
+  // A call, from when it queues until it returns. Each waits on a condition
+  // of its own: a finished batch wakes its own members, and one queued
+  // member when the next batch may go, not every waiting caller.
+  class Member {
+   public:
     Member(const Request* r, Deadline d) : request(r), deadline(d) {}
-    const Request* request;
-    Deadline deadline;
-    bool taken = false;
-    bool done = false;
+
+    // Until its batch is done, it is woken to lead, or `until` comes.
+    Wake waitUntil(Deadline until) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!wake_.wait_until(lock, until, [this] { return done_ || toLead_; })) {
+        return Wake::kTimeout;
+      }
+      if (done_) return Wake::kDone;
+      toLead_ = false;
+      return Wake::kToLead;
+    }
+    void waitUntilDone() {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return done_; });
+    }
+    // After outcome or error was set. The member may return and be gone as
+    // soon as this has.
+    void finish() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+      wake_.notify_one();
+    }
+    // Only with the batcher's mutex held and the member queued, so that it
+    // cannot leave meanwhile.
+    void wakeToLead() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      toLead_ = true;
+      wake_.notify_one();
+    }
+    // Once done.
+    Outcome result() {
+      if (error) std::rethrow_exception(error);
+      return std::move(*outcome);
+    }
+
+    const Request* const request;
+    const Deadline deadline;
+    bool taken = false;  // guarded by the batcher's mutex_
     std::optional<Outcome> outcome;
     std::exception_ptr error;
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool done_ = false;    // guarded by mutex_
+    bool toLead_ = false;  // guarded by mutex_
   };
 
   // run_, checked to answer one outcome per request.
@@ -117,12 +165,22 @@ class DLM_HIDDEN CallBatcher {
     return outcomes;
   }
 
+  // With mutex_ held: when another batch may go, wakes the queue's first
+  // member to lead it (only it: whoever else is queued goes with it or
+  // after it).
+  void wakeNextLeader() {
+    if (!queue_.empty() && inFlight_ < maxInFlight_) {
+      queue_.front()->wakeToLead();
+    }
+  }
+
   // Takes the queue's first maxBatch members (the caller's own among them:
   // it is queued and not taken, so it is in the queue; the queue is served
   // first come, first served, and the caller joins it at the back, so it is
   // taken now or by a batch that runs before it can lead again) to the
-  // store, with `lock` released meanwhile.
-  void lead(std::unique_lock<std::mutex>& lock) {
+  // store, with `lock` released meanwhile, and answers them. Returns with
+  // `lock` released; true when `caller` was in the batch.
+  bool lead(std::unique_lock<std::mutex>& lock, const Member* caller) {
     std::vector<Member*> batch;
     Deadline deadline = Deadline::max();
     while (!queue_.empty() && batch.size() < maxBatch_) {
@@ -134,6 +192,7 @@ class DLM_HIDDEN CallBatcher {
     }
     ++inFlight_;
     running_ += batch.size();
+    wakeNextLeader();
     lock.unlock();
     std::vector<Outcome> outcomes;
     std::exception_ptr failed;
@@ -148,25 +207,31 @@ class DLM_HIDDEN CallBatcher {
       failed = std::current_exception();
     }
     lock.lock();
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (failed) {
-        batch[i]->error = failed;
-      } else {
-        batch[i]->outcome = std::move(outcomes[i]);
-      }
-      batch[i]->done = true;
-    }
     --inFlight_;
     running_ -= batch.size();
-    changed_.notify_all();
+    wakeNextLeader();
+    lock.unlock();
+    // Taken members wait on their own condition only, so they are answered
+    // outside mutex_ (they cannot leave before finish()).
+    bool callerTaken = false;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Member* m = batch[i];
+      if (failed) {
+        m->error = failed;
+      } else {
+        m->outcome = std::move(outcomes[i]);
+      }
+      callerTaken = callerTaken || m == caller;
+      m->finish();
+    }
+    return callerTaken;
   }
 
   // Marks the calling thread as running a batch of `batcher` while it
   // lives; the marks of nested batches (of other kinds) form a chain.
   class Leading {
    public:
-    explicit Leading(const void* batcher)
-        : batcher_(batcher), outer_(top()) {
+    explicit Leading(const void* batcher) : batcher_(batcher), outer_(top()) {
       top() = this;
     }
     ~Leading() { top() = outer_; }
@@ -194,7 +259,6 @@ class DLM_HIDDEN CallBatcher {
   const std::size_t maxBatch_;
   const int maxInFlight_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
   std::deque<Member*> queue_;  // guarded by mutex_
   int inFlight_ = 0;           // guarded by mutex_
   std::size_t running_ = 0;    // guarded by mutex_
