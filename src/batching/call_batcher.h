@@ -17,8 +17,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <exception>
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/hidden.h"
+#include "common/wake_semaphore.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 
@@ -72,10 +73,10 @@ class DLM_HIDDEN CallBatcher {
         continue;
       }
       lock.unlock();
-      const Wake wake = self.waitUntil(self.deadline);
-      if (wake == Wake::kDone) return self.result();
+      const bool woken = self.waitForWake();
+      if (woken && self.done()) return self.awaitResult();
       lock.lock();
-      if (wake == Wake::kTimeout && !self.taken) {
+      if (!woken && !self.taken) {
         queue_.erase(std::find(queue_.begin(), queue_.end(), &self));
         // It may have been woken to lead as its deadline came.
         wakeNextLeader();
@@ -87,8 +88,7 @@ class DLM_HIDDEN CallBatcher {
     }
     lock.unlock();
     // Its batch ends by this member's deadline (see lead).
-    self.waitUntilDone();
-    return self.result();
+    return self.awaitResult();
   }
 
   // Calls of this kind now at the store or queued (for tests).
@@ -98,42 +98,45 @@ class DLM_HIDDEN CallBatcher {
   }
 
  private:
-  enum class Wake { kDone, kToLead, kTimeout };
-
-  // A call, from when it queues until it returns. Each waits on a condition
+  // A call, from when it queues until it returns. Each waits on a semaphore
   // of its own: a finished batch wakes its own members, and one queued
   // member when the next batch may go, not every waiting caller.
   class Member {
    public:
     Member(const Request* r, Deadline d) : request(r), deadline(d) {}
 
-    // Until its batch is done, it is woken to lead, or `until` comes.
-    Wake waitUntil(Deadline until) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (!wake_.wait_until(lock, until, [this] { return done_ || toLead_; })) {
-        return Wake::kTimeout;
+    // Takes one wake-up (to lead, or its batch is done); false when its
+    // deadline came first.
+    bool waitForWake() {
+      if (!woken_.waitUntil(deadline)) return false;
+      ++wakesTaken_;
+      return true;
+    }
+    bool done() const { return done_.load(std::memory_order_acquire); }
+    // Waits until its batch is done and it took every wake-up posted to it
+    // (after which nobody touches it), then returns the result.
+    Outcome awaitResult() {
+      while (!done()) {
+        woken_.wait();
+        ++wakesTaken_;
       }
-      if (done_) return Wake::kDone;
-      toLead_ = false;
-      return Wake::kToLead;
+      // Its wakes to lead, all posted before it was taken, and finish's.
+      while (wakesTaken_ < wakesToLead + 1) {
+        woken_.wait();
+        ++wakesTaken_;
+      }
+      return result();
     }
-    void waitUntilDone() {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return done_; });
-    }
-    // After outcome or error was set. The member may return and be gone as
-    // soon as this has.
+    // By its batch's leader, after outcome or error was set.
     void finish() {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-      wake_.notify_one();
+      done_.store(true, std::memory_order_release);
+      woken_.post();
     }
-    // Only with the batcher's mutex held and the member queued, so that it
-    // cannot leave meanwhile.
+    // With the batcher's mutex held and the member queued, so that every
+    // such wake-up was posted by the time it is taken or leaves.
     void wakeToLead() {
-      std::lock_guard<std::mutex> lock(mutex_);
-      toLead_ = true;
-      wake_.notify_one();
+      ++wakesToLead;
+      woken_.post();
     }
     // Once done.
     Outcome result() {
@@ -143,15 +146,15 @@ class DLM_HIDDEN CallBatcher {
 
     const Request* const request;
     const Deadline deadline;
-    bool taken = false;  // guarded by the batcher's mutex_
+    bool taken = false;   // guarded by the batcher's mutex_
+    int wakesToLead = 0;  // guarded by the batcher's mutex_ while queued
     std::optional<Outcome> outcome;
     std::exception_ptr error;
 
    private:
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    bool done_ = false;    // guarded by mutex_
-    bool toLead_ = false;  // guarded by mutex_
+    WakeSemaphore woken_;
+    std::atomic<bool> done_{false};
+    int wakesTaken_ = 0;  // by its own thread
   };
 
   // run_, checked to answer one outcome per request.
@@ -211,8 +214,8 @@ class DLM_HIDDEN CallBatcher {
     running_ -= batch.size();
     wakeNextLeader();
     lock.unlock();
-    // Taken members wait on their own condition only, so they are answered
-    // outside mutex_ (they cannot leave before finish()).
+    // Taken members wait for finish() alone, so they are answered outside
+    // mutex_ (they cannot leave before it).
     bool callerTaken = false;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Member* m = batch[i];
@@ -221,8 +224,12 @@ class DLM_HIDDEN CallBatcher {
       } else {
         m->outcome = std::move(outcomes[i]);
       }
-      callerTaken = callerTaken || m == caller;
-      m->finish();
+      // The caller answers itself: nobody waits for it.
+      if (m == caller) {
+        callerTaken = true;
+      } else {
+        m->finish();
+      }
     }
     return callerTaken;
   }
