@@ -185,6 +185,7 @@ class DLM_HIDDEN CallBatcher {
   // `lock` released; true when `caller` was in the batch.
   bool lead(std::unique_lock<std::mutex>& lock, const Member* caller) {
     std::vector<Member*> batch;
+    batch.reserve(std::min(queue_.size(), maxBatch_));
     Deadline deadline = Deadline::max();
     while (!queue_.empty() && batch.size() < maxBatch_) {
       Member* m = queue_.front();
