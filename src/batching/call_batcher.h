@@ -4,10 +4,11 @@
 // No timer: a call made while fewer than maxInFlight batches of its kind
 // are at the store goes at once, alone or with whatever queued before it.
 // Calls made while maxInFlight batches are out queue; when one comes back,
-// a queued caller takes the queue (up to maxBatch calls) to the store as
-// one batch, on its own thread. So a lone caller never waits for company,
-// and under load each trip to the store carries the calls that arrived
-// during the previous one.
+// the first queued caller takes the queue (up to maxBatch calls) to the
+// store as one batch, on its own thread. So a lone caller never waits for
+// company, and under load each trip to the store carries the calls that
+// arrived during the previous one. A batch that comes back wakes its own
+// members and that first queued caller, nobody else.
 //
 // A batch runs under the earliest deadline of its members, so it is over
 // (answered or failed) by the time each member's deadline comes and a
@@ -16,8 +17,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <exception>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "common/hidden.h"
+#include "common/wake_semaphore.h"
 #include "dlm/deadline.h"
 #include "dlm/error.h"
 
@@ -64,29 +66,29 @@ class DLM_HIDDEN CallBatcher {
     Member self(&request, deadlineOr(fallback));
     std::unique_lock<std::mutex> lock(mutex_);
     queue_.push_back(&self);
-    for (;;) {
-      if (self.done) break;
-      if (!self.taken && inFlight_ < maxInFlight_) {
-        lead(lock);
+    while (!self.taken) {
+      if (inFlight_ < maxInFlight_) {
+        if (lead(lock, &self)) return self.result();
+        lock.lock();
         continue;
       }
-      if (self.taken) {
-        // Its batch ends by this member's deadline (see lead).
-        changed_.wait(lock);
-        continue;
-      }
-      if (changed_.wait_until(lock, self.deadline) ==
-              std::cv_status::timeout &&
-          !self.taken && !self.done) {
+      lock.unlock();
+      const bool woken = self.waitForWake();
+      if (woken && self.done()) return self.awaitResult();
+      lock.lock();
+      if (!woken && !self.taken) {
         queue_.erase(std::find(queue_.begin(), queue_.end(), &self));
+        // It may have been woken to lead as its deadline came.
+        wakeNextLeader();
         throw DLMException(ErrorCode::CONNECTION_ERROR,
                            "the call's deadline passed while it waited for "
                            "its turn at the store",
                            true);
       }
     }
-    if (self.error) std::rethrow_exception(self.error);
-    return std::move(*self.outcome);
+    lock.unlock();
+    // Its batch ends by this member's deadline (see lead).
+    return self.awaitResult();
   }
 
   // Calls of this kind now at the store or queued (for tests).
@@ -96,14 +98,63 @@ class DLM_HIDDEN CallBatcher {
   }
 
  private:
-  struct Member {
+  // A call, from when it queues until it returns. Each waits on a semaphore
+  // of its own: a finished batch wakes its own members, and one queued
+  // member when the next batch may go, not every waiting caller.
+  class Member {
+   public:
     Member(const Request* r, Deadline d) : request(r), deadline(d) {}
-    const Request* request;
-    Deadline deadline;
-    bool taken = false;
-    bool done = false;
+
+    // Takes one wake-up (to lead, or its batch is done); false when its
+    // deadline came first.
+    bool waitForWake() {
+      if (!woken_.waitUntil(deadline)) return false;
+      ++wakesTaken_;
+      return true;
+    }
+    bool done() const { return done_.load(std::memory_order_acquire); }
+    // Waits until its batch is done and it took every wake-up posted to it
+    // (after which nobody touches it), then returns the result.
+    Outcome awaitResult() {
+      while (!done()) {
+        woken_.wait();
+        ++wakesTaken_;
+      }
+      // Its wakes to lead, all posted before it was taken, and finish's.
+      while (wakesTaken_ < wakesToLead + 1) {
+        woken_.wait();
+        ++wakesTaken_;
+      }
+      return result();
+    }
+    // By its batch's leader, after outcome or error was set.
+    void finish() {
+      done_.store(true, std::memory_order_release);
+      woken_.post();
+    }
+    // With the batcher's mutex held and the member queued, so that every
+    // such wake-up was posted by the time it is taken or leaves.
+    void wakeToLead() {
+      ++wakesToLead;
+      woken_.post();
+    }
+    // Once done.
+    Outcome result() {
+      if (error) std::rethrow_exception(error);
+      return std::move(*outcome);
+    }
+
+    const Request* const request;
+    const Deadline deadline;
+    bool taken = false;   // guarded by the batcher's mutex_
+    int wakesToLead = 0;  // guarded by the batcher's mutex_ while queued
     std::optional<Outcome> outcome;
     std::exception_ptr error;
+
+   private:
+    WakeSemaphore woken_;
+    std::atomic<bool> done_{false};
+    int wakesTaken_ = 0;  // by its own thread
   };
 
   // run_, checked to answer one outcome per request.
@@ -117,13 +168,24 @@ class DLM_HIDDEN CallBatcher {
     return outcomes;
   }
 
+  // With mutex_ held: when another batch may go, wakes the queue's first
+  // member to lead it (only it: whoever else is queued goes with it or
+  // after it).
+  void wakeNextLeader() {
+    if (!queue_.empty() && inFlight_ < maxInFlight_) {
+      queue_.front()->wakeToLead();
+    }
+  }
+
   // Takes the queue's first maxBatch members (the caller's own among them:
   // it is queued and not taken, so it is in the queue; the queue is served
   // first come, first served, and the caller joins it at the back, so it is
   // taken now or by a batch that runs before it can lead again) to the
-  // store, with `lock` released meanwhile.
-  void lead(std::unique_lock<std::mutex>& lock) {
+  // store, with `lock` released meanwhile, and answers them. Returns with
+  // `lock` released; true when `caller` was in the batch.
+  bool lead(std::unique_lock<std::mutex>& lock, const Member* caller) {
     std::vector<Member*> batch;
+    batch.reserve(std::min(queue_.size(), maxBatch_));
     Deadline deadline = Deadline::max();
     while (!queue_.empty() && batch.size() < maxBatch_) {
       Member* m = queue_.front();
@@ -134,6 +196,7 @@ class DLM_HIDDEN CallBatcher {
     }
     ++inFlight_;
     running_ += batch.size();
+    wakeNextLeader();
     lock.unlock();
     std::vector<Outcome> outcomes;
     std::exception_ptr failed;
@@ -148,25 +211,35 @@ class DLM_HIDDEN CallBatcher {
       failed = std::current_exception();
     }
     lock.lock();
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (failed) {
-        batch[i]->error = failed;
-      } else {
-        batch[i]->outcome = std::move(outcomes[i]);
-      }
-      batch[i]->done = true;
-    }
     --inFlight_;
     running_ -= batch.size();
-    changed_.notify_all();
+    wakeNextLeader();
+    lock.unlock();
+    // Taken members wait for finish() alone, so they are answered outside
+    // mutex_ (they cannot leave before it).
+    bool callerTaken = false;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Member* m = batch[i];
+      if (failed) {
+        m->error = failed;
+      } else {
+        m->outcome = std::move(outcomes[i]);
+      }
+      // The caller answers itself: nobody waits for it.
+      if (m == caller) {
+        callerTaken = true;
+      } else {
+        m->finish();
+      }
+    }
+    return callerTaken;
   }
 
   // Marks the calling thread as running a batch of `batcher` while it
   // lives; the marks of nested batches (of other kinds) form a chain.
   class Leading {
    public:
-    explicit Leading(const void* batcher)
-        : batcher_(batcher), outer_(top()) {
+    explicit Leading(const void* batcher) : batcher_(batcher), outer_(top()) {
       top() = this;
     }
     ~Leading() { top() = outer_; }
@@ -194,7 +267,6 @@ class DLM_HIDDEN CallBatcher {
   const std::size_t maxBatch_;
   const int maxInFlight_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
   std::deque<Member*> queue_;  // guarded by mutex_
   int inFlight_ = 0;           // guarded by mutex_
   std::size_t running_ = 0;    // guarded by mutex_

@@ -6,18 +6,37 @@
 
 namespace dlm::internal {
 
-std::string keyPrefix(LockLevel level, const KeyScope& scope) {
+namespace {
+
+// Appends keyPrefix(level, scope) to `out`, which has room for `extra` more
+// bytes after it (one allocation for the whole key).
+void appendKeyPrefix(LockLevel level, const KeyScope& scope, std::size_t extra,
+                     std::string& out) {
   if (level == LockLevel::DC) {
-    return "DC#" + scope.farmId + "#" + scope.clientId + "#";
+    out.reserve(out.size() + 5 + scope.farmId.size() + scope.clientId.size() +
+                extra);
+    out.append("DC#").append(scope.farmId).append("#");
+  } else {
+    out.reserve(out.size() + 5 + scope.clientId.size() + extra);
+    out.append("XDC#");
   }
-  return "XDC#" + scope.clientId + "#";
+  out.append(scope.clientId).append("#");
+}
+
+}  // namespace
+
+std::string keyPrefix(LockLevel level, const KeyScope& scope) {
+  std::string prefix;
+  appendKeyPrefix(level, scope, 0, prefix);
+  return prefix;
 }
 
 StoreKey buildStoreKey(LockLevel level, const KeyScope& scope,
                        const std::string& id) {
-  const std::string prefix = keyPrefix(level, scope);
   StoreKey out;
-  out.key = prefix + id;
+  appendKeyPrefix(level, scope, id.size(), out.key);
+  const std::size_t prefixSize = out.key.size();
+  out.key.append(id);
   if (!scope.hierarchy) return out;
 
   // Every separator ends an ancestor; an empty segment would make "a..b" and
@@ -31,7 +50,7 @@ StoreKey buildStoreKey(LockLevel level, const KeyScope& scope,
           fmt::format("lock id '{}' has an empty path segment", id));
     }
     if (sep == std::string::npos) break;
-    out.ancestors.push_back(prefix + id.substr(0, sep));
+    out.ancestors.push_back(out.key.substr(0, prefixSize + sep));
     start = sep + 1;
   }
   // Descendants are key + separator + anything: the byte range

@@ -1,8 +1,8 @@
 // White-box tests of internal helpers with no public face: the UTF-8 check
-// behind the id rules, CRC-32, random GUIDs.
-#include "keys/validation.h"
-
+// behind the id rules, CRC-32, random GUIDs (and a fork()ed child's).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <set>
@@ -10,6 +10,7 @@
 
 #include "common/crc32.h"
 #include "common/random_id.h"
+#include "keys/validation.h"
 
 namespace dlm::internal {
 namespace {
@@ -25,7 +26,9 @@ TEST(IsValidUtf8, RejectsMalformedSequences) {
 TEST(PrintableBytes, EscapesOnlyWhatIsNotPlainText) {
   EXPECT_EQ(printableBytes("b\xC3\xA4r.job"), "b\xC3\xA4r.job");
   EXPECT_EQ(printableBytes("a\xFF"), "a\\xFF");
-  EXPECT_EQ(printableBytes("a\x01" "b"), "a\\x01b");
+  EXPECT_EQ(printableBytes("a\x01"
+                           "b"),
+            "a\\x01b");
   // Not valid UTF-8 as a whole: every high byte is escaped.
   EXPECT_EQ(printableBytes("\xC3\xA4\xFF"), "\\xC3\\xA4\\xFF");
 }
@@ -52,6 +55,34 @@ TEST(RandomGuid, Is128RandomBitsInGuidText) {
     if (p == 8 || p == 13 || p == 18 || p == 23) continue;
     EXPECT_GE(seen[p].size(), 12U) << "position " << p;
   }
+}
+
+TEST(RandomGuid, AForkedChildNeverHandsOutItsParentsNextGuid) {
+  randomGuid();  // the bits ahead of this one are read, in this process
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string g = randomGuid();
+    const bool written =
+        write(fds[1], g.data(), g.size()) == static_cast<ssize_t>(g.size());
+    _exit(written ? 0 : 1);
+  }
+  close(fds[1]);
+  const std::string parent = randomGuid();
+  std::string inChild(36, '\0');
+  std::size_t got = 0;
+  while (got < inChild.size()) {
+    const ssize_t n = read(fds[0], inChild.data() + got, inChild.size() - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(got, inChild.size());
+  EXPECT_NE(parent, inChild);
 }
 
 }  // namespace
