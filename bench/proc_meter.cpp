@@ -14,7 +14,10 @@
 
 namespace dlm_bench {
 
-long procCpuTicks(int pid) {
+namespace {
+
+// utime + stime from /proc/<pid>/stat, in nanoseconds; -1 when unreadable.
+long statCpuNs(int pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   if (!in) return -1;
   const std::string line((std::istreambuf_iterator<char>(in)),
@@ -31,12 +34,18 @@ long procCpuTicks(int pid) {
     if (n == 15) stime = std::stol(field);
   }
   if (utime < 0 || stime < 0) return -1;
-  return utime + stime;
+  static const long nsPerTick = 1000000000L / sysconf(_SC_CLK_TCK);
+  return (utime + stime) * nsPerTick;
 }
 
-double usPerTick() {
-  static const double us = 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
-  return us;
+}  // namespace
+
+long procCpuNs(int pid) {
+  // schedstat: run time (ns), wait time (ns), time slices.
+  std::ifstream in(fmt::format("/proc/{}/schedstat", pid));
+  long ns = -1;
+  if (in >> ns && ns >= 0) return ns;
+  return statCpuNs(pid);
 }
 
 double selfCpuUs() {
@@ -134,14 +143,14 @@ CostSnapshot ServerMeter::take(const std::vector<int>& backends) const {
   s.ns = nowNs();
   s.clientUs = selfCpuUs();
   for (int pid : backends) {
-    const long t = procCpuTicks(pid);
-    if (t >= 0) s.backendTicks[pid] = t;
+    const long t = procCpuNs(pid);
+    if (t >= 0) s.backendNs[pid] = t;
   }
   for (const auto& entry : shared_) {
-    const long t = procCpuTicks(entry.first);
+    const long t = procCpuNs(entry.first);
     if (t >= 0) {
       s.sharedByPid[entry.first] = t;
-      s.sharedTicks += t;
+      s.sharedNs += t;
     }
   }
   return s;
@@ -152,22 +161,22 @@ WindowCost ServerMeter::diff(const CostSnapshot& begin,
   WindowCost c;
   c.seconds = (end.ns - begin.ns) / 1e9;
   c.clientUs = end.clientUs - begin.clientUs;
-  long ticks = 0;
-  for (const auto& [pid, t] : end.backendTicks) {
-    const auto b = begin.backendTicks.find(pid);
-    ticks += t - (b == begin.backendTicks.end() ? 0 : b->second);
+  long ns = 0;
+  for (const auto& [pid, t] : end.backendNs) {
+    const auto b = begin.backendNs.find(pid);
+    ns += t - (b == begin.backendNs.end() ? 0 : b->second);
     ++c.backends;
   }
-  for (const auto& [pid, t] : begin.backendTicks) {
-    if (end.backendTicks.count(pid) == 0) ++c.lostBackends;
+  for (const auto& [pid, t] : begin.backendNs) {
+    if (end.backendNs.count(pid) == 0) ++c.lostBackends;
   }
-  c.backendUs = ticks * usPerTick();
+  c.backendUs = static_cast<double>(ns) / 1000.0;
   long shared = 0;
   for (const auto& [pid, t] : end.sharedByPid) {
     const auto b = begin.sharedByPid.find(pid);
     if (b != begin.sharedByPid.end()) shared += t - b->second;
   }
-  c.sharedUs = shared * usPerTick();
+  c.sharedUs = static_cast<double>(shared) / 1000.0;
   return c;
 }
 

@@ -25,10 +25,12 @@
 
 namespace dlm_bench {
 
-// utime + stime of process `pid` in clock ticks; -1 when it is gone.
-long procCpuTicks(int pid);
-// Microseconds per clock tick (sysconf(_SC_CLK_TCK)).
-double usPerTick();
+// CPU time (user + system) of process `pid` in nanoseconds, from
+// /proc/<pid>/schedstat (its run time, to the nanosecond: utime + stime in
+// /proc/<pid>/stat count 10 ms ticks, a step of 3 us per operation over a
+// 3 s window of 1,000 operations a second); from utime + stime where the
+// kernel has no schedstat. -1 when it is gone.
+long procCpuNs(int pid);
 // This process's user + system CPU time in microseconds (getrusage).
 double selfCpuUs();
 // True while /proc/<pid> exists.
@@ -57,21 +59,21 @@ std::vector<int> backendsByApplication(PgConn& admin,
 
 // One reading of the counters.
 struct CostSnapshot {
-  std::map<int, long> backendTicks;  // the measured backends
-  long sharedTicks = 0;              // walwriter (+ walsenders)
+  std::map<int, long> backendNs;  // the measured backends
+  long sharedNs = 0;              // walwriter (+ walsenders)
   std::map<int, long> sharedByPid;
-  double clientUs = 0;               // this process (getrusage)
-  std::int64_t ns = 0;               // CLOCK_MONOTONIC
+  double clientUs = 0;  // this process (getrusage)
+  std::int64_t ns = 0;  // CLOCK_MONOTONIC
 };
 
 // The cost of one measured window.
 struct WindowCost {
   double seconds = 0;
-  double backendUs = 0;   // the workload's backends
-  double sharedUs = 0;    // walwriter (+ walsenders)
-  double clientUs = 0;    // the client processes
-  int backends = 0;       // backends counted
-  int lostBackends = 0;   // seen at the start, gone at the end (not counted)
+  double backendUs = 0;  // the workload's backends
+  double sharedUs = 0;   // walwriter (+ walsenders)
+  double clientUs = 0;   // the client processes
+  int backends = 0;      // backends counted
+  int lostBackends = 0;  // seen at the start, gone at the end (not counted)
   double serverUs() const { return backendUs + sharedUs; }
 };
 
