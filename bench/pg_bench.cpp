@@ -80,7 +80,6 @@ void createSchema(const std::string& conninfo, const Flags& f) {
   createShedLockTable(c);
   createSkeletonFunctions(c);
   createBatchSkeletonFunctions(c);
-  createSkeletonExtend(c);
   c.exec(fmt::format(
       "INSERT INTO {} SELECT n, now() - interval '1 hour', now() - interval "
       "'1 hour', 'nobody' FROM unnest(ARRAY['contended', 'extend']) n",

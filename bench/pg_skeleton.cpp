@@ -51,12 +51,8 @@ BEGIN
 END
 $$)",
                      schema));
-}
-
-void createSkeletonExtend(PgConn& c) {
-  const std::string schema = c.value("SELECT current_schema()");
-  // One conditional UPDATE; durable commit (an extension lost in a crash
-  // would let the lock expire while its holder counts on it).
+  // (f)'s extend: one conditional UPDATE; durable commit (an extension lost
+  // in a crash would let the lock expire while its holder counts on it).
   c.exec(fmt::format(R"(
 CREATE FUNCTION bench_skeleton_extend(p_key text, p_token text,
     p_ttl_ms bigint) RETURNS boolean

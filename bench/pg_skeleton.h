@@ -15,12 +15,10 @@
 
 namespace dlm_bench {
 
-// Creates bench_skeleton_acquire and bench_skeleton_release over dlm_locks
-// in the bench's database (the connection's current schema).
+// Creates bench_skeleton_acquire, bench_skeleton_release and
+// bench_skeleton_extend ((f)'s extend: one conditional UPDATE, durable) over
+// dlm_locks in the bench's database (the connection's current schema).
 void createSkeletonFunctions(PgConn& c);
-// Creates bench_skeleton_extend: (f)'s extend, one conditional UPDATE in a
-// SECURITY DEFINER function, durable.
-void createSkeletonExtend(PgConn& c);
 
 class RawSkeleton {
  public:
