@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <stdexcept>
+#include <string_view>
 
 #include "bench_util.h"
+#include "postgres/pg_array.h"
 
 namespace dlm_bench {
 
@@ -69,32 +72,16 @@ $$)",
 }
 
 std::string batchTextArray(const std::vector<std::string>& items) {
-  // Quoted as the store quotes (pg_array.cpp): every element in quotes.
-  std::string out = "{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (const char ch : items[i]) {
-      if (ch == '"' || ch == '\\') out += '\\';
-      out += ch;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
+  // Quoted as the store quotes: its own literal builder.
+  return dlm::internal::textArrayLiteral(
+      std::vector<std::string_view>(items.begin(), items.end()));
 }
 
 namespace {
 
-// n copies of `value` as an array literal (bigint: unquoted).
-std::string floorBigintArray(std::size_t n, long long value) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(value);
-  }
-  out += '}';
-  return out;
+// n copies of `value` as a bigint[] literal.
+std::string floorBigintArray(std::size_t n, std::int64_t value) {
+  return dlm::internal::bigintArrayLiteral(std::vector<std::int64_t>(n, value));
 }
 
 std::vector<std::string> floorFreshTokens(std::mt19937_64& rng, std::size_t n) {
@@ -113,8 +100,7 @@ RawBatchSkeleton::RawBatchSkeleton(const std::string& conninfo,
   conn_.prepare("g_acq",
                 "SELECT o_ord, o_fence FROM bench_batch_acquire($1::text[], "
                 "$2::text[], $3::bigint[])");
-  conn_.prepare("g_rel",
-                "SELECT bench_batch_release($1::text[], $2::text[])");
+  conn_.prepare("g_rel", "SELECT bench_batch_release($1::text[], $2::text[])");
 }
 
 void RawBatchSkeleton::acquire(const std::vector<std::string>& keys,
@@ -126,8 +112,8 @@ void RawBatchSkeleton::acquire(const std::vector<std::string>& keys,
   const PgResult r = conn_.execPrepared(
       "g_acq", {keys_.c_str(), tokens_.c_str(), ttls.c_str()});
   if (static_cast<std::size_t>(PQntuples(r.get())) != n_) {
-    throw std::runtime_error(fmt::format(
-        "baseline g: {} of {} keys granted", PQntuples(r.get()), n_));
+    throw std::runtime_error(fmt::format("baseline g: {} of {} keys granted",
+                                         PQntuples(r.get()), n_));
   }
 }
 
@@ -178,9 +164,9 @@ void RawBatchEach::acquire(const std::vector<std::string>& keys, int ttlMs) {
       batchTextArray(std::vector<std::string>(n_, owner_));
   const std::string ttls = floorBigintArray(n_, ttlMs);
   const PgResult r = conn_.execPrepared(
-      "each_acq", {keys_.c_str(), descBegin.c_str(), descEnd_.c_str(),
-                   owners.c_str(), tokens_.c_str(), ttls.c_str(),
-                   host_.c_str(), pid_.c_str()});
+      "each_acq",
+      {keys_.c_str(), descBegin.c_str(), descEnd_.c_str(), owners.c_str(),
+       tokens_.c_str(), ttls.c_str(), host_.c_str(), pid_.c_str()});
   const int rows = PQntuples(r.get());
   if (static_cast<std::size_t>(rows) != n_) {
     throw std::runtime_error(

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "batching/call_batcher.h"
-#include "pg_batch_floor.h"
 #include "pg_raw.h"
+#include "postgres/pg_array.h"
 
 namespace dlm_bench {
 
@@ -20,20 +22,13 @@ struct Call {
   int ttlMs;
 };
 
-std::string textArray(const std::vector<Call>& calls, bool tokens) {
-  std::vector<std::string> items;
+// One field of every call as a text[] literal.
+std::string textArray(const std::vector<Call>& calls,
+                      const std::string* Call::*field) {
+  std::vector<std::string_view> items;
   items.reserve(calls.size());
-  for (const Call& c : calls) items.push_back(tokens ? *c.token : *c.key);
-  return batchTextArray(items);
-}
-
-std::string ttlArray(const std::vector<Call>& calls) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(calls[i].ttlMs);
-  }
-  return out + '}';
+  for (const Call& c : calls) items.emplace_back(*(c.*field));
+  return dlm::internal::textArrayLiteral(items);
 }
 
 PgConn& prepared(PgConn& c) {
@@ -70,9 +65,11 @@ struct ThreadedBatchSkeleton::Impl {
           {calls[0].key->c_str(), calls[0].token->c_str(), ttl.c_str()});
       return {PQgetisnull(r.get(), 0, 0) == 0};
     }
-    const std::string keys = textArray(calls, false);
-    const std::string tokens = textArray(calls, true);
-    const std::string ttls = ttlArray(calls);
+    const std::string keys = textArray(calls, &Call::key);
+    const std::string tokens = textArray(calls, &Call::token);
+    std::vector<std::int64_t> ttlValues;
+    for (const Call& c : calls) ttlValues.push_back(c.ttlMs);
+    const std::string ttls = dlm::internal::bigintArrayLiteral(ttlValues);
     const PgResult r = acquireConn.execPrepared(
         "g_acq", {keys.c_str(), tokens.c_str(), ttls.c_str()});
     std::vector<bool> granted(calls.size(), false);
@@ -89,8 +86,8 @@ struct ThreadedBatchSkeleton::Impl {
           "f_rel", {calls[0].key->c_str(), calls[0].token->c_str()});
       return {PQgetvalue(r.get(), 0, 0)[0] == 't'};
     }
-    const std::string keys = textArray(calls, false);
-    const std::string tokens = textArray(calls, true);
+    const std::string keys = textArray(calls, &Call::key);
+    const std::string tokens = textArray(calls, &Call::token);
     const PgResult r =
         releaseConn.execPrepared("g_rel", {keys.c_str(), tokens.c_str()});
     // The skeleton answers a count: every key freed, or the batch failed.
