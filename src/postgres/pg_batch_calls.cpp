@@ -70,12 +70,19 @@ void batchOrSingles(std::vector<Answer>& answers, Fn&& fn) {
   }
 }
 
-template <typename Outcome, typename Fn>
-void singleInto(Outcome& outcome, Fn&& fn) {
-  try {
-    fn();
-  } catch (const DLMException& e) {
-    outcome.error = e;
+// Sends every key the batch left (answered 'single', or not served) through
+// the single call `single(i)`, which fills outcomes[i]; its error is that
+// key's own.
+template <typename Outcome, typename Single>
+void singlesWhereLeft(const std::vector<Answer>& answers,
+                      std::vector<Outcome>& outcomes, Single&& single) {
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (answers[i] != Answer::kSingle) continue;
+    try {
+      single(i);
+    } catch (const DLMException& e) {
+      outcomes[i].error = e;
+    }
   }
 }
 
@@ -164,11 +171,9 @@ std::vector<AcquireOutcome> PostgresStore::Impl::tryAcquireEach(
       }
     }
   }
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (answers[i] != Answer::kSingle) continue;
-    singleInto(outcomes[i],
-               [&] { outcomes[i].result = tryAcquire(requests[i]); });
-  }
+  singlesWhereLeft(answers, outcomes, [&](std::size_t i) {
+    outcomes[i].result = tryAcquire(requests[i]);
+  });
   return outcomes;
 }
 
@@ -210,12 +215,10 @@ std::vector<ReleaseOutcome> PostgresStore::Impl::releaseEach(
           });
     });
   }
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (answers[i] != Answer::kSingle) continue;
+  singlesWhereLeft(answers, outcomes, [&](std::size_t i) {
     const ReleaseRequest& r = requests[i];
-    singleInto(outcomes[i],
-               [&] { outcomes[i].released = release(r.key, r.token, r.mode); });
-  }
+    outcomes[i].released = release(r.key, r.token, r.mode);
+  });
   return outcomes;
 }
 
@@ -265,13 +268,10 @@ std::vector<ExtendOutcome> PostgresStore::Impl::extendEach(
       });
     });
   }
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (answers[i] != Answer::kSingle) continue;
+  singlesWhereLeft(answers, outcomes, [&](std::size_t i) {
     const ExtendRequest& r = requests[i];
-    singleInto(outcomes[i], [&] {
-      outcomes[i].expiresAt = extend(r.key, r.token, r.ttl, r.mode);
-    });
-  }
+    outcomes[i].expiresAt = extend(r.key, r.token, r.ttl, r.mode);
+  });
   return outcomes;
 }
 
