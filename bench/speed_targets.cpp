@@ -43,7 +43,7 @@ struct CostLines {
 std::string floorClause(const CostLines& c, const std::string& workload,
                         const std::string& config,
                         const std::vector<std::string>& floors,
-                        const std::string& number_name, double goal, bool lower,
+                        const std::string& field, double goal, bool lower,
                         bool& reachable) {
   std::string text;
   bool any = false;
@@ -51,7 +51,7 @@ std::string floorClause(const CostLines& c, const std::string& workload,
   for (const std::string& f : floors) {
     const Result* r = c.get("cost." + workload + "." + f, config);
     if (r == nullptr) continue;
-    const double x = number(*r, number_name);
+    const double x = number(*r, field);
     if (x < 0) continue;
     text += fmt::format("{}({}) {:.2f}x", any ? ", " : "; floor: ", f, x);
     any = true;
