@@ -52,6 +52,11 @@ admin_users = $pguser
 pool_mode = transaction
 max_client_conn = 500
 default_pool_size = 20
+# Every test logs in with roles of its own, so every test leaves pools of
+# its own behind; their idle server connections would stay 10 minutes (the
+# default) and, over repeated runs against one server, use up its
+# max_connections ("remaining connection slots are reserved").
+server_idle_timeout = 10
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 EOF
