@@ -998,13 +998,15 @@ $$;
 
 COMMENT ON FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) IS 'dlm (client): token-conditional lease extension; NULL when the lock was lost.';
 
--- dlm_extend_each: see the header. Each key's answer: 'extended' with the
--- new expiry, 'lost' (the token no longer holds the key), 'single' (its
--- row locked elsewhere, or a check that did not pass: sent to dlm_extend
--- alone, which answers or raises as it does). Durable.
+-- dlm_extend_each: V19's answers, the rows taken as dlm_release_each's
+-- above. dlm_extend's conditions per key after the lock: this token's HELD
+-- row, the TTL within the cap, the login still a member of the role its
+-- client is bound to (the key's scope computed once per key, in the
+-- materialized rows, so dlm_scope_client is inlined on a column).
 CREATE FUNCTION dlm_extend_each(p_keys text[], p_tokens text[], p_ttl_ms bigint[]) RETURNS TABLE(ord integer, outcome text, expires_at_ms bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1023,32 +1025,26 @@ BEGIN
   IF current_setting('synchronous_commit') = 'off' THEN
     v_void := set_config('synchronous_commit', 'on', true);
   END IF;
-  -- dlm_extend's conditions per key (the TTL within the cap, the login
-  -- still a member of the role its client is bound to).
-  -- The locked rows once, found again by ctid (see dlm_release_each).
   WITH mine AS MATERIALIZED (
-    SELECT k.ctid AS row_id, k.resource, k.token, k.status FROM dlm_locks k
-     WHERE k.resource = ANY (p_keys)
+    SELECT k.ctid AS row_id, k.token, k.status, u.t, u.ttl, u.i,
+           dlm_key_scope(u.k) AS scope
+      FROM unnest(p_keys, p_tokens, p_ttl_ms) WITH ORDINALITY AS u (k, t, ttl, i)
+      JOIN dlm_locks k ON k.resource = u.k
      ORDER BY k.resource
        FOR NO KEY UPDATE OF k SKIP LOCKED),
   extended AS (
     UPDATE dlm_locks l
-       SET expires_at = clock_timestamp() + u.ttl * interval '1 millisecond',
-           ttl_ms = u.ttl
-      FROM unnest(p_keys, p_tokens, p_ttl_ms) WITH ORDINALITY AS u (k, t, ttl, i)
-           CROSS JOIN LATERAL (
-             SELECT dlm_scope_client(s.scope) AS client
-               FROM (SELECT dlm_key_scope(u.k) AS scope OFFSET 0) AS s) AS ks,
-           mine
-     WHERE l.ctid = mine.row_id AND mine.resource = u.k
-       AND mine.token = u.t AND mine.status = 'HELD'
-       AND u.ttl > 0
-       AND u.ttl <= coalesce((SELECT m.max_ttl_ms FROM dlm_limits m
-                               WHERE m.id), 31536000000)
+       SET expires_at = clock_timestamp() + m.ttl * interval '1 millisecond',
+           ttl_ms = m.ttl
+      FROM mine m
+     WHERE l.ctid = m.row_id AND m.token = m.t AND m.status = 'HELD'
+       AND m.ttl > 0
+       AND m.ttl <= coalesce((SELECT x.max_ttl_ms FROM dlm_limits x
+                               WHERE x.id), 31536000000)
        AND NOT EXISTS (SELECT 1 FROM dlm_clients c
-                        WHERE c.client_id = ks.client
+                        WHERE c.client_id = dlm_scope_client(m.scope)
                           AND NOT pg_has_role(session_user, c.role_oid, 'MEMBER'))
-    RETURNING u.i, floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms)
+    RETURNING m.i, floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms)
   SELECT array_agg(e.i), array_agg(e.until_ms) INTO v_done, v_until
     FROM extended e;
   IF coalesce(cardinality(v_done), 0) = v_n THEN
@@ -1946,13 +1942,17 @@ $$;
 
 COMMENT ON FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) IS 'dlm (client): token-conditional release, lazily committed; wakes waiters.';
 
--- dlm_release_each: see the header. Each key's answer: 'released' (freed,
--- or already freed by this token), 'lost' (another acquisition took it
--- over), 'single' (its row was locked elsewhere or is missing: sent to
--- dlm_release alone). Wakes the waiters of each freed key as dlm_release.
+-- dlm_release_each: V19's answers. The rows of the batch's keys, each
+-- found by its key, locked in key order (FOR NO KEY UPDATE, the lock the
+-- single release's UPDATE takes, so a descendant's acquirer, FOR KEY SHARE,
+-- does not push a key out of the batch), those locked elsewhere skipped;
+-- MATERIALIZED, so the UPDATE finds each locked row again by its ctid
+-- alone, with the token and status read under the lock (this call's to
+-- change, so they stay current).
 CREATE FUNCTION dlm_release_each(p_keys text[], p_tokens text[], p_desc_end text[]) RETURNS TABLE(ord integer, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1969,30 +1969,21 @@ BEGIN
                                        cardinality(p_desc_end)]);
   END IF;
   v_void := set_config('synchronous_commit', 'off', true);
-  -- Rows locked in key order, those locked elsewhere skipped; FOR NO KEY
-  -- UPDATE, the lock the single release's UPDATE takes, so a descendant's
-  -- acquirer (FOR KEY SHARE) does not push a key out of the batch.
-  -- The locked rows once (MATERIALIZED: as a subquery of the join it was
-  -- scanned again for every key), with what the UPDATE checks: they are
-  -- this call's to change, so those values stay current, and the UPDATE
-  -- finds each row by its ctid alone (a condition on l.status let a
-  -- generic plan scan every HELD row through the partial index instead).
   WITH mine AS MATERIALIZED (
-    SELECT k.ctid AS row_id, k.resource, k.token, k.status FROM dlm_locks k
-     WHERE k.resource = ANY (p_keys)
+    SELECT k.ctid AS row_id, k.token, k.status, u.k, u.t, u.de, u.i
+      FROM unnest(p_keys, p_tokens, p_desc_end) WITH ORDINALITY AS u (k, t, de, i)
+      JOIN dlm_locks k ON k.resource = u.k
      ORDER BY k.resource
        FOR NO KEY UPDATE OF k SKIP LOCKED),
   freed AS (
     UPDATE dlm_locks l
        SET status = 'FREE', expires_at = least(l.expires_at, clock_timestamp())
-      FROM unnest(p_keys, p_tokens, p_desc_end) WITH ORDINALITY AS u (k, t, de, i),
-           mine
-     WHERE l.ctid = mine.row_id AND mine.resource = u.k
-       AND mine.token = u.t AND mine.status = 'HELD'
-    RETURNING u.i, l.resource,
+      FROM mine m
+     WHERE l.ctid = m.row_id AND m.token = m.t AND m.status = 'HELD'
+    RETURNING m.i, l.resource,
               EXISTS (SELECT 1 FROM dlm_lock_requests r
-                       WHERE r.resource >= u.k
-                         AND r.resource < coalesce(u.de, u.k || chr(1))
+                       WHERE r.resource >= m.k
+                         AND r.resource < coalesce(m.de, m.k || chr(1))
                          AND r.expires_at > clock_timestamp()) AS wake)
   SELECT array_agg(f.i), array_agg(f.resource) FILTER (WHERE f.wake)
     INTO v_freed, v_wake
@@ -2994,6 +2985,7 @@ COMMENT ON FUNCTION dlm_try_acquire_all(p_paths text[], p_crcs text[], p_desc_be
 CREATE FUNCTION dlm_try_acquire_each(p_keys text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_host text, p_pid bigint) RETURNS TABLE(ord integer, outcome text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -3442,4 +3434,5 @@ INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
          (16, 'first-use binding can be switched off', 4, 3051958215),
          (17, 'logins recorded, limits per login, client purge', 4, 4033752408),
          (18, 'waiter deadlines recorded and listed', 4, 2367057277),
-         (19, 'set-based batches and several locks at once', 4, 2873752092);
+         (19, 'set-based batches and several locks at once', 4, 2873752092),
+         (20, 'batch functions: generic plans, keys joined by key', 4, 2343795837);
