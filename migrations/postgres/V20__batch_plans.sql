@@ -20,6 +20,7 @@
 --     SKIP LOCKED as before) and check each row's token after its lock.
 -- Answers, row locks and their order, durability and every check are as in
 -- V19.
+-- plan_cache_mode needs PostgreSQL 12 or later (dlm is tested on 15).
 --
 -- Rolling upgrade: the signatures are V19's; nothing an older library
 -- calls changed. compatible_from = 4.
