@@ -362,11 +362,11 @@ ALTER TABLE ONLY dlm_limits
 ALTER TABLE ONLY dlm_release_secret
     ADD CONSTRAINT dlm_release_secret_pkey PRIMARY KEY (only_row);
 
-CREATE INDEX dlm_locks_login_held_idx ON dlm_locks USING btree (holder_login) WHERE (status = 'HELD'::text);
+CREATE INDEX dlm_locks_holds_by_login_idx ON dlm_locks USING btree (holder_login COLLATE "C") WHERE ((status = 'HELD'::text) AND (holder_login IS NOT NULL));
 
-CREATE INDEX dlm_shared_holds_login_idx ON dlm_shared_holds USING btree (holder_login);
+CREATE INDEX dlm_shared_holds_by_login_idx ON dlm_shared_holds USING btree (holder_login COLLATE "C");
 
-CREATE INDEX dlm_lock_requests_login_idx ON dlm_lock_requests USING btree (login);
+CREATE INDEX dlm_lock_requests_by_login_idx ON dlm_lock_requests USING btree (login COLLATE "C");
 
 -- ------------------------------------------------ settings and roles
 
@@ -423,6 +423,7 @@ $$;
 CREATE FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint) RETURNS TABLE(acquired boolean, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, blocked_by text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN QUERY
@@ -440,6 +441,7 @@ COMMENT ON FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin tex
 CREATE FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean) RETURNS TABLE(acquired boolean, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, blocked_by text, queued boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN QUERY
@@ -457,6 +459,7 @@ COMMENT ON FUNCTION dlm_acquire(p_keys text[], p_crcs bigint[], p_desc_begin tex
 CREATE FUNCTION dlm_bind_client(p_client text, p_role text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_oid oid;
@@ -490,6 +493,7 @@ COMMENT ON FUNCTION dlm_bind_client(p_client text, p_role text) IS 'dlm (admin):
 CREATE FUNCTION dlm_cancel_requests(p_key text, p_owner text) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_count integer;
@@ -517,6 +521,7 @@ COMMENT ON FUNCTION dlm_cancel_requests(p_key text, p_owner text) IS 'dlm (admin
 CREATE FUNCTION dlm_check_batch(p_n integer, p_lengths integer[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_max integer := coalesce((SELECT m.max_keys_per_call FROM dlm_limits m
@@ -543,6 +548,7 @@ COMMENT ON FUNCTION dlm_check_batch(p_n integer, p_lengths integer[]) IS 'dlm (i
 CREATE FUNCTION dlm_check_key(p_key text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   IF dlm_scope_client(dlm_key_scope(p_key)) IS NULL THEN
@@ -563,6 +569,7 @@ COMMENT ON FUNCTION dlm_check_key(p_key text) IS 'dlm (internal): refuses (22023
 CREATE FUNCTION dlm_check_limits(p_key text, p_keys integer, p_ttl_ms bigint) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_max record;
@@ -599,6 +606,7 @@ COMMENT ON FUNCTION dlm_check_limits(p_key text, p_keys integer, p_ttl_ms bigint
 CREATE FUNCTION dlm_check_login_holds(p_shared boolean, p_key text, p_token text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_max   integer;
@@ -649,6 +657,7 @@ COMMENT ON FUNCTION dlm_check_login_holds(p_shared boolean, p_key text, p_token 
 CREATE FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_client record;
@@ -714,6 +723,7 @@ COMMENT ON FUNCTION dlm_check_path(p_key text, p_ancestors text[], p_desc_begin 
 CREATE FUNCTION dlm_check_strings(p_owner text, p_token text, p_host text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_max record;
@@ -756,6 +766,7 @@ COMMENT ON FUNCTION dlm_check_strings(p_owner text, p_token text, p_host text) I
 CREATE FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id text, OUT separator text, OUT hierarchy boolean) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -831,6 +842,7 @@ COMMENT ON FUNCTION dlm_client_for(p_key text, p_bind boolean, OUT client_id tex
 CREATE FUNCTION dlm_confirmed_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text) RETURNS text[]
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_found record;
@@ -863,6 +875,7 @@ COMMENT ON FUNCTION dlm_confirmed_cycle(p_key text, p_ancestors text[], p_desc_b
 CREATE FUNCTION dlm_describe(p_key text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_all boolean := dlm_is_admin();
@@ -896,6 +909,7 @@ COMMENT ON FUNCTION dlm_describe(p_key text) IS 'dlm (client): one acquired lock
 CREATE FUNCTION dlm_end_client_rows(p_client text, p_keep_role oid, OUT holds bigint, OUT shared_holds bigint, OUT requests bigint) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $_$
 #variable_conflict use_column
 DECLARE
@@ -958,6 +972,7 @@ COMMENT ON FUNCTION dlm_end_client_rows(p_client text, p_keep_role oid, OUT hold
 CREATE FUNCTION dlm_extend(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_expires_ms bigint;
@@ -1084,6 +1099,7 @@ COMMENT ON FUNCTION dlm_extend_each(p_keys text[], p_tokens text[], p_ttl_ms big
 CREATE FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_expires timestamptz;
@@ -1132,6 +1148,7 @@ COMMENT ON FUNCTION dlm_extend_shared(p_key text, p_token text, p_ttl_ms bigint)
 CREATE FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_my_at timestamp with time zone, p_owner text, p_now timestamp with time zone, OUT cycle text[], OUT owners text[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_owners text[] := '{}';
@@ -1219,6 +1236,7 @@ COMMENT ON FUNCTION dlm_find_cycle(p_key text, p_ancestors text[], p_desc_begin 
 CREATE FUNCTION dlm_force_release(p_key text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_freed boolean;
@@ -1254,6 +1272,7 @@ COMMENT ON FUNCTION dlm_force_release(p_key text) IS 'dlm (admin): frees a lock 
 CREATE FUNCTION dlm_guard_within(p_key text, p_token text, p_shared boolean) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_fencing bigint;
@@ -1287,6 +1306,7 @@ COMMENT ON FUNCTION dlm_guard_within(p_key text, p_token text, p_shared boolean)
 CREATE FUNCTION dlm_holders(p_key text, p_exact boolean) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, shared boolean, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_all    boolean := dlm_is_admin();
@@ -1358,6 +1378,7 @@ COMMENT ON FUNCTION dlm_holders(p_key text, p_exact boolean) IS 'dlm (client): h
 CREATE FUNCTION dlm_is_admin() RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN coalesce((SELECT pg_has_role(session_user, r.oid, 'MEMBER')
@@ -1394,6 +1415,7 @@ COMMENT ON FUNCTION dlm_key_scope(p_key text) IS 'dlm (internal): the part of a 
 CREATE FUNCTION dlm_list_clients() RETURNS TABLE(client_id text, role_name text, first_use boolean, bound_by text, bound_at_ms bigint, separator text, hierarchy boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN QUERY
@@ -1413,6 +1435,7 @@ COMMENT ON FUNCTION dlm_list_clients() IS 'dlm (client): the client bindings.';
 CREATE FUNCTION dlm_list_held(p_prefix text) RETURNS TABLE(resource text, status_held boolean, held boolean, owner_id text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, ttl_ms bigint, holder_host text, holder_pid bigint, holder_ip text, login text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_all    boolean := dlm_is_admin();
@@ -1459,6 +1482,7 @@ COMMENT ON FUNCTION dlm_list_held(p_prefix text) IS 'dlm (client): HELD rows und
 CREATE FUNCTION dlm_list_requests(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, shared boolean, login text, wait_until_ms bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_all    boolean := dlm_is_admin();
@@ -1487,6 +1511,7 @@ COMMENT ON FUNCTION dlm_list_requests(p_prefix text) IS 'dlm (client): live requ
 CREATE FUNCTION dlm_list_waiters(p_prefix text) RETURNS TABLE(resource text, owner_id text, requested_at_ms bigint, expires_at_ms bigint, login text, wait_until_ms bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_all    boolean := dlm_is_admin();
@@ -1526,6 +1551,7 @@ COMMENT ON FUNCTION dlm_list_waiters(p_prefix text) IS 'dlm (client): live reque
 CREATE FUNCTION dlm_notify_waiters(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM dlm_lock_requests r
@@ -1560,6 +1586,7 @@ COMMENT ON FUNCTION dlm_owner_digest(p_owner text) IS 'dlm (internal): what is k
 CREATE FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE STRICT
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_id    text := substr(p_key, length(p_scope) + 1);
@@ -1588,6 +1615,7 @@ COMMENT ON FUNCTION dlm_path_ancestors(p_key text, p_scope text, p_sep text) IS 
 CREATE FUNCTION dlm_prefix_end(p_prefix text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE STRICT
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_stem text := p_prefix;
@@ -1607,6 +1635,7 @@ COMMENT ON FUNCTION dlm_prefix_end(p_prefix text) IS 'dlm (internal): upper boun
 CREATE FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run boolean) RETURNS TABLE(rows bigint, fencing_floor bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_cutoff timestamptz;
@@ -1717,6 +1746,7 @@ COMMENT ON FUNCTION dlm_purge(p_idle_for_ms bigint, p_batch integer, p_dry_run b
 CREATE FUNCTION dlm_purge_client(p_client text) RETURNS TABLE(holds bigint, shared_holds bigint, requests bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   IF p_client IS NULL OR p_client = '' OR position('#' IN p_client) > 0 THEN
@@ -1743,6 +1773,7 @@ COMMENT ON FUNCTION dlm_purge_client(p_client text) IS 'dlm (admin): force-relea
 CREATE FUNCTION dlm_rebind_client(p_client text, p_role text) RETURNS TABLE(holds bigint, shared_holds bigint, requests bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_oid oid;
@@ -1774,6 +1805,7 @@ COMMENT ON FUNCTION dlm_rebind_client(p_client text, p_role text) IS 'dlm (admin
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN dlm_register_wait(p_key, p_ancestors, p_desc_begin, p_desc_end,
@@ -1788,6 +1820,7 @@ COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_beg
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN dlm_register_wait(p_key, p_ancestors, p_desc_begin, p_desc_end,
@@ -1812,6 +1845,7 @@ COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_beg
 CREATE FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_owner text, p_max_wait_ms bigint, p_shared boolean, p_wait_ms bigint) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_now   timestamptz;
@@ -1897,6 +1931,7 @@ COMMENT ON FUNCTION dlm_register_wait(p_key text, p_ancestors text[], p_desc_beg
 CREATE FUNCTION dlm_release(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_wake boolean;
@@ -2027,6 +2062,7 @@ COMMENT ON FUNCTION dlm_release_each(p_keys text[], p_tokens text[], p_desc_end 
 CREATE FUNCTION dlm_release_hints(p_key text) RETURNS text[]
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   PERFORM dlm_client_for(p_key, true);
@@ -2042,6 +2078,7 @@ COMMENT ON FUNCTION dlm_release_hints(p_key text) IS 'dlm (client): the release 
 CREATE FUNCTION dlm_release_payload(p_key text) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_secret text;
@@ -2071,6 +2108,7 @@ COMMENT ON FUNCTION dlm_release_payload(p_key text) IS 'dlm (internal): the NOTI
 CREATE FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_wake boolean;
@@ -2105,6 +2143,7 @@ COMMENT ON FUNCTION dlm_release_shared(p_key text, p_token text, p_ancestors tex
 CREATE FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_wake boolean;
@@ -2137,6 +2176,7 @@ COMMENT ON FUNCTION dlm_release_shared_within(p_key text, p_token text, p_ancest
 CREATE FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors text[], p_desc_begin text, p_desc_end text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_wake boolean;
@@ -2174,6 +2214,7 @@ COMMENT ON FUNCTION dlm_release_within(p_key text, p_token text, p_ancestors tex
 CREATE FUNCTION dlm_schema_versions() RETURNS TABLE(version integer, description text, applied_at text, checksum bigint, compatible_from integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN QUERY
@@ -2229,6 +2270,7 @@ COMMENT ON FUNCTION dlm_shown_key(p_key text) IS 'dlm (internal): a key shortene
 CREATE FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean) RETURNS text
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_rows    integer;
@@ -2336,6 +2378,7 @@ COMMENT ON FUNCTION dlm_take_over_expired(p_ancestors text[], p_desc_begin text,
 CREATE FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin text, p_desc_end text, p_owner text, p_token text, p_ttl_ms bigint, p_host text, p_pid bigint, p_shared boolean, OUT acquired boolean, OUT fencing_token bigint, OUT acquired_at_ms bigint, OUT expires_at_ms bigint, OUT blocked_by text, OUT queued boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 -- Cost note (V11, measured): a call is a transaction of its own, and each
@@ -2884,6 +2927,7 @@ COMMENT ON FUNCTION dlm_try_acquire(p_keys text[], p_crcs bigint[], p_desc_begin
 CREATE FUNCTION dlm_try_acquire_all(p_paths text[], p_crcs text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_shared boolean[], p_host text, p_pid bigint) RETURNS TABLE(ord integer, acquired boolean, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint, blocked_by text, queued boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -2979,9 +3023,8 @@ $$;
 
 COMMENT ON FUNCTION dlm_try_acquire_all(p_paths text[], p_crcs text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_shared boolean[], p_host text, p_pid bigint) IS 'dlm (client): several keys in either mode, all or none, in one transaction, each through dlm_try_acquire in the order given.';
 
--- dlm_try_acquire_each: see the header. p_desc_begin/p_desc_end: each
--- key's descendant range (NULL without hierarchy), as dlm_try_acquire
--- takes them. Rows in ord order of the arguments (1-based).
+-- dlm_try_acquire_each: V19's, with the grant's three probes kept one
+-- per key (see the comment above them).
 CREATE FUNCTION dlm_try_acquire_each(p_keys text[], p_desc_begin text[], p_desc_end text[], p_owners text[], p_tokens text[], p_ttl_ms bigint[], p_host text, p_pid bigint) RETURNS TABLE(ord integer, outcome text, fencing_token bigint, acquired_at_ms bigint, expires_at_ms bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3058,6 +3101,9 @@ BEGIN
   -- is free, expired or not this token's, with nothing on its descendants,
   -- no SHARED hold on it or under it and no live request of another owner
   -- (dlm_try_acquire's fast path). A waiter's own request ends with it.
+  -- Each probe is a subplan of its key (OFFSET 0: not made a join), an
+  -- index range scan of that key's descendants: as an anti-join, a generic
+  -- plan could hash every HELD row (V20).
   IF v_locked IS NOT NULL THEN
     WITH granted AS (
       UPDATE dlm_locks l
@@ -3080,17 +3126,17 @@ BEGIN
          AND NOT EXISTS (
                SELECT 1 FROM dlm_locks a
                 WHERE a.resource >= u.db AND a.resource < u.de
-                  AND a.status = 'HELD')
+                  AND a.status = 'HELD' OFFSET 0)
          AND NOT EXISTS (
                SELECT 1 FROM dlm_shared_holds s
                 WHERE s.resource >= u.k
-                  AND s.resource < coalesce(u.de, u.k || chr(1)))
+                  AND s.resource < coalesce(u.de, u.k || chr(1)) OFFSET 0)
          AND NOT EXISTS (
                SELECT 1 FROM dlm_lock_requests r
                 WHERE r.resource >= u.k
                   AND r.resource < coalesce(u.de, u.k || chr(1))
                   AND r.owner_id <> dlm_owner_digest(u.o)
-                  AND r.expires_at > clock_timestamp())
+                  AND r.expires_at > clock_timestamp() OFFSET 0)
       RETURNING u.i, l.resource, l.owner_id, l.fencing_token,
                 floor(extract(epoch FROM l.acquired_at) * 1000)::bigint AS at_ms,
                 floor(extract(epoch FROM l.expires_at) * 1000)::bigint AS until_ms,
@@ -3145,6 +3191,7 @@ COMMENT ON FUNCTION dlm_try_acquire_each(p_keys text[], p_desc_begin text[], p_d
 CREATE FUNCTION dlm_unbind_client(p_client text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   DELETE FROM dlm_clients c WHERE c.client_id = p_client;
@@ -3157,6 +3204,7 @@ COMMENT ON FUNCTION dlm_unbind_client(p_client text) IS 'dlm (admin): forgets a 
 CREATE FUNCTION dlm_unregister_wait(p_key text, p_owner text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_row record;
@@ -3184,6 +3232,7 @@ COMMENT ON FUNCTION dlm_unregister_wait(p_key text, p_owner text) IS 'dlm (clien
 CREATE FUNCTION dlm_visible(p_key text) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   RETURN NOT EXISTS (
@@ -3205,6 +3254,7 @@ COMMENT ON FUNCTION dlm_visible(p_key text) IS 'dlm (internal): whether the logi
 CREATE FUNCTION dlm_wait_blockers(p_key text, p_ancestors text[], p_desc_begin text, p_desc_end text, p_shared boolean, p_requested_at timestamp with time zone, p_owner text, p_now timestamp with time zone) RETURNS TABLE(owner_id text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_path text[] := p_key || coalesce(p_ancestors, '{}');
@@ -3255,6 +3305,7 @@ COMMENT ON FUNCTION dlm_wait_blockers(p_key text, p_ancestors text[], p_desc_beg
 CREATE FUNCTION dlm_wait_cycle(p_key text, p_owner text) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_owner      text;
@@ -3435,4 +3486,4 @@ INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
          (17, 'logins recorded, limits per login, client purge', 4, 4033752408),
          (18, 'waiter deadlines recorded and listed', 4, 2367057277),
          (19, 'set-based batches and several locks at once', 4, 2873752092),
-         (20, 'batch functions: generic plans, keys joined by key', 4, 3718829223);
+         (20, 'batch functions: generic plans, keys joined by key', 4, 2143493655);
