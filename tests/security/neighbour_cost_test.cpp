@@ -7,6 +7,7 @@
 // generic plan could scan every HELD row to find its one key.
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -69,36 +70,53 @@ class NeighbourCost : public Neighbours {
                         "{0}.dlm_lock_requests",
                         schema));
   }
+
+  struct Reads {
+    long long acquire = 0;
+    long long release = 0;
+  };
+
+  // The rows one acquire and one release read, as the service's login:
+  // `acquire(token)` and `release(token)` give a call's SQL, which answers
+  // true when it took or freed all it was given. Six calls of each come
+  // first (so the rows and the client exist, and the connection runs the
+  // plans it keeps: PostgreSQL plans a function's statement afresh for its
+  // first five calls, then may keep a generic plan); the measured pair runs
+  // in one transaction, so that the counters add up.
+  void readsOf(const std::function<std::string(const std::string&)>& acquire,
+               const std::function<std::string(const std::string&)>& release,
+               Reads& reads) {
+    auto orders = sqlAs(orders_.name());
+    {
+      pqxx::nontransaction tx(*orders);
+      for (int i = 0; i < 6; ++i) {
+        const std::string token = fmt::format("warm-{}", i);
+        ASSERT_TRUE(tx.exec1(acquire(token))[0].as<bool>());
+        ASSERT_TRUE(tx.exec1(release(token))[0].as<bool>());
+      }
+    }
+    pqxx::work tx(*orders);
+    const long long before = rowsRead(tx);
+    ASSERT_TRUE(tx.exec1(acquire("t1"))[0].as<bool>());
+    const long long acquired = rowsRead(tx);
+    ASSERT_TRUE(tx.exec1(release("t1"))[0].as<bool>());
+    reads.acquire = acquired - before;
+    reads.release = rowsRead(tx) - acquired;
+    tx.commit();
+  }
 };
 
 TEST_F(NeighbourCost, AServicesAcquireAndReleaseReadNoneOfANeighboursHolds) {
   holdManyAsTheNeighbour();
-  // The service's calls, one transaction so that the counters add up. The
-  // key is used a few times first: its row and its client then exist, and
-  // the connection runs the plans it keeps (PostgreSQL plans a function's
-  // statement afresh for its first five calls, then may keep a generic
-  // plan).
-  auto orders = sqlAs(orders_.name());
   const std::string key = keyOf("orders", "job");
-  {
-    pqxx::nontransaction tx(*orders);
-    for (int i = 0; i < 6; ++i) {
-      const std::string token = fmt::format("warm-{}", i);
-      ASSERT_TRUE(tx.exec1(acquireSql(key, token))[0].as<bool>());
-      ASSERT_TRUE(tx.exec1(releaseSql(key, token))[0].as<bool>());
-    }
-  }
-  pqxx::work tx(*orders);
-  const long long before = rowsRead(tx);
-  ASSERT_TRUE(tx.exec1(acquireSql(key, "t1"))[0].as<bool>());
-  const long long acquired = rowsRead(tx);
-  ASSERT_TRUE(tx.exec1(releaseSql(key, "t1"))[0].as<bool>());
-  const long long released = rowsRead(tx);
-  tx.commit();
+  Reads reads;
+  ASSERT_NO_FATAL_FAILURE(readsOf(
+      [&](const std::string& token) { return acquireSql(key, token); },
+      [&](const std::string& token) { return releaseSql(key, token); }, reads));
   // A handful of rows each (the key's own, its probes'; 6 and 2 seen), far
   // from the neighbour's 300 (schema 19: 606 for the acquire).
-  EXPECT_LT(acquired - before, 30) << "rows read by one acquire";
-  EXPECT_LT(released - acquired, 30) << "rows read by one release";
+  EXPECT_LT(reads.acquire, 30) << "rows read by one acquire";
+  EXPECT_LT(reads.release, 30) << "rows read by one release";
 }
 
 // The batch calls the same way: two keys a call, as a manager's concurrent
@@ -106,47 +124,39 @@ TEST_F(NeighbourCost, AServicesAcquireAndReleaseReadNoneOfANeighboursHolds) {
 // key: as a join, a generic plan could hash every HELD row).
 TEST_F(NeighbourCost, AServicesBatchCallsReadNoneOfANeighboursHolds) {
   holdManyAsTheNeighbour();
-  auto orders = sqlAs(orders_.name());
   const std::string a = keyOf("orders", "a");
   const std::string b = keyOf("orders", "b");
-  const auto acquireEach = [&](const std::string& token) {
-    return fmt::format(
-        "SELECT count(*) FILTER (WHERE outcome = 'acquired') FROM "
-        "dlm_try_acquire_each(ARRAY['{0}', '{1}'], ARRAY['{0}.', '{1}.'], "
-        "ARRAY['{0}/', '{1}/'], ARRAY['owner-o', 'owner-o'], "
-        "ARRAY['{2}a', '{2}b'], ARRAY[600000, 600000]::bigint[], 'h', 1)",
-        a, b, token);
-  };
-  const auto releaseEach = [&](const std::string& token) {
-    return fmt::format(
-        "SELECT count(*) FILTER (WHERE outcome = 'released') FROM "
-        "dlm_release_each(ARRAY['{0}', '{1}'], ARRAY['{2}a', '{2}b'], "
-        "ARRAY['{0}/', '{1}/'])",
-        a, b, token);
-  };
+  // The batch functions serve keys whose rows exist: each key taken alone
+  // once first.
   {
+    auto orders = sqlAs(orders_.name());
     pqxx::nontransaction tx(*orders);
-    // The rows exist once the keys were taken alone; then the plans kept.
     for (const auto& key : {a, b}) {
       ASSERT_TRUE(tx.exec1(acquireSql(key, "first"))[0].as<bool>());
       ASSERT_TRUE(tx.exec1(releaseSql(key, "first"))[0].as<bool>());
     }
-    for (int i = 0; i < 6; ++i) {
-      const std::string token = fmt::format("warm-{}", i);
-      ASSERT_EQ(tx.exec1(acquireEach(token))[0].as<int>(), 2);
-      ASSERT_EQ(tx.exec1(releaseEach(token))[0].as<int>(), 2);
-    }
   }
-  pqxx::work tx(*orders);
-  const long long before = rowsRead(tx);
-  ASSERT_EQ(tx.exec1(acquireEach("t1"))[0].as<int>(), 2);
-  const long long acquired = rowsRead(tx);
-  ASSERT_EQ(tx.exec1(releaseEach("t1"))[0].as<int>(), 2);
-  const long long released = rowsRead(tx);
-  tx.commit();
+  Reads reads;
+  ASSERT_NO_FATAL_FAILURE(readsOf(
+      [&](const std::string& token) {
+        return fmt::format(
+            "SELECT count(*) FILTER (WHERE outcome = 'acquired') = 2 FROM "
+            "dlm_try_acquire_each(ARRAY['{0}', '{1}'], ARRAY['{0}.', '{1}.'], "
+            "ARRAY['{0}/', '{1}/'], ARRAY['owner-o', 'owner-o'], "
+            "ARRAY['{2}a', '{2}b'], ARRAY[600000, 600000]::bigint[], 'h', 1)",
+            a, b, token);
+      },
+      [&](const std::string& token) {
+        return fmt::format(
+            "SELECT count(*) FILTER (WHERE outcome = 'released') = 2 FROM "
+            "dlm_release_each(ARRAY['{0}', '{1}'], ARRAY['{2}a', '{2}b'], "
+            "ARRAY['{0}/', '{1}/'])",
+            a, b, token);
+      },
+      reads));
   // 14 and 4 seen (schema 19: 616 for the acquire).
-  EXPECT_LT(acquired - before, 30) << "rows read by one batch acquire";
-  EXPECT_LT(released - acquired, 30) << "rows read by one batch release";
+  EXPECT_LT(reads.acquire, 30) << "rows read by one batch acquire";
+  EXPECT_LT(reads.release, 30) << "rows read by one batch release";
 }
 
 }  // namespace
