@@ -3486,4 +3486,4 @@ INSERT INTO dlm_schema_version (version, description, compatible_from, checksum)
          (17, 'logins recorded, limits per login, client purge', 4, 4033752408),
          (18, 'waiter deadlines recorded and listed', 4, 2367057277),
          (19, 'set-based batches and several locks at once', 4, 2873752092),
-         (20, 'batch functions: generic plans, keys joined by key', 4, 2143493655);
+         (20, 'generic plans; per-login indexes in collation C', 4, 3334668855);

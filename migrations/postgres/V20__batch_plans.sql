@@ -21,7 +21,7 @@
 --     and wait counts every login's holds and requests), and a partial
 --     index of HELD rows alone also drew other statements' generic plans
 --     (a release's UPDATE, an acquire's descendant probe) to scan every
---     HELD row. A service holding 2,000 locks made another login's
+--     HELD row. A login holding 1,984 locks made another login's
 --     acquire+release cycle cost 2.7-3.0x. The three indexes are rebuilt in
 --     collation "C", and the one on dlm_locks is limited to rows that have
 --     a login, which only the counts (which name the login) can use.
@@ -416,5 +416,5 @@ END
 $$;
 
 INSERT INTO dlm_schema_version (version, description, compatible_from)
-  VALUES (20, 'batch functions: generic plans, keys joined by key', 4)
+  VALUES (20, 'generic plans; per-login indexes in collation C', 4)
   ON CONFLICT (version) DO NOTHING;
